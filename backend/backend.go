@@ -1,0 +1,126 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors a backend wraps so the engine can classify failures
+// without knowing the substrate.
+var (
+	// ErrHostUnavailable: the host of the zone cannot be reached right now.
+	ErrHostUnavailable = errors.New("host unavailable")
+	// ErrNotFound: the domain (or another piece) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrNotOurs: a domain with our derived name exists but its metadata says
+	// it belongs to another provider instance or machine; never adopt it.
+	ErrNotOurs = errors.New("domain exists but is not ours")
+	// ErrUnknownZone: the spec names a zone no host serves.
+	ErrUnknownZone = errors.New("unknown zone")
+)
+
+// MachineSpec is what Create needs to build a VM.
+type MachineSpec struct {
+	MachineID    string
+	OperationID  string
+	Zone         string
+	InstanceType string
+	VCPU         int
+	MemoryMiB    int
+}
+
+// Placement says where a VM lives once it exists.
+type Placement struct {
+	Zone   string
+	Domain string
+}
+
+// Ref is the HostRef.ref value: "zone/domain".
+func (p Placement) Ref() string { return p.Zone + "/" + p.Domain }
+
+// ConfigureSpec is what Configure needs to join a VM to a cluster. The
+// bootstrap blob is opaque: backends deliver it and never parse or log it.
+type ConfigureSpec struct {
+	MachineID     string
+	OperationID   string
+	Placement     Placement
+	ClusterID     string
+	BootstrapBlob []byte
+	ShardMetadata map[string]string
+}
+
+// DrainSpec is what Drain needs. Grace 0 means "no grace", never "forever".
+type DrainSpec struct {
+	MachineID   string
+	OperationID string
+	Placement   Placement
+	ClusterID   string
+	Grace       time.Duration
+}
+
+// DeleteSpec is what Delete needs. Placement may be empty when the VM never
+// got one; backends then derive the domain from the machine id.
+type DeleteSpec struct {
+	MachineID   string
+	OperationID string
+	Zone        string
+	Placement   Placement
+}
+
+// Observed is one of our own domains as found on a host by Inventory.
+type Observed struct {
+	MachineID     string
+	OperationID   string
+	Placement     Placement
+	Running       bool
+	ClusterID     string // empty unless a binding was recorded
+	ShardMetadata map[string]string
+}
+
+// ZoneInventory is the outcome of listing one host.
+type ZoneInventory struct {
+	Zone     string
+	Err      error // non-nil: the host could not be listed; Machines is empty
+	Machines []Observed
+}
+
+// HostStatus describes one host for readiness and the admin API.
+type HostStatus struct {
+	Zone              string
+	URI               string // redacted: no userinfo, no query string
+	Connected         bool
+	LastError         string
+	LibvirtVersion    string
+	HypervisorVersion string
+	PoolCapacity      uint64
+	PoolAllocation    uint64
+	DomainCount       int
+}
+
+// Backend carries out transitions on a substrate. Every method is safe for
+// concurrent use on different machines; the engine never runs two methods on
+// one machine at once. Each method must honour ctx (the transition's
+// timeout) and be idempotent: the engine re-runs an interrupted transition
+// after a restart with the same operation id.
+type Backend interface {
+	// Zones lists the zones this backend serves.
+	Zones() []string
+	// Create builds and starts the VM and returns where it lives. If a VM of
+	// ours for this machine already exists it is adopted, never a stranger's.
+	Create(ctx context.Context, spec MachineSpec) (Placement, error)
+	// Configure delivers the bootstrap blob, runs the bootstrap hook, waits
+	// for readiness and only then records the cluster binding.
+	Configure(ctx context.Context, spec ConfigureSpec) error
+	// Drain runs the drain hook and clears the binding.
+	Drain(ctx context.Context, spec DrainSpec) error
+	// Delete destroys the VM and its volumes; a missing piece is not an error.
+	Delete(ctx context.Context, spec DeleteSpec) error
+	// Inventory lists our own domains, per zone; one slow or dead host must
+	// not stall the others.
+	Inventory(ctx context.Context) []ZoneInventory
+	// Hosts reports the state of each host.
+	Hosts(ctx context.Context) []HostStatus
+	// Close releases connections.
+	Close() error
+}

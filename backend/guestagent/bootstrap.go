@@ -1,0 +1,188 @@
+package guestagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Defaults of the image contract (docs/image-contract.md).
+const (
+	DefaultBlobPath      = "/opt/bigfleet/bootstrap.blob"
+	DefaultBootstrapHook = "/opt/bigfleet/bootstrap"
+	DefaultReadyHook     = "/opt/bigfleet/ready"
+	DefaultDrainHook     = "/opt/bigfleet/drain"
+
+	DefaultAgentWait       = 2 * time.Minute
+	DefaultBootstrapBudget = 10 * time.Minute
+	DefaultReadyBudget     = 30 * time.Second
+	DefaultReadyPollStart  = 50 * time.Millisecond
+	DefaultReadyPollMax    = time.Second
+	DefaultDrainMargin     = 30 * time.Second
+)
+
+// BootstrapConfig tunes a Bootstrapper; zero fields take the defaults above.
+type BootstrapConfig struct {
+	BlobPath      string
+	BootstrapHook string
+	ReadyHook     string
+	DrainHook     string
+	ChunkSize     int // raw bytes per guest-file-write
+
+	AgentWait       time.Duration // how long to wait for the agent's first ping
+	BootstrapBudget time.Duration // one run of the bootstrap hook
+	ReadyBudget     time.Duration // one run of the ready hook
+	ReadyPollStart  time.Duration // first pause between ready checks
+	ReadyPollMax    time.Duration // cap of that pause
+	DrainMargin     time.Duration // added to grace; also the forced drain's budget
+
+	// OnEscalate, if set, hears why a graceful drain was abandoned for the
+	// forced mode, so the caller can log it (a forced drain that succeeds
+	// returns nil).
+	OnEscalate func(clusterID string, cause error)
+}
+
+func (c *BootstrapConfig) setDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	dur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.BlobPath, DefaultBlobPath)
+	def(&c.BootstrapHook, DefaultBootstrapHook)
+	def(&c.ReadyHook, DefaultReadyHook)
+	def(&c.DrainHook, DefaultDrainHook)
+	dur(&c.AgentWait, DefaultAgentWait)
+	dur(&c.BootstrapBudget, DefaultBootstrapBudget)
+	dur(&c.ReadyBudget, DefaultReadyBudget)
+	dur(&c.ReadyPollStart, DefaultReadyPollStart)
+	dur(&c.ReadyPollMax, DefaultReadyPollMax)
+	dur(&c.DrainMargin, DefaultDrainMargin)
+}
+
+// Bootstrapper runs Configure and Drain through the guest agent.
+type Bootstrapper struct {
+	c   *Client
+	cfg BootstrapConfig
+}
+
+// NewBootstrapper returns a Bootstrapper that talks through c.
+func NewBootstrapper(c *Client, cfg BootstrapConfig) *Bootstrapper {
+	cfg.setDefaults()
+	return &Bootstrapper{c: c, cfg: cfg}
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (b *Bootstrapper) Config() BootstrapConfig { return b.cfg }
+
+// Configure delivers blob to BlobPath, runs "bootstrap <clusterID>" and then
+// waits until "ready <clusterID>" exits 0 (or ctx ends). Without a ready hook
+// in the image the bootstrap hook's success is the readiness signal.
+//
+// The blob is secret: it is only handed to WriteFile and never appears in an
+// error. Configure is safe to re-run: the hooks must be idempotent.
+func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []byte) error {
+	if err := b.waitAgent(ctx); err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	if err := b.c.WriteFile(ctx, b.cfg.BlobPath, blob, b.cfg.ChunkSize); err != nil {
+		return fmt.Errorf("configure: write blob: %w", err)
+	}
+	res, err := b.c.RunHook(ctx, []string{b.cfg.BootstrapHook, clusterID}, b.cfg.BootstrapBudget)
+	if err != nil {
+		return fmt.Errorf("configure: run bootstrap hook: %w", err)
+	}
+	if err := res.Err("bootstrap hook"); err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	if err := b.awaitReady(ctx, clusterID); err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	return nil
+}
+
+// waitAgent bounds WaitReady by AgentWait so a guest without an agent fails
+// with a clear message instead of eating the whole transition timeout.
+func (b *Bootstrapper) waitAgent(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.AgentWait)
+	defer cancel()
+	if err := b.c.WaitReady(wctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for guest agent: %w", ctx.Err())
+		}
+		return err
+	}
+	return nil
+}
+
+// awaitReady polls the ready hook with backoff until it exits 0.
+func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string) error {
+	present := b.probe(ctx, b.cfg.ReadyHook)
+	if present == absent {
+		return nil
+	}
+	argv := []string{b.cfg.ReadyHook, clusterID}
+	delay := b.cfg.ReadyPollStart
+	var last error
+	checks := 0
+	for {
+		checks++
+		res, err := b.c.RunHook(ctx, argv, b.cfg.ReadyBudget)
+		if missingHook(present, res, err) {
+			return nil
+		}
+		if err == nil && res.OK() {
+			return nil
+		}
+		if last = err; err == nil {
+			last = res.Err("ready hook")
+		}
+		if ctx.Err() != nil || b.c.clock.Sleep(ctx, delay) != nil {
+			break
+		}
+		delay = min(delay*2, b.cfg.ReadyPollMax)
+	}
+	return fmt.Errorf("node did not become ready (%d checks, %v): %w", checks, ctx.Err(), last)
+}
+
+// presence is what a file-open probe learned about a hook path.
+type presence int
+
+const (
+	unknown presence = iota
+	present
+	absent
+)
+
+// probe checks whether path exists in the guest by opening it read-only.
+// Anything but a clear "no such file" leaves it unknown, and the exec decides.
+func (b *Bootstrapper) probe(ctx context.Context, path string) presence {
+	h, err := b.c.FileOpen(ctx, path, "r")
+	if err == nil {
+		_ = b.c.FileClose(context.WithoutCancel(ctx), h)
+		return present
+	}
+	if looksMissing(err) {
+		return absent
+	}
+	return unknown
+}
+
+// missingHook reports whether a hook run failed only because the hook is not
+// in the image: qemu-ga's spawn fails with "No such file or directory", or
+// (older agents that fork first, or a wrapper) the child exits 127. Exit 127
+// from a hook the probe saw is the hook's own failure.
+func missingHook(p presence, res HookResult, err error) bool {
+	if p == present {
+		return false
+	}
+	if err != nil {
+		return looksMissing(err)
+	}
+	return res.Exited && res.ExitCode == 127
+}
