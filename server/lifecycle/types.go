@@ -1,0 +1,188 @@
+package lifecycle
+
+import (
+	"maps"
+	"time"
+)
+
+// State is a machine's lifecycle state. The numbering follows the wire enum
+// so mapping is a cast, but nothing here depends on the proto package.
+type State int32
+
+const (
+	StateUnspecified State = iota
+	Speculative
+	Creating
+	Idle
+	Configuring
+	Configured
+	Draining
+	Deleting
+	Failed
+)
+
+var stateNames = [...]string{"UNSPECIFIED", "SPECULATIVE", "CREATING", "IDLE",
+	"CONFIGURING", "CONFIGURED", "DRAINING", "DELETING", "FAILED"}
+
+func (s State) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return "UNKNOWN"
+	}
+	return stateNames[s]
+}
+
+// AllStates lists every real state, in wire order.
+var AllStates = []State{Speculative, Creating, Idle, Configuring, Configured, Draining, Deleting, Failed}
+
+// CapacityType follows the wire enum numbering.
+type CapacityType int32
+
+const (
+	CapacityUnspecified CapacityType = iota
+	CapacityBareMetal
+	CapacityReserved
+	CapacityOnDemand
+	CapacitySpot
+)
+
+// OpKind names a transition (the RPC that started it).
+type OpKind string
+
+const (
+	OpNone      OpKind = ""
+	OpCreate    OpKind = "create"
+	OpConfigure OpKind = "configure"
+	OpDrain     OpKind = "drain"
+	OpDelete    OpKind = "delete"
+	OpReconcile OpKind = "reconcile"
+	OpRelease   OpKind = "release"
+)
+
+// HostRef is where a machine's VM lives; zero means "no host".
+type HostRef struct {
+	Provider string `json:"provider,omitempty"`
+	Ref      string `json:"ref,omitempty"`
+}
+
+// Transition is one entry of a machine's bounded history.
+type Transition struct {
+	OperationID string    `json:"op"`
+	Kind        OpKind    `json:"kind"`
+	From        State     `json:"from"`
+	To          State     `json:"to"` // the state it ended in (or the target while running)
+	Started     time.Time `json:"started"`
+	Ended       time.Time `json:"ended,omitzero"`
+	Outcome     string    `json:"outcome"` // running, succeeded, failed, timed_out, superseded
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// HistoryLimit bounds the transitions kept per machine.
+const HistoryLimit = 32
+
+// Machine is the engine's record of one slot. Values are treated as
+// immutable once published: every change builds a new copy (Clone).
+type Machine struct {
+	ID                      string            `json:"id"`
+	State                   State             `json:"state"`
+	Host                    HostRef           `json:"host,omitzero"`
+	InstanceType            string            `json:"instance_type"`
+	Zone                    string            `json:"zone"`
+	CapacityType            CapacityType      `json:"capacity_type"`
+	PricePerHour            float64           `json:"price"`
+	InterruptionProbability float64           `json:"interruption,omitempty"`
+	Resources               map[string]string `json:"resources,omitempty"`
+	Allocatable             map[string]string `json:"allocatable,omitempty"`
+	Labels                  map[string]string `json:"labels,omitempty"`
+	LastError               string            `json:"last_error,omitempty"`
+	Cluster                 string            `json:"cluster,omitempty"`
+	ShardMetadata           map[string]string `json:"shard_metadata,omitempty"`
+
+	// Hardware of the instance type, handed to the backend on Create.
+	VCPU      int `json:"vcpu"`
+	MemoryMiB int `json:"memory_mib"`
+
+	// Bookkeeping.
+	Domain      string       `json:"domain,omitempty"`
+	OperationID string       `json:"op,omitempty"`      // the current or last transition
+	OpKind      OpKind       `json:"op_kind,omitempty"` // kind of that transition
+	OpDeadline  time.Time    `json:"op_deadline,omitzero"`
+	DrainGrace  int64        `json:"drain_grace,omitempty"`
+	StateSince  time.Time    `json:"since,omitzero"`
+	Revision    uint64       `json:"rev"`
+	History     []Transition `json:"history,omitempty"`
+}
+
+// Clone returns a deep copy, so a published record never aliases a caller's
+// maps or a later edit.
+func (m Machine) Clone() Machine {
+	c := m
+	c.Resources = maps.Clone(m.Resources)
+	c.Allocatable = maps.Clone(m.Allocatable)
+	c.Labels = maps.Clone(m.Labels)
+	c.ShardMetadata = maps.Clone(m.ShardMetadata)
+	c.History = append([]Transition(nil), m.History...)
+	return c
+}
+
+// Token is BigFleet's fencing token. The zero Token means "no token".
+type Token struct {
+	ShardID  string
+	Epoch    int64
+	Sequence int64
+}
+
+// Mark is the highest accepted (epoch, sequence) of a (shard, machine).
+type Mark struct {
+	Epoch    int64 `json:"e"`
+	Sequence int64 `json:"s"`
+}
+
+// MarkKey identifies a fence mark.
+type MarkKey struct {
+	ShardID   string
+	MachineID string
+}
+
+// CreateRequest and friends are the engine's view of the mutating RPCs.
+type CreateRequest struct {
+	MachineID string
+	Token     Token
+}
+
+type ConfigureRequest struct {
+	MachineID     string
+	ClusterID     string
+	BootstrapBlob []byte
+	ShardMetadata map[string]string
+	Token         Token
+}
+
+type DrainRequest struct {
+	MachineID    string
+	GraceSeconds int64
+	Token        Token
+}
+
+type DeleteRequest struct {
+	MachineID string
+	Token     Token
+}
+
+// Ack answers an accepted (or idempotently retried) mutation.
+type Ack struct {
+	OperationID string
+	Machine     Machine
+}
+
+// ListQuery selects machines; Since is an opaque cursor from a ListResult.
+type ListQuery struct {
+	States     []State
+	MaxResults int
+	Since      []byte
+}
+
+// ListResult is one page and the cursor to continue from.
+type ListResult struct {
+	Machines []Machine
+	Revision []byte
+}
