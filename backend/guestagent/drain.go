@@ -36,7 +36,7 @@ func (b *Bootstrapper) Drain(ctx context.Context, clusterID string, grace time.D
 			return nil
 		case err == nil && res.OK():
 			return nil
-		case err != nil && (ctx.Err() != nil || IsAgentUnavailable(err)):
+		case err != nil && (outOfTime(ctx, err) || IsAgentUnavailable(err)):
 			// Forcing cannot help when we are out of time or the agent is gone.
 			return fmt.Errorf("drain: run drain hook: %w", err)
 		case err != nil:
@@ -69,4 +69,9 @@ func (b *Bootstrapper) forceDrain(ctx context.Context, clusterID string, cause e
 func graceSeconds(grace time.Duration) string {
 	s := int64((grace + time.Second - 1) / time.Second)
 	return strconv.FormatInt(s, 10)
+}
+
+// outOfTime reports whether err (or ctx) says the caller's time is up.
+func outOfTime(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
