@@ -124,3 +124,10 @@ type Backend interface {
 	// Close releases connections.
 	Close() error
 }
+
+// ZoneReadiness is implemented by backends that can tell cheaply whether a
+// zone's host is reachable right now. The engine refuses to accept a
+// mutation (Unavailable) for a zone whose host reports an error.
+type ZoneReadiness interface {
+	ZoneReady(zone string) error
+}

@@ -1,0 +1,199 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// Observer is told about every finished transition (for metrics).
+type Observer interface {
+	TransitionFinished(kind OpKind, zone, outcome string, d time.Duration)
+}
+
+// Config configures an Engine.
+type Config struct {
+	// Provider is the HostRef.provider label, stable for a machine's life.
+	Provider string
+	// Seed is the capacity model's slots. Missing ones are added at startup;
+	// existing records are never removed or reset.
+	Seed []Machine
+
+	CreateTimeout, ConfigureTimeout, DrainTimeout, DeleteTimeout time.Duration
+	// ReconcileInterval: 0 disables the periodic reconcile (the one at
+	// startup still runs).
+	ReconcileInterval time.Duration
+
+	Logger   *slog.Logger
+	Observer Observer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Engine runs BigFleet's lifecycle rules over a Store and a Backend.
+type Engine struct {
+	cfg     Config
+	st      Store
+	be      backend.Backend
+	log     *slog.Logger
+	storeID uint64
+
+	locks keyedMutex
+	idx   *index
+
+	marksMu sync.RWMutex
+	marks   map[MarkKey]Mark
+
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+	closed   atomic.Bool
+	started  atomic.Bool
+
+	repMu   sync.Mutex
+	lastRep ReconcileReport
+}
+
+// New loads the store, adds missing seed slots and returns a stopped engine.
+func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	for _, d := range []*time.Duration{&cfg.CreateTimeout, &cfg.ConfigureTimeout, &cfg.DrainTimeout, &cfg.DeleteTimeout} {
+		if *d <= 0 {
+			*d = 10 * time.Minute
+		}
+	}
+	ctx := context.Background()
+	snap, err := st.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
+	}
+	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: snap.Marks}
+	if e.marks == nil {
+		e.marks = make(map[MarkKey]Mark)
+	}
+	e.idx = newIndex(snap.Machines)
+	if err := e.addSeed(ctx); err != nil {
+		return nil, err
+	}
+	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// addSeed commits the slots the capacity model has and the store lacks, in
+// chunks so a first start with a large fleet stays one write per chunk.
+func (e *Engine) addSeed(ctx context.Context) error {
+	var missing []Machine
+	for _, m := range e.cfg.Seed {
+		if _, ok := e.idx.byID[m.ID]; !ok {
+			missing = append(missing, m)
+		}
+	}
+	now := e.cfg.Now()
+	for len(missing) > 0 {
+		n := min(len(missing), 2048)
+		chunk := make([]Machine, n)
+		for i, m := range missing[:n] {
+			c := m.Clone()
+			c.State = Speculative
+			c.StateSince = now
+			c.Revision = e.idx.reserve()
+			chunk[i] = c
+		}
+		if err := e.st.Commit(ctx, Batch{Machines: chunk}); err != nil {
+			return fmt.Errorf("seed state: %w", err)
+		}
+		for i := range chunk {
+			e.idx.publish(&chunk[i])
+		}
+		missing = missing[n:]
+	}
+	return nil
+}
+
+// Start resumes transitions that were in flight when the process stopped
+// and starts the reconcile loop. It returns at once.
+func (e *Engine) Start(ctx context.Context) {
+	if e.started.Swap(true) {
+		return
+	}
+	for _, id := range e.idx.ids() {
+		m, _ := e.idx.get(id)
+		if m.State.transitional() {
+			e.resume(id)
+		}
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		e.reconcileLoop()
+	}()
+}
+
+// Close stops background work and waits for it. Transitions still running
+// stay transitional in the store and are resumed by the next Start.
+func (e *Engine) Close() {
+	if e.closed.Swap(true) {
+		return
+	}
+	e.bgCancel()
+	e.bg.Wait()
+}
+
+// Get returns one machine.
+func (e *Engine) Get(_ context.Context, id string) (Machine, error) {
+	if id == "" {
+		return Machine{}, errorf(CodeInvalid, "id is required")
+	}
+	m, ok := e.idx.get(id)
+	if !ok {
+		return Machine{}, errorf(CodeNotFound, "machine %q not found", id)
+	}
+	return m.Clone(), nil
+}
+
+// List returns machines changed after q.Since (all when the cursor is
+// absent or not ours), in revision order, at most q.MaxResults of them.
+func (e *Engine) List(_ context.Context, q ListQuery) (ListResult, error) {
+	if q.MaxResults < 0 {
+		return ListResult{}, errorf(CodeInvalid, "max_results must not be negative")
+	}
+	from, _ := decodeCursor(q.Since, e.storeID)
+	ms, cursor := e.idx.list(from, q.States, q.MaxResults)
+	out := make([]Machine, len(ms))
+	for i, m := range ms {
+		out[i] = m.Clone()
+	}
+	return ListResult{Machines: out, Revision: encodeCursor(e.storeID, cursor)}, nil
+}
+
+// Counts returns the number of machines per state and zone.
+func (e *Engine) Counts() map[StateZone]int { return e.idx.countsCopy() }
+
+// Backend returns the substrate (for the admin API's host view).
+func (e *Engine) Backend() backend.Backend { return e.be }
+
+func newOperationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "op-" + hex.EncodeToString(b[:])
+}
+
+func (s State) transitional() bool {
+	switch s {
+	case Creating, Configuring, Draining, Deleting:
+		return true
+	}
+	return false
+}

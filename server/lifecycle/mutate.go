@@ -1,0 +1,261 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// decision is what a mutation decided about a machine: either an idempotent
+// retry (opID set, next nil), a new transition (next set), or a refusal.
+type decision struct {
+	opID string
+	next *Machine
+	err  *Error
+}
+
+func retry(m *Machine) decision { return decision{opID: m.OperationID} }
+
+func refuse(code Code, format string, args ...any) decision {
+	return decision{err: errorf(code, format, args...)}
+}
+
+func outOfPosition(m *Machine, verb string) decision {
+	return refuse(CodeAborted, "cannot %s machine %q: it is %s", verb, m.ID, m.State)
+}
+
+func failedMachine(m *Machine, verb string) decision {
+	return refuse(CodeAborted, "cannot %s machine %q: it is FAILED (%s)", verb, m.ID, m.LastError)
+}
+
+// Create starts SPECULATIVE → CREATING → IDLE.
+func (e *Engine) Create(ctx context.Context, r CreateRequest) (Ack, error) {
+	return e.mutate(ctx, r.MachineID, r.Token, nil, func(m *Machine) decision {
+		switch {
+		case m.State == Failed:
+			return failedMachine(m, "create")
+		case m.State == Creating, m.State == Idle:
+			return retry(m)
+		case m.State != Speculative:
+			return outOfPosition(m, "create")
+		}
+		return e.begin(m, OpCreate, Creating, e.cfg.CreateTimeout, func(n *Machine) {
+			n.Cluster, n.ShardMetadata, n.Host, n.Domain = "", nil, HostRef{}, ""
+		})
+	})
+}
+
+// Configure starts IDLE → CONFIGURING → CONFIGURED. The blob travels to the
+// backend with the transition and is never stored.
+func (e *Engine) Configure(ctx context.Context, r ConfigureRequest) (Ack, error) {
+	var blob []byte
+	d, err := e.mutateWith(ctx, r.MachineID, r.Token, validateConfigure(r), func(m *Machine) decision {
+		switch {
+		case m.State == Failed:
+			return failedMachine(m, "configure")
+		case m.State == Configuring || m.State == Configured:
+			if m.Cluster != r.ClusterID {
+				return refuse(CodeAborted, "machine %q is %s for cluster %q, not %q", m.ID, m.State, m.Cluster, r.ClusterID)
+			}
+			return retry(m)
+		case m.State != Idle:
+			return outOfPosition(m, "configure")
+		}
+		blob = r.BootstrapBlob
+		return e.begin(m, OpConfigure, Configuring, e.cfg.ConfigureTimeout, func(n *Machine) {
+			n.Cluster = r.ClusterID
+			n.ShardMetadata = cloneMap(r.ShardMetadata)
+		})
+	}, func(m *Machine) { e.launch(m, blob) })
+	return d, err
+}
+
+// Drain starts CONFIGURED → DRAINING → IDLE.
+func (e *Engine) Drain(ctx context.Context, r DrainRequest) (Ack, error) {
+	var invalid *Error
+	if r.GraceSeconds < 0 {
+		invalid = errorf(CodeInvalid, "grace_period_seconds must not be negative (got %d)", r.GraceSeconds)
+	}
+	return e.mutate(ctx, r.MachineID, r.Token, invalid, func(m *Machine) decision {
+		switch {
+		case m.State == Failed:
+			return failedMachine(m, "drain")
+		case m.State == Draining, m.State == Idle && m.OpKind == OpDrain:
+			return retry(m)
+		case m.State != Configured:
+			return outOfPosition(m, "drain")
+		}
+		grace := r.GraceSeconds
+		timeout := e.cfg.DrainTimeout
+		// A long grace period must not be cut short by the drain timeout.
+		if g := time.Duration(min(grace, int64(maxGraceSeconds))) * time.Second; g+time.Minute > timeout {
+			timeout = g + time.Minute
+		}
+		return e.begin(m, OpDrain, Draining, timeout, func(n *Machine) { n.DrainGrace = grace })
+	})
+}
+
+const maxGraceSeconds = 7 * 24 * 3600
+
+// Delete starts IDLE → DELETING → SPECULATIVE.
+func (e *Engine) Delete(ctx context.Context, r DeleteRequest) (Ack, error) {
+	return e.mutate(ctx, r.MachineID, r.Token, nil, func(m *Machine) decision {
+		switch {
+		case m.CapacityType == CapacityBareMetal:
+			return refuse(CodeUnimplemented, "machine %q is bare metal capacity, which has no Delete", m.ID)
+		case m.State == Failed:
+			return failedMachine(m, "delete")
+		case m.State == Deleting, m.State == Speculative && m.OpKind == OpDelete:
+			return retry(m)
+		case m.State != Idle:
+			return outOfPosition(m, "delete")
+		}
+		return e.begin(m, OpDelete, Deleting, e.cfg.DeleteTimeout, nil)
+	})
+}
+
+// begin builds the record of a new transition: a fresh operation id that is
+// never reused, the deadline, and a history entry.
+func (e *Engine) begin(m *Machine, kind OpKind, through State, timeout time.Duration, edit func(*Machine)) decision {
+	now := e.cfg.Now()
+	n := m.Clone()
+	n.State = through
+	n.OperationID = newOperationID()
+	n.OpKind = kind
+	n.OpDeadline = now.Add(timeout)
+	n.LastError = ""
+	n.StateSince = now
+	if edit != nil {
+		edit(&n)
+	}
+	n.History = appendHistory(n.History, Transition{
+		OperationID: n.OperationID, Kind: kind, From: m.State, To: through, Started: now, Outcome: "running",
+	})
+	return decision{opID: n.OperationID, next: &n}
+}
+
+func (e *Engine) mutate(ctx context.Context, id string, t Token, invalid *Error, decide func(*Machine) decision) (Ack, error) {
+	return e.mutateWith(ctx, id, t, invalid, decide, func(m *Machine) { e.launch(m, nil) })
+}
+
+// mutateWith is the one accept path of every mutating RPC, in the order the
+// contract fixes: validation, then the fence (before not-found and before
+// the idempotent-retry short-circuit), then the machine's own rules. The
+// fence mark and the new record are committed together before the ack.
+func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Error,
+	decide func(*Machine) decision, start func(*Machine)) (Ack, error) {
+	if err := firstErr(validateID(id), validateToken(t), invalid); err != nil {
+		return Ack{}, err
+	}
+	unlock := e.locks.Lock(id)
+	defer unlock()
+	if e.closed.Load() {
+		return Ack{}, errorf(CodeUnavailable, "provider is shutting down")
+	}
+	mark, ferr := e.fence(id, t)
+	if ferr != nil {
+		return Ack{}, ferr
+	}
+	var d decision
+	cur, ok := e.idx.get(id)
+	if !ok {
+		d = refuse(CodeNotFound, "machine %q not found", id)
+	} else {
+		d = decide(cur)
+	}
+	if d.next != nil {
+		if err := e.zoneReady(cur.Zone); err != nil {
+			d = decision{err: err}
+		}
+	}
+	if err := e.commit(ctx, id, t.ShardID, mark, d.next); err != nil {
+		return Ack{}, err
+	}
+	if d.err != nil {
+		return Ack{}, d.err
+	}
+	if d.next != nil {
+		start(d.next)
+		return Ack{OperationID: d.opID, Machine: d.next.Clone()}, nil
+	}
+	return Ack{OperationID: d.opID, Machine: cur.Clone()}, nil
+}
+
+// commit makes the fence mark and the new record durable, then publishes
+// them. The write is detached from the caller's context: once started, an
+// acceptance either lands whole or is reported as not accepted.
+func (e *Engine) commit(ctx context.Context, id, shard string, mark *Mark, next *Machine) error {
+	if mark == nil && next == nil {
+		return nil
+	}
+	var b Batch
+	if mark != nil {
+		b.Marks = map[MarkKey]Mark{{ShardID: shard, MachineID: id}: *mark}
+	}
+	if next != nil {
+		next.Revision = e.idx.reserve()
+		b.Machines = []Machine{*next}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := e.st.Commit(cctx, b); err != nil {
+		if next != nil {
+			e.idx.abandon(next.Revision)
+		}
+		e.log.Error("store commit failed", "machine", id, "err", err)
+		return errorf(CodeUnavailable, "cannot persist the change: store unavailable")
+	}
+	if mark != nil {
+		e.setMark(id, shard, *mark)
+	}
+	if next != nil {
+		e.idx.publish(next)
+	}
+	return nil
+}
+
+func (e *Engine) zoneReady(zone string) *Error {
+	zr, ok := e.be.(backend.ZoneReadiness)
+	if !ok {
+		return nil
+	}
+	if err := zr.ZoneReady(zone); err != nil {
+		msg := fmt.Sprintf("host of zone %q is not available", zone)
+		if !errors.Is(err, backend.ErrHostUnavailable) {
+			msg += ": " + err.Error()
+		}
+		return errorf(CodeUnavailable, "%s", msg)
+	}
+	return nil
+}
+
+func firstErr(errs ...*Error) *Error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func appendHistory(h []Transition, t Transition) []Transition {
+	h = append(h, t)
+	if len(h) > HistoryLimit {
+		h = append([]Transition(nil), h[len(h)-HistoryLimit:]...)
+	}
+	return h
+}

@@ -1,0 +1,140 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// ReconcileReport summarises one reconcile pass (for logs and the admin API).
+type ReconcileReport struct {
+	At       time.Time
+	Adopted  int
+	Vanished int
+	Zones    map[string]string // zone → "" (ok) or the error that stopped it
+}
+
+func (e *Engine) reconcileLoop() {
+	e.Reconcile(e.bgCtx)
+	if e.cfg.ReconcileInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(e.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.bgCtx.Done():
+			return
+		case <-t.C:
+			e.Reconcile(e.bgCtx)
+		}
+	}
+}
+
+// Reconcile compares what the hosts hold with the records. Our own domains
+// under SPECULATIVE records are adopted (a lost state file is rebuilt from
+// libvirt), a VM that vanished under an IDLE or CONFIGURED record turns it
+// FAILED, domains that are not ours are never seen here (the backend only
+// lists its own), and records change (so the revision moves) only on a real
+// difference. A host whose listing failed is skipped, never read as empty.
+func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
+	rep := ReconcileReport{At: e.cfg.Now(), Zones: map[string]string{}}
+	inv := e.be.Inventory(ctx)
+	healthy := map[string]map[string]backend.Observed{}
+	for _, zi := range inv {
+		if zi.Err != nil {
+			rep.Zones[zi.Zone] = zi.Err.Error()
+			e.log.Warn("reconcile: host not listed", "zone", zi.Zone, "err", zi.Err)
+			continue
+		}
+		rep.Zones[zi.Zone] = ""
+		byMachine := make(map[string]backend.Observed, len(zi.Machines))
+		for _, o := range zi.Machines {
+			byMachine[o.MachineID] = o
+		}
+		healthy[zi.Zone] = byMachine
+	}
+	for _, id := range e.idx.ids() {
+		if ctx.Err() != nil {
+			break
+		}
+		m, _ := e.idx.get(id)
+		seen, listed := healthy[m.Zone]
+		if !listed {
+			continue
+		}
+		o, found := seen[id]
+		switch e.reconcileOne(id, o, found, rep.At) {
+		case "adopted":
+			rep.Adopted++
+		case "vanished":
+			rep.Vanished++
+		}
+	}
+	e.setLastReconcile(rep)
+	if rep.Adopted+rep.Vanished > 0 {
+		e.log.Info("reconcile changed machines", "adopted", rep.Adopted, "vanished", rep.Vanished)
+	}
+	return rep
+}
+
+func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedAt time.Time) string {
+	unlock := e.locks.Lock(id)
+	defer unlock()
+	cur, ok := e.idx.get(id)
+	// A record that changed after the hosts were listed is judged next time:
+	// the listing may predate a Create or Delete that just finished.
+	if !ok || !cur.StateSince.Before(listedAt) {
+		return ""
+	}
+	now := e.cfg.Now()
+	n := cur.Clone()
+	var what string
+	switch {
+	case cur.State == Speculative && found:
+		what = "adopted"
+		n.State = Idle
+		n.Domain = o.Placement.Domain
+		n.Host = HostRef{Provider: e.cfg.Provider, Ref: o.Placement.Ref()}
+		if o.OperationID != "" {
+			n.OperationID = o.OperationID
+		}
+		n.OpKind = OpReconcile
+		if o.ClusterID != "" {
+			n.State = Configured
+			n.Cluster = o.ClusterID
+			n.ShardMetadata = cloneMap(o.ShardMetadata)
+		}
+		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+			From: cur.State, To: n.State, Started: now, Ended: now, Outcome: "adopted"})
+	case (cur.State == Idle || cur.State == Configured) && !found:
+		what = "vanished"
+		n.State = Failed
+		n.LastError = fmt.Sprintf("VM %q vanished from host %q: found missing by reconcile", cur.Domain, cur.Zone)
+		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+			From: cur.State, To: Failed, Started: now, Ended: now, Outcome: "failed", LastError: n.LastError})
+	default:
+		return ""
+	}
+	n.StateSince = now
+	if err := e.commit(context.Background(), id, "", nil, &n); err != nil {
+		return ""
+	}
+	e.log.Warn("reconcile", "machine", id, "change", what, "state", n.State.String())
+	return what
+}
+
+func (e *Engine) setLastReconcile(r ReconcileReport) {
+	e.repMu.Lock()
+	e.lastRep = r
+	e.repMu.Unlock()
+}
+
+// LastReconcile returns the report of the most recent reconcile pass.
+func (e *Engine) LastReconcile() ReconcileReport {
+	e.repMu.Lock()
+	defer e.repMu.Unlock()
+	return e.lastRep
+}
