@@ -1,0 +1,237 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// memStore is a minimal Store for engine unit tests (the real ones live in
+// server/store and have their own tests).
+type memStore struct {
+	mu       sync.Mutex
+	id       uint64
+	machines map[string]Machine
+	marks    map[MarkKey]Mark
+	commits  int
+	fail     error
+}
+
+func newMemStore() *memStore {
+	return &memStore{id: 42, machines: map[string]Machine{}, marks: map[MarkKey]Mark{}}
+}
+
+func (s *memStore) Load(context.Context) (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{StoreID: s.id, Marks: maps.Clone(s.marks)}
+	for _, m := range s.machines {
+		snap.Machines = append(snap.Machines, m.Clone())
+	}
+	return snap, nil
+}
+
+func (s *memStore) Commit(_ context.Context, b Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.commits++
+	for _, m := range b.Machines {
+		s.machines[m.ID] = m.Clone()
+	}
+	maps.Copy(s.marks, b.Marks)
+	return nil
+}
+
+func (s *memStore) Close() error { return nil }
+
+// testBackend is a scriptable substrate: each op can be made to fail or to
+// block until released.
+type testBackend struct {
+	mu    sync.Mutex
+	fail  map[OpKind]error
+	gate  map[OpKind]chan struct{}
+	vms   map[string]backend.Observed // by machine id
+	blobs map[string][]byte
+	calls map[OpKind]int
+}
+
+func newTestBackend() *testBackend {
+	return &testBackend{fail: map[OpKind]error{}, gate: map[OpKind]chan struct{}{},
+		vms: map[string]backend.Observed{}, blobs: map[string][]byte{}, calls: map[OpKind]int{}}
+}
+
+func (b *testBackend) setFail(k OpKind, err error) { b.mu.Lock(); b.fail[k] = err; b.mu.Unlock() }
+
+// hold makes op k block until the returned func is called.
+func (b *testBackend) hold(k OpKind) func() {
+	ch := make(chan struct{})
+	b.mu.Lock()
+	b.gate[k] = ch
+	b.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+func (b *testBackend) step(ctx context.Context, k OpKind) error {
+	b.mu.Lock()
+	b.calls[k]++
+	ch, err := b.gate[k], b.fail[k]
+	b.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+func (b *testBackend) Zones() []string { return []string{"zone-a", "zone-b"} }
+
+func (b *testBackend) Create(ctx context.Context, s backend.MachineSpec) (backend.Placement, error) {
+	if err := b.step(ctx, OpCreate); err != nil {
+		return backend.Placement{}, err
+	}
+	p := backend.Placement{Zone: s.Zone, Domain: "bf-" + s.MachineID}
+	b.mu.Lock()
+	b.vms[s.MachineID] = backend.Observed{MachineID: s.MachineID, OperationID: s.OperationID, Placement: p, Running: true}
+	b.mu.Unlock()
+	return p, nil
+}
+
+func (b *testBackend) Configure(ctx context.Context, s backend.ConfigureSpec) error {
+	if err := b.step(ctx, OpConfigure); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.blobs[s.MachineID] = append([]byte(nil), s.BootstrapBlob...)
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *testBackend) Drain(ctx context.Context, s backend.DrainSpec) error {
+	return b.step(ctx, OpDrain)
+}
+
+func (b *testBackend) Delete(ctx context.Context, s backend.DeleteSpec) error {
+	if err := b.step(ctx, OpDelete); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.vms, s.MachineID)
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *testBackend) Inventory(context.Context) []backend.ZoneInventory {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := []backend.ZoneInventory{{Zone: "zone-a"}, {Zone: "zone-b"}}
+	for _, o := range b.vms {
+		for i := range out {
+			if out[i].Zone == o.Placement.Zone {
+				out[i].Machines = append(out[i].Machines, o)
+			}
+		}
+	}
+	return out
+}
+
+func (b *testBackend) Hosts(context.Context) []backend.HostStatus { return nil }
+func (b *testBackend) Close() error                               { return nil }
+
+func seed(n int) []Machine {
+	out := make([]Machine, n)
+	for i := range out {
+		out[i] = Machine{ID: fmt.Sprintf("m%03d", i), Zone: []string{"zone-a", "zone-b"}[i%2],
+			InstanceType: "kvm.small", CapacityType: CapacityOnDemand, PricePerHour: 0.01,
+			VCPU: 2, MemoryMiB: 4096, Allocatable: map[string]string{"cpu": "2", "memory": "4Gi"}}
+	}
+	return out
+}
+
+type fixture struct {
+	t  *testing.T
+	e  *Engine
+	st *memStore
+	be *testBackend
+}
+
+func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
+	t.Helper()
+	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
+	f.start(n, tweak...)
+	return f
+}
+
+// start (re)opens an engine on the fixture's store, as a restart would.
+func (f *fixture) start(n int, tweak ...func(*Config)) {
+	f.t.Helper()
+	cfg := Config{Provider: "test", Seed: seed(n)}
+	for _, tw := range tweak {
+		tw(&cfg)
+	}
+	e, err := New(cfg, f.st, f.be)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.e = e
+	e.Start(context.Background())
+	f.t.Cleanup(e.Close)
+}
+
+// waitState polls until the machine is in state s (bounded).
+func (f *fixture) waitState(id string, s State) Machine {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, err := f.e.Get(context.Background(), id)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if m.State == s {
+			return m
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("machine %s: state %s, want %s (last_error %q)", id, m.State, s, m.LastError)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func codeOf(err error) Code {
+	if e, ok := err.(*Error); ok {
+		return e.Code
+	}
+	return 0
+}
+
+func tok(shard string, e, s int64) Token { return Token{ShardID: shard, Epoch: e, Sequence: s} }
+
+// toIdle creates a machine and waits for IDLE.
+func (f *fixture) toIdle(id string) {
+	f.t.Helper()
+	if _, err := f.e.Create(context.Background(), CreateRequest{MachineID: id}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.waitState(id, Idle)
+}
+
+// toConfigured takes a machine to CONFIGURED for cluster c.
+func (f *fixture) toConfigured(id, c string) {
+	f.t.Helper()
+	f.toIdle(id)
+	if _, err := f.e.Configure(context.Background(), ConfigureRequest{MachineID: id, ClusterID: c}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.waitState(id, Configured)
+}

@@ -1,0 +1,65 @@
+package lifecycle
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRestartKeepsEverythingAndOperationIDs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 3)
+	f.toConfigured("m001", "c1")
+	before, _ := f.e.Get(t.Context(), "m001")
+	f.e.Close()
+	f.start(3)
+	after, _ := f.e.Get(t.Context(), "m001")
+	if after.State != Configured || after.OperationID != before.OperationID || after.Cluster != "c1" {
+		t.Fatalf("after restart: %+v", after)
+	}
+	ack, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m001", ClusterID: "c1"})
+	if err != nil || ack.OperationID != before.OperationID {
+		t.Fatalf("retry across restart: %v %s", err, ack.OperationID)
+	}
+	l, _ := f.e.List(t.Context(), ListQuery{})
+	if len(l.Machines) != 3 {
+		t.Fatalf("restart re-seeded or lost: %d machines", len(l.Machines))
+	}
+}
+
+func TestRestartResumesOrFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 3)
+	f.toIdle("m002")
+	release := f.be.hold(OpCreate)
+	f.e.Create(t.Context(), CreateRequest{MachineID: "m000"})
+	releaseCfg := f.be.hold(OpConfigure)
+	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m002", ClusterID: "c"})
+	f.e.Close() // the "crash": transitions stay in flight in the store
+	release()
+	releaseCfg()
+	f.start(3)
+	f.waitState("m000", Idle)
+	m := f.waitState("m002", Failed)
+	if !strings.Contains(m.LastError, "restart") {
+		t.Fatalf("configure interrupted by restart: last_error %q", m.LastError)
+	}
+}
+
+func TestSeedGrowsButNeverShrinks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 3)
+	f.toIdle("m002")
+	f.e.Close()
+	f.start(1) // offerings shrank
+	if l, _ := f.e.List(t.Context(), ListQuery{}); len(l.Machines) != 3 {
+		t.Fatalf("shrinking lost machines: %d", len(l.Machines))
+	}
+	f.e.Close()
+	f.start(5)
+	if l, _ := f.e.List(t.Context(), ListQuery{}); len(l.Machines) != 5 {
+		t.Fatalf("growing: %d", len(l.Machines))
+	}
+	if m, _ := f.e.Get(t.Context(), "m002"); m.State != Idle {
+		t.Fatalf("existing machine reset: %s", m.State)
+	}
+}
