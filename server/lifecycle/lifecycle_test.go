@@ -143,7 +143,10 @@ func TestFailedMachineRefusesEverything(t *testing.T) {
 	}
 	calls := []func() error{
 		func() error { _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000"}); return err },
-		func() error { _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c"}); return err },
+		func() error {
+			_, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c"})
+			return err
+		},
 		func() error { _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000"}); return err },
 		func() error { _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000"}); return err },
 	}

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,24 @@ func TestReconcile(t *testing.T) {
 	f.e.Reconcile(ctx)
 	if d, _ := f.e.List(ctx, ListQuery{Since: before.Revision}); len(d.Machines) != 0 {
 		t.Fatalf("second reconcile changed %d machines", len(d.Machines))
+	}
+}
+
+func TestReleaseFailed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 2)
+	if _, err := f.e.Release(t.Context(), "m000"); codeOf(err) != CodeAborted {
+		t.Fatalf("release of a SPECULATIVE machine: %v", err)
+	}
+	f.be.setFail(OpConfigure, errors.New("hook exited with status 3"))
+	f.toIdle("m000")
+	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"})
+	f.waitState("m000", Failed)
+	if _, err := f.e.Release(t.Context(), "m000"); err != nil {
+		t.Fatal(err)
+	}
+	m := f.waitState("m000", Speculative)
+	if m.Host != (HostRef{}) || m.Cluster != "" || m.LastError != "" {
+		t.Fatalf("released: %+v", m)
 	}
 }
