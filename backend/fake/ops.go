@@ -1,0 +1,202 @@
+package fake
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// begin is the common prologue of an operation: count it, wait out its
+// delay (or hang) honouring ctx, then consult the injected failures. It
+// runs without the lock so slow operations on different machines overlap
+// as they would on real hosts.
+func (b *Backend) begin(ctx context.Context, op, id string) error {
+	b.mu.Lock()
+	b.calls[op]++
+	d, hang := b.delayLocked(op), b.hang[op]
+	b.mu.Unlock()
+	if err := wait(ctx, d, hang); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	err := b.failures[failKey{op, id}]
+	if err == nil {
+		err = b.failures[failKey{op, ""}]
+	}
+	b.mu.Unlock()
+	if err == nil && b.fail != nil {
+		err = b.fail(op, id)
+	}
+	return err
+}
+
+func (b *Backend) delayLocked(op string) time.Duration {
+	if d, ok := b.delays[op]; ok {
+		return d
+	}
+	return b.delay
+}
+
+func wait(ctx context.Context, d time.Duration, hang bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Create records a running VM, or adopts the one this machine already has
+// (a retried Create after a restart must not build a second one).
+func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend.Placement, error) {
+	if spec.MachineID == "" {
+		return backend.Placement{}, errors.New("fake: create: empty machine id")
+	}
+	if err := b.begin(ctx, OpCreate, spec.MachineID); err != nil {
+		return backend.Placement{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.zoneErrLocked(spec.Zone); err != nil {
+		return backend.Placement{}, err
+	}
+	if vm, ok := b.vms[spec.MachineID]; ok {
+		vm.Running = true
+		return vm.Placement, nil
+	}
+	p := backend.Placement{Zone: spec.Zone, Domain: DomainName(spec.MachineID)}
+	b.vms[spec.MachineID] = &VM{MachineID: spec.MachineID, OperationID: spec.OperationID, Placement: p,
+		InstanceType: spec.InstanceType, VCPU: spec.VCPU, MemoryMiB: spec.MemoryMiB, Running: true}
+	return p, nil
+}
+
+// Configure records the cluster binding and a digest of the blob.
+func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) error {
+	if err := b.begin(ctx, OpConfigure, spec.MachineID); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm, err := b.vmLocked(spec.MachineID, spec.Placement)
+	if err != nil {
+		return err
+	}
+	vm.Binding = &Binding{ClusterID: spec.ClusterID, OperationID: spec.OperationID,
+		BlobDigest: sha256.Sum256(spec.BootstrapBlob), BlobLen: len(spec.BootstrapBlob),
+		ShardMetadata: maps.Clone(spec.ShardMetadata)}
+	return nil
+}
+
+// Drain clears the binding; draining an unbound VM is a no-op.
+func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
+	if err := b.begin(ctx, OpDrain, spec.MachineID); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm, err := b.vmLocked(spec.MachineID, spec.Placement)
+	if err != nil {
+		return err
+	}
+	vm.Binding = nil
+	return nil
+}
+
+// Delete removes the VM; an already missing VM is success.
+func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
+	if err := b.begin(ctx, OpDelete, spec.MachineID); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	zone := spec.Placement.Zone
+	if zone == "" {
+		zone = spec.Zone
+	}
+	if vm, ok := b.vms[spec.MachineID]; ok {
+		zone = vm.Placement.Zone
+	}
+	if zone != "" {
+		if err := b.zoneErrLocked(zone); err != nil {
+			return err
+		}
+	}
+	delete(b.vms, spec.MachineID)
+	return nil
+}
+
+// vmLocked finds a live VM of the machine in a reachable zone. A placement
+// naming another domain means the engine's record and the VM disagree,
+// which a real host would report as not found.
+func (b *Backend) vmLocked(id string, p backend.Placement) (*VM, error) {
+	vm, ok := b.vms[id]
+	if !ok || (p.Domain != "" && p.Domain != vm.Placement.Domain) {
+		return nil, fmt.Errorf("fake: machine %q: %w", id, backend.ErrNotFound)
+	}
+	if err := b.zoneErrLocked(vm.Placement.Zone); err != nil {
+		return nil, err
+	}
+	return vm, nil
+}
+
+// Inventory lists the VMs per zone, sorted by machine id. A zone that is
+// down, failed by injection, or cut off by ctx reports Err and no machines.
+func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
+	out := make([]backend.ZoneInventory, 0, len(b.zones))
+	for _, z := range b.zones {
+		inv := backend.ZoneInventory{Zone: z}
+		if inv.Err = b.begin(ctx, OpInventory, z); inv.Err == nil {
+			inv.Machines, inv.Err = b.listZone(z)
+		}
+		out = append(out, inv)
+	}
+	return out
+}
+
+func (b *Backend) listZone(zone string) ([]backend.Observed, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.zoneErrLocked(zone); err != nil {
+		return nil, err
+	}
+	var out []backend.Observed
+	for _, vm := range b.vms {
+		if vm.Placement.Zone == zone {
+			out = append(out, observe(vm))
+		}
+	}
+	slices.SortFunc(out, func(a, c backend.Observed) int { return strings.Compare(a.MachineID, c.MachineID) })
+	return out, nil
+}
+
+func observe(vm *VM) backend.Observed {
+	o := backend.Observed{MachineID: vm.MachineID, OperationID: vm.OperationID,
+		Placement: vm.Placement, Running: vm.Running}
+	if vm.Binding != nil {
+		o.ClusterID = vm.Binding.ClusterID
+		o.ShardMetadata = maps.Clone(vm.Binding.ShardMetadata)
+	}
+	return o
+}
+
+// Digest is the hex sha256 of a blob, to compare with BlobDigest.
+func Digest(blob []byte) string { return fmt.Sprintf("%x", sha256.Sum256(blob)) }
