@@ -1,0 +1,118 @@
+package server
+
+import (
+	"maps"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// The engine's enums share the wire numbering (see lifecycle/types.go), so
+// mapping is a cast. The guard below is the one place that would notice if
+// that stopped being true.
+var _ = [1]struct{}{}[int(lifecycle.Failed)-int(pb.MachineState_MACHINE_STATE_FAILED)]
+
+func tokenOf(shardID string, epoch, seq int64) lifecycle.Token {
+	return lifecycle.Token{ShardID: shardID, Epoch: epoch, Sequence: seq}
+}
+
+func createFromProto(r *pb.CreateRequest) lifecycle.CreateRequest {
+	return lifecycle.CreateRequest{
+		MachineID: r.GetMachineId(),
+		Token:     tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
+	}
+}
+
+// configureFromProto copies the metadata map: the engine stores what it is
+// given, and the decoded message belongs to the RPC, not to the engine.
+func configureFromProto(r *pb.ConfigureRequest) lifecycle.ConfigureRequest {
+	return lifecycle.ConfigureRequest{
+		MachineID:     r.GetMachineId(),
+		ClusterID:     r.GetClusterId(),
+		BootstrapBlob: r.GetBootstrapBlob(),
+		ShardMetadata: maps.Clone(r.GetShardMetadata()),
+		Token:         tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
+	}
+}
+
+func drainFromProto(r *pb.DrainRequest) lifecycle.DrainRequest {
+	return lifecycle.DrainRequest{
+		MachineID:    r.GetMachineId(),
+		GraceSeconds: r.GetGracePeriodSeconds(),
+		Token:        tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
+	}
+}
+
+func deleteFromProto(r *pb.DeleteRequest) lifecycle.DeleteRequest {
+	return lifecycle.DeleteRequest{
+		MachineID: r.GetMachineId(),
+		Token:     tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
+	}
+}
+
+func listFromProto(r *pb.ListFilter) lifecycle.ListQuery {
+	q := lifecycle.ListQuery{
+		MaxResults: int(max(r.GetMaxResults(), 0)),
+		Since:      r.GetSinceRevision(),
+	}
+	for _, s := range r.GetStates() {
+		q.States = append(q.States, lifecycle.State(s))
+	}
+	return q
+}
+
+func ackToProto(a lifecycle.Ack) *pb.TransitionAck {
+	return &pb.TransitionAck{OperationId: a.OperationID, Machine: machineToProto(a.Machine)}
+}
+
+func listToProto(r lifecycle.ListResult) *pb.MachineList {
+	out := &pb.MachineList{
+		Machines: make([]*pb.Machine, len(r.Machines)),
+		Revision: r.Revision,
+	}
+	for i, m := range r.Machines {
+		out.Machines[i] = machineToProto(m)
+	}
+	return out
+}
+
+// machineToProto builds the wire view of a record. Maps are copied so the
+// marshaller never reads memory the engine might reuse, and the host stays
+// absent (nil) until a VM exists, as the contract requires.
+func machineToProto(m lifecycle.Machine) *pb.Machine {
+	out := &pb.Machine{
+		Id:                      m.ID,
+		State:                   stateToProto(m.State),
+		InstanceType:            m.InstanceType,
+		Zone:                    m.Zone,
+		CapacityType:            pb.CapacityType(m.CapacityType),
+		PricePerHour:            m.PricePerHour,
+		InterruptionProbability: m.InterruptionProbability,
+		Resources:               resourcesToProto(m.Resources),
+		Allocatable:             resourcesToProto(m.Allocatable),
+		Labels:                  maps.Clone(m.Labels),
+		LastError:               m.LastError,
+		Cluster:                 m.Cluster,
+		ShardMetadata:           maps.Clone(m.ShardMetadata),
+	}
+	if m.Host != (lifecycle.HostRef{}) {
+		out.Host = &pb.HostRef{Provider: m.Host.Provider, Ref: m.Host.Ref}
+	}
+	return out
+}
+
+// stateToProto never emits UNSPECIFIED: a record in an impossible state is
+// reported as FAILED, which BigFleet handles, rather than a value it rejects.
+func stateToProto(s lifecycle.State) pb.MachineState {
+	if s <= lifecycle.StateUnspecified || s > lifecycle.Failed {
+		return pb.MachineState_MACHINE_STATE_FAILED
+	}
+	return pb.MachineState(s)
+}
+
+func resourcesToProto(m map[string]string) *pb.Resources {
+	if m == nil {
+		return nil
+	}
+	return &pb.Resources{Resources: maps.Clone(m)}
+}

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
+)
+
+// MaxRequestBytes caps one decoded request message. The contract's largest
+// field, the bootstrap blob, is capped at 4 MiB; the rest is headroom for
+// metadata and framing, not an invitation.
+const MaxRequestBytes = 8 << 20
+
+// Options configures NewHandler. Engine is required; the zero value of
+// everything else is usable.
+type Options struct {
+	Engine  Engine
+	Logger  *slog.Logger // nil: discard
+	Metrics *Metrics     // nil: a private registry nobody scrapes
+	Status  *Status      // nil: always serving
+
+	// Reflection mounts grpc.reflection v1 and v1alpha (for grpcurl,
+	// buf curl and friends).
+	Reflection bool
+
+	// Mount lets other components (the admin API and its web page) add
+	// routes to the same mux, and so the same listener, TLS and limits.
+	// Each is called once with the mux after the built-in routes exist.
+	// Pass Interceptors() to connect handlers mounted this way so they get
+	// request ids, logs, metrics and panic recovery too.
+	Mount []func(mux *http.ServeMux, interceptors connect.HandlerOption)
+}
+
+// NewHandler builds the mux served on --addr: CapacityProvider (gRPC,
+// gRPC-Web and Connect at once — connect-go negotiates per request),
+// grpc.health.v1, optional reflection, and whatever Mount adds.
+func NewHandler(opts Options) http.Handler {
+	if opts.Engine == nil {
+		panic("server.NewHandler: Options.Engine is nil")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	metrics := opts.Metrics
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	status := opts.Status
+	if status == nil {
+		status = NewStatus()
+	}
+	ic := connect.WithInterceptors(observer{log: log, metrics: metrics}, recoverer{log: log, metrics: metrics})
+	common := []connect.HandlerOption{ic, connect.WithReadMaxBytes(MaxRequestBytes)}
+
+	mux := http.NewServeMux()
+	mux.Handle(bigfleetv1alpha1connect.NewCapacityProviderHandler(&service{engine: opts.Engine}, common...))
+	mux.Handle(grpchealth.NewHandler(healthChecker{status: status}, common...))
+	if opts.Reflection {
+		r := grpcreflect.NewStaticReflector(bigfleetv1alpha1connect.CapacityProviderName, grpchealth.HealthV1ServiceName)
+		mux.Handle(grpcreflect.NewHandlerV1(r, common...))
+		mux.Handle(grpcreflect.NewHandlerV1Alpha(r, common...))
+	}
+	for _, mount := range opts.Mount {
+		mount(mux, ic)
+	}
+	return mux
+}

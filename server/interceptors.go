@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// RequestIDHeader carries the request id in both directions.
+const RequestIDHeader = "X-Request-Id"
+
+type requestIDKey struct{}
+
+// RequestID returns the id the observe interceptor assigned to this RPC,
+// so deeper layers can tag their own log lines with it.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// requestIDFrom honours a caller's id when it is sane (so a trace can be
+// followed across BigFleet and us) and mints one otherwise. Ids are
+// length- and charset-checked because they are echoed into logs and headers.
+func requestIDFrom(h interface{ Get(string) string }) string {
+	if id := h.Get(RequestIDHeader); validRequestID(id) {
+		return id
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// observer is the outermost interceptor: it assigns the request id, and
+// after the call logs one line and updates the RPC metrics. It sees the
+// final code, including Internal from a recovered panic. It never looks at
+// message bodies: bootstrap blobs and shard metadata must not reach logs.
+type observer struct {
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+func (o observer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		id := requestIDFrom(req.Header())
+		res, err := next(context.WithValue(ctx, requestIDKey{}, id), req)
+		err = wireError(err)
+		if res != nil {
+			res.Header().Set(RequestIDHeader, id)
+		}
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			ce.Meta().Set(RequestIDHeader, id)
+		}
+		o.record(ctx, req.Spec().Procedure, req.Peer(), id, err, time.Since(start))
+		return res, err
+	}
+}
+
+func (o observer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (o observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		id := requestIDFrom(conn.RequestHeader())
+		conn.ResponseHeader().Set(RequestIDHeader, id)
+		err := wireError(next(context.WithValue(ctx, requestIDKey{}, id), conn))
+		o.record(ctx, conn.Spec().Procedure, conn.Peer(), id, err, time.Since(start))
+		return err
+	}
+}
+
+func (o observer) record(ctx context.Context, method string, peer connect.Peer, id string, err error, d time.Duration) {
+	code := "ok"
+	level := slog.LevelInfo
+	attrs := []slog.Attr{
+		slog.String("method", method),
+		slog.String("request_id", id),
+		slog.String("peer", peer.Addr),
+		slog.String("protocol", peer.Protocol),
+		slog.Duration("duration", d),
+	}
+	if err != nil {
+		c := connect.CodeOf(err)
+		code = c.String()
+		level = levelFor(c)
+		// Engine messages name ids and states, never blob or metadata values.
+		attrs = append(attrs, slog.String("error", errorMessage(err)))
+	}
+	attrs = append(attrs, slog.String("code", code))
+	o.metrics.observeRPC(method, code, d)
+	o.log.LogAttrs(ctx, level, "rpc", attrs...)
+}
+
+func levelFor(c connect.Code) slog.Level {
+	switch c {
+	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss:
+		return slog.LevelError
+	case connect.CodeUnavailable:
+		return slog.LevelWarn
+	default:
+		return slog.LevelInfo
+	}
+}
+
+func errorMessage(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
+}
+
+// recoverer is the innermost interceptor: a panic in a handler becomes
+// Internal for that one RPC instead of a dead stream, and is counted and
+// logged with its stack. The panic value is logged, never sent.
+type recoverer struct {
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+func (r recoverer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (res connect.AnyResponse, err error) {
+		defer r.catch(ctx, req.Spec().Procedure, &err)
+		return next(ctx, req)
+	}
+}
+
+func (r recoverer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (r recoverer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) (err error) {
+		defer r.catch(ctx, conn.Spec().Procedure, &err)
+		return next(ctx, conn)
+	}
+}
+
+func (r recoverer) catch(ctx context.Context, method string, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	r.metrics.panics.Inc()
+	r.log.LogAttrs(ctx, slog.LevelError, "panic recovered",
+		slog.String("method", method),
+		slog.String("request_id", RequestID(ctx)),
+		slog.Any("panic", v),
+		slog.String("stack", string(debug.Stack())))
+	*err = wireError(errPanic)
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// CountsFunc reports how many machines are in each (state, zone). It is
+// called at scrape time, so the gauge is never stale and costs nothing
+// between scrapes.
+type CountsFunc func(emit func(state lifecycle.State, zone string, n int))
+
+// Metrics owns an isolated Prometheus registry: nothing registers into the
+// global default, so two providers (or two tests) in one process never
+// collide, and /metrics shows exactly what this provider exports.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	rpcs        *prometheus.CounterVec
+	rpcLatency  *prometheus.HistogramVec
+	panics      prometheus.Counter
+	transitions *prometheus.HistogramVec
+	commits     prometheus.Histogram
+	commitSize  prometheus.Histogram
+}
+
+// NewMetrics builds the registry with the RPC, panic, transition and store
+// series, plus the Go runtime and process collectors. counts may be nil
+// (no machines gauge).
+func NewMetrics(counts CountsFunc) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rpc_requests_total",
+			Help: "RPCs handled, by procedure and final code (ok or the Connect/gRPC code name).",
+		}, []string{"method", "code"}),
+		rpcLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rpc_duration_seconds",
+			Help:    "RPC handling latency by procedure.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "panics_recovered_total",
+			Help: "Panics in RPC handlers recovered and answered with Internal.",
+		}),
+		transitions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "transition_duration_seconds",
+			Help:    "Duration of finished lifecycle transitions by kind, zone and outcome.",
+			Buckets: []float64{.1, .5, 1, 5, 15, 30, 60, 120, 300, 600, 1200},
+		}, []string{"kind", "zone", "outcome"}),
+		commits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "store_commit_duration_seconds",
+			Help:    "Latency of durable store commits (one fsync may serve several batches).",
+			Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
+		commitSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "store_commit_records",
+			Help:    "Records (machines + fence marks) made durable by one store transaction.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 1024},
+		}),
+	}
+	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if counts != nil {
+		m.Registry.MustRegister(&machinesCollector{counts: counts})
+	}
+	return m
+}
+
+// TransitionFinished implements lifecycle.Observer.
+func (m *Metrics) TransitionFinished(kind lifecycle.OpKind, zone, outcome string, d time.Duration) {
+	m.transitions.WithLabelValues(string(kind), zone, outcome).Observe(d.Seconds())
+}
+
+// StoreCommitted is shaped for the bbolt store's OnCommit hook: one call
+// per durable transaction with its duration and record count.
+func (m *Metrics) StoreCommitted(d time.Duration, records int) {
+	m.commits.Observe(d.Seconds())
+	m.commitSize.Observe(float64(records))
+}
+
+func (m *Metrics) observeRPC(method, code string, d time.Duration) {
+	m.rpcs.WithLabelValues(method, code).Inc()
+	m.rpcLatency.WithLabelValues(method).Observe(d.Seconds())
+}
+
+var machinesDesc = prometheus.NewDesc("machines",
+	"Machines by lifecycle state and zone.", []string{"state", "zone"}, nil)
+
+// machinesCollector asks the engine at scrape time. Every state of every
+// zone seen is emitted, zero included, so a state that empties shows 0
+// rather than vanishing from dashboards.
+type machinesCollector struct{ counts CountsFunc }
+
+func (c *machinesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- machinesDesc }
+
+func (c *machinesCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct {
+		s lifecycle.State
+		z string
+	}
+	got := map[key]int{}
+	zones := map[string]bool{}
+	c.counts(func(s lifecycle.State, z string, n int) {
+		got[key{s, z}] += n
+		zones[z] = true
+	})
+	for z := range zones {
+		for _, s := range lifecycle.AllStates {
+			ch <- prometheus.MustNewConstMetric(machinesDesc, prometheus.GaugeValue,
+				float64(got[key{s, z}]), s.String(), z)
+		}
+	}
+}

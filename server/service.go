@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
+)
+
+// service implements the generated CapacityProviderHandler. Each method is
+// translate → delegate → translate; policy lives in the engine, codes in
+// wireError.
+type service struct {
+	engine Engine
+}
+
+var _ bigfleetv1alpha1connect.CapacityProviderHandler = (*service)(nil)
+
+func (s *service) Create(ctx context.Context, req *connect.Request[pb.CreateRequest]) (*connect.Response[pb.TransitionAck], error) {
+	ack, err := s.engine.Create(ctx, createFromProto(req.Msg))
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return connect.NewResponse(ackToProto(ack)), nil
+}
+
+func (s *service) Configure(ctx context.Context, req *connect.Request[pb.ConfigureRequest]) (*connect.Response[pb.TransitionAck], error) {
+	ack, err := s.engine.Configure(ctx, configureFromProto(req.Msg))
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return connect.NewResponse(ackToProto(ack)), nil
+}
+
+func (s *service) Drain(ctx context.Context, req *connect.Request[pb.DrainRequest]) (*connect.Response[pb.TransitionAck], error) {
+	ack, err := s.engine.Drain(ctx, drainFromProto(req.Msg))
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return connect.NewResponse(ackToProto(ack)), nil
+}
+
+func (s *service) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.TransitionAck], error) {
+	ack, err := s.engine.Delete(ctx, deleteFromProto(req.Msg))
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return connect.NewResponse(ackToProto(ack)), nil
+}
+
+func (s *service) Get(ctx context.Context, req *connect.Request[pb.MachineRef]) (*connect.Response[pb.Machine], error) {
+	m, err := s.engine.Get(ctx, req.Msg.GetId())
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return connect.NewResponse(machineToProto(m)), nil
+}
+
+func (s *service) List(ctx context.Context, req *connect.Request[pb.ListFilter]) (*connect.Response[pb.MachineList], error) {
+	res, err := s.engine.List(ctx, listFromProto(req.Msg))
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return connect.NewResponse(listToProto(res)), nil
+}
