@@ -1,0 +1,76 @@
+# The libvirt capacity provider for BigFleet. `make test` is the one test
+# command (CI runs it through .ci/run); `make demo` runs the provider doing
+# its real job against a local libvirtd. Both install what they need.
+SHELL := /bin/bash
+GO ?= go
+BUF := $(GO) tool -modfile=tools/go.mod buf
+ENV_FILE := /run/bigfleet-libvirt-env/env
+export GOFLAGS := -buildvcs=false
+
+.PHONY: all build deps gen gen-check lint vet test test-unit test-integration \
+	test-browser test-polkit chart-check bench demo env-up env-down web clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(GO) build -o bin/libvirt ./cmd/libvirt
+	@if [ -d cmd/libvirtctl ]; then $(GO) build -o bin/libvirtctl ./cmd/libvirtctl; fi
+
+gen:
+	$(BUF) generate
+
+# Regenerating must change nothing: generated code is committed.
+gen-check: gen
+	@git diff --exit-code -- gen web/src/gen || { echo "gen/ is stale: run make gen and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- gen web/src/gen)" || { git status --porcelain -- gen web/src/gen; echo "untracked generated files" >&2; exit 1; }
+
+lint:
+	$(BUF) lint
+	@if git rev-parse -q --verify main >/dev/null; then \
+		$(BUF) breaking --against '.git#branch=main'; \
+	else echo "lint: no main branch to compare against; buf breaking skipped"; fi
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
+		test -z "$$unformatted" || { echo "gofmt needed: $$unformatted" >&2; exit 1; }
+
+vet: deps
+	$(GO) vet ./...
+
+test-unit: deps
+	$(GO) test -count=1 ./...
+
+test-polkit:
+	@if [ -d deploy/host-setup/polkit ]; then node --test deploy/host-setup/polkit/; fi
+
+chart-check:
+	@if [ -x test/chart/check.sh ]; then test/chart/check.sh; fi
+
+test-browser: build
+	@scripts/deps.sh browser
+	@if [ -d test/browser ]; then $(GO) test -count=1 -tags browser ./test/browser/...; fi
+
+env-up:
+	scripts/libvirt-env.sh up >/dev/null
+
+env-down:
+	scripts/libvirt-env.sh down
+
+test-integration: build env-up
+	source $(ENV_FILE) && BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) \
+		$(GO) test -count=1 -tags integration -timeout 30m ./test/integration/...
+
+test: gen-check lint vet test-unit test-polkit chart-check test-browser test-integration
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
+
+demo: build env-up
+	scripts/demo.sh
+
+web:
+	cd web && npm ci && npm run build
+
+clean:
+	rm -rf bin out
