@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+)
+
+const svc = "/bigfleet.v1alpha1.CapacityProvider/"
+
+// provider is a running bin/libvirt process.
+type provider struct {
+	cmd  *exec.Cmd
+	addr string
+	conn *grpc.ClientConn
+}
+
+func binary(tb testing.TB) string {
+	p, err := filepath.Abs("../../bin/libvirt")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		tb.Skipf("bin/libvirt not built (run make build): %v", err)
+	}
+	return p
+}
+
+func freePort(tb testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start launches the provider on a fresh state file with n slots and waits
+// until it answers.
+func start(tb testing.TB, n int, state string) *provider {
+	tb.Helper()
+	addr := freePort(tb)
+	cmd := exec.Command(binary(tb), "--addr="+addr, "--provider=bench", "--use-fake-backend",
+		"--seed-count="+strconv.Itoa(n), "--state="+state, "--metrics-addr=", "--log-level=error",
+		"--reconcile-interval=0")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &provider{cmd: cmd, addr: addr, conn: conn}
+	tb.Cleanup(p.stop)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := p.list(ctx, &pb.ListFilter{MaxResults: 1})
+		cancel()
+		if err == nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("provider did not answer: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *provider) stop() {
+	p.conn.Close()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (p *provider) list(ctx context.Context, f *pb.ListFilter) (*pb.MachineList, error) {
+	out := new(pb.MachineList)
+	err := p.conn.Invoke(ctx, svc+"List", f, out)
+	return out, err
+}
+
+func (p *provider) create(ctx context.Context, id string) error {
+	return p.conn.Invoke(ctx, svc+"Create", &pb.CreateRequest{MachineId: id}, new(pb.TransitionAck))
+}
+
+func (p *provider) delete(ctx context.Context, id string) error {
+	return p.conn.Invoke(ctx, svc+"Delete", &pb.DeleteRequest{MachineId: id}, new(pb.TransitionAck))
+}
+
+func (p *provider) get(ctx context.Context, id string) error {
+	return p.conn.Invoke(ctx, svc+"Get", &pb.MachineRef{Id: id}, new(pb.Machine))
+}
+
+// ids returns every machine id, in List order.
+func (p *provider) ids(tb testing.TB) []string {
+	l, err := p.list(context.Background(), &pb.ListFilter{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make([]string, len(l.Machines))
+	for i, m := range l.Machines {
+		out[i] = m.Id
+	}
+	return out
+}
+
+// rssKiB reads the provider's resident set size.
+func (p *provider) rssKiB(tb testing.TB) int {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	return 0
+}
