@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+func TestMachineToProto(t *testing.T) {
+	t.Parallel()
+	m := lifecycle.Machine{
+		ID: "m", State: lifecycle.Configured, Host: lifecycle.HostRef{Provider: "p", Ref: "z/d"},
+		Labels: map[string]string{"a": "1"}, ShardMetadata: map[string]string{"k": "v"},
+		Resources: map[string]string{"cpu": "1"}, Cluster: "c", CapacityType: lifecycle.CapacitySpot,
+		InterruptionProbability: 0.1,
+	}
+	p := machineToProto(m)
+	m.Labels["a"], m.ShardMetadata["k"], m.Resources["cpu"] = "x", "x", "x"
+	if p.GetLabels()["a"] != "1" || p.GetShardMetadata()["k"] != "v" || p.GetResources().GetResources()["cpu"] != "1" {
+		t.Error("proto aliases the record's maps")
+	}
+	if p.GetHost().GetRef() != "z/d" || p.GetCluster() != "c" || p.GetCapacityType() != pb.CapacityType_CAPACITY_TYPE_SPOT {
+		t.Errorf("fields lost: %v", p)
+	}
+	if machineToProto(lifecycle.Machine{State: lifecycle.Creating}).Host != nil {
+		t.Error("zero HostRef must be absent")
+	}
+	for _, s := range []lifecycle.State{lifecycle.StateUnspecified, -1, 99} {
+		if got := stateToProto(s); got == pb.MachineState_MACHINE_STATE_UNSPECIFIED {
+			t.Errorf("state %d mapped to UNSPECIFIED", s)
+		}
+	}
+	for _, s := range lifecycle.AllStates {
+		if got := stateToProto(s); got.String() != "MACHINE_STATE_"+s.String() {
+			t.Errorf("state %v → %v", s, got)
+		}
+	}
+}
+
+func TestRequestsFromProto(t *testing.T) {
+	t.Parallel()
+	meta := map[string]string{"k": "v"}
+	c := configureFromProto(&pb.ConfigureRequest{MachineId: "m", ClusterId: "c", BootstrapBlob: []byte{1},
+		ShardMetadata: meta, ShardId: "s", ShardEpoch: 9, SequenceNumber: 1<<63 - 1})
+	meta["k"] = "changed"
+	if c.ShardMetadata["k"] != "v" || c.Token != (lifecycle.Token{ShardID: "s", Epoch: 9, Sequence: 1<<63 - 1}) {
+		t.Errorf("configure = %+v", c)
+	}
+	d := drainFromProto(&pb.DrainRequest{MachineId: "m", GracePeriodSeconds: -1})
+	if d.GraceSeconds != -1 {
+		t.Error("negative grace must reach the engine to be refused there")
+	}
+	q := listFromProto(&pb.ListFilter{States: []pb.MachineState{pb.MachineState_MACHINE_STATE_IDLE}, MaxResults: -5})
+	if q.MaxResults != 0 || len(q.States) != 1 || q.States[0] != lifecycle.Idle {
+		t.Errorf("list = %+v", q)
+	}
+}
+
+// TestErrorTable pins the one error→code mapping.
+func TestErrorTable(t *testing.T) {
+	t.Parallel()
+	le := func(c lifecycle.Code) error { return &lifecycle.Error{Code: c, Msg: "m"} }
+	cases := []struct {
+		err  error
+		want connect.Code
+	}{
+		{le(lifecycle.CodeInvalid), connect.CodeInvalidArgument},
+		{le(lifecycle.CodeFenced), connect.CodeFailedPrecondition},
+		{le(lifecycle.CodeNotFound), connect.CodeNotFound},
+		{le(lifecycle.CodeUnimplemented), connect.CodeUnimplemented},
+		{le(lifecycle.CodeAborted), connect.CodeAborted},
+		{le(lifecycle.CodeUnavailable), connect.CodeUnavailable},
+		{le(lifecycle.CodePermission), connect.CodePermissionDenied},
+		{le(99), connect.CodeInternal},
+		{fmt.Errorf("wrapped: %w", le(lifecycle.CodeFenced)), connect.CodeFailedPrecondition},
+		{context.Canceled, connect.CodeCanceled},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), connect.CodeDeadlineExceeded},
+		{fmt.Errorf("zone z: %w", backend.ErrHostUnavailable), connect.CodeUnavailable},
+		{errors.New("disk on fire"), connect.CodeInternal},
+		{errPanic, connect.CodeInternal},
+		{wireError(le(lifecycle.CodeAborted)), connect.CodeAborted}, // already mapped: passes through
+	}
+	for _, tc := range cases {
+		if got := connect.CodeOf(wireError(tc.err)); got != tc.want {
+			t.Errorf("wireError(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if wireError(nil) != nil {
+		t.Error("wireError(nil) != nil")
+	}
+	// FailedPrecondition is reserved for fencing.
+	for c := range codeOf {
+		if c != lifecycle.CodeFenced && codeOf[c] == connect.CodeFailedPrecondition {
+			t.Errorf("code %d also maps to FailedPrecondition", c)
+		}
+	}
+}
