@@ -50,9 +50,11 @@ func deleteFromProto(r *pb.DeleteRequest) lifecycle.DeleteRequest {
 	}
 }
 
+// listFromProto passes max_results through unclamped: whether a negative
+// cap is an error is the engine's rule, not the mapping's.
 func listFromProto(r *pb.ListFilter) lifecycle.ListQuery {
 	q := lifecycle.ListQuery{
-		MaxResults: int(max(r.GetMaxResults(), 0)),
+		MaxResults: int(r.GetMaxResults()),
 		Since:      r.GetSinceRevision(),
 	}
 	for _, s := range r.GetStates() {
@@ -75,6 +77,10 @@ func listToProto(r lifecycle.ListResult) *pb.MachineList {
 	}
 	return out
 }
+
+// MachineToProto is machineToProto for the admin API, which embeds the
+// exact Machine that CapacityProvider.Get returns.
+func MachineToProto(m lifecycle.Machine) *pb.Machine { return machineToProto(m) }
 
 // machineToProto builds the wire view of a record. Maps are copied so the
 // marshaller never reads memory the engine might reuse, and the host stays

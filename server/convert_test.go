@@ -58,7 +58,7 @@ func TestRequestsFromProto(t *testing.T) {
 		t.Error("negative grace must reach the engine to be refused there")
 	}
 	q := listFromProto(&pb.ListFilter{States: []pb.MachineState{pb.MachineState_MACHINE_STATE_IDLE}, MaxResults: -5})
-	if q.MaxResults != 0 || len(q.States) != 1 || q.States[0] != lifecycle.Idle {
+	if q.MaxResults != -5 || len(q.States) != 1 || q.States[0] != lifecycle.Idle {
 		t.Errorf("list = %+v", q)
 	}
 }

@@ -63,6 +63,10 @@ func classify(err error) connect.Code {
 	}
 }
 
+// WireError is wireError for other packages that serve connect handlers on
+// the same mux (the admin API), so the error→code table stays in one place.
+func WireError(err error) error { return wireError(err) }
+
 // errStoreClosed reports that the provider is shutting down or its store is
 // gone; the health checker and readiness use it too.
 var errStoreClosed = errors.New("provider is not serving (shutting down or store closed)")

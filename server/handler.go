@@ -28,6 +28,9 @@ type Options struct {
 	// Reflection mounts grpc.reflection v1 and v1alpha (for grpcurl,
 	// buf curl and friends).
 	Reflection bool
+	// ReflectionNames are extra fully-qualified service names reflection
+	// lists (services added through Mount, such as the admin API).
+	ReflectionNames []string
 
 	// Mount lets other components (the admin API and its web page) add
 	// routes to the same mux, and so the same listener, TLS and limits.
@@ -63,7 +66,8 @@ func NewHandler(opts Options) http.Handler {
 	mux.Handle(bigfleetv1alpha1connect.NewCapacityProviderHandler(&service{engine: opts.Engine}, common...))
 	mux.Handle(grpchealth.NewHandler(healthChecker{status: status}, common...))
 	if opts.Reflection {
-		r := grpcreflect.NewStaticReflector(bigfleetv1alpha1connect.CapacityProviderName, grpchealth.HealthV1ServiceName)
+		names := append([]string{bigfleetv1alpha1connect.CapacityProviderName, grpchealth.HealthV1ServiceName}, opts.ReflectionNames...)
+		r := grpcreflect.NewStaticReflector(names...)
 		mux.Handle(grpcreflect.NewHandlerV1(r, common...))
 		mux.Handle(grpcreflect.NewHandlerV1Alpha(r, common...))
 	}

@@ -98,7 +98,7 @@ func (o observer) record(ctx context.Context, method string, peer connect.Peer, 
 		slog.String("request_id", id),
 		slog.String("peer", peer.Addr),
 		slog.String("protocol", peer.Protocol),
-		slog.Duration("duration", d),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 	}
 	if err != nil {
 		c := connect.CodeOf(err)

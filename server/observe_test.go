@@ -92,7 +92,7 @@ func TestLogsNoSecrets(t *testing.T) {
 		t.Fatalf("want 2 rpc log lines, got %d:\n%s", len(lines), logs)
 	}
 	for _, l := range lines {
-		for _, k := range []string{"method", "code", "duration", "request_id", "peer", "protocol"} {
+		for _, k := range []string{"method", "code", "duration_ms", "request_id", "peer", "protocol"} {
 			if l[k] == nil || l[k] == "" {
 				t.Errorf("log line lacks %s: %v", k, l)
 			}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/capacity"
+)
+
+// config is the parsed command line. Field comments name the flag.
+type config struct {
+	Addr        string // --addr
+	MetricsAddr string // --metrics-addr
+	Reflection  bool   // --reflection
+	TLSCert     string // --tls-cert
+	TLSKey      string // --tls-key
+	TLSCA       string // --tls-ca
+
+	Provider    string // --provider
+	Connect     string // --connect
+	DefaultZone string // --default-zone
+
+	Offerings        string  // --offerings
+	SeedCount        int     // --seed-count
+	CapacityType     string  // --capacity-type
+	InstanceTypes    string  // --instance-types
+	Prices           string  // --prices
+	PricePerVCPUHour float64 // --price-per-vcpu-hour
+	PricePerGiBHour  float64 // --price-per-gib-hour
+
+	State string // --state
+
+	// The libvirt backend's flags (see openLibvirt).
+	Image        string // --image
+	StoragePool  string // --storage-pool
+	Network      string // --network
+	BaseUserData string // --base-user-data
+	Kernel       string // --kernel
+	Initrd       string // --initrd
+	Cmdline      string // --cmdline
+
+	UseFakeBackend bool          // --use-fake-backend
+	FakeDelay      time.Duration // --fake-delay
+	FakeZones      string        // --fake-zones
+
+	ReconcileInterval time.Duration // --reconcile-interval
+	CreateTimeout     time.Duration // --create-timeout
+	ConfigureTimeout  time.Duration // --configure-timeout
+	DrainTimeout      time.Duration // --drain-timeout
+	DeleteTimeout     time.Duration // --delete-timeout
+	ShutdownTimeout   time.Duration // --shutdown-timeout
+
+	LogLevel   string // --log-level
+	LogFormat  string // --log-format
+	AdminWrite bool   // --admin-write
+}
+
+// newFlagSet declares every flag with its default and a description an
+// operator can act on. Names follow the reference provider so existing
+// command lines keep working.
+func newFlagSet(c *config) *flag.FlagSet {
+	fs := flag.NewFlagSet("libvirt", flag.ContinueOnError)
+	fs.StringVar(&c.Addr, "addr", ":9000", "`address` serving CapacityProvider (gRPC, gRPC-Web, Connect), grpc.health.v1 and reflection")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9090", "`address` for /metrics, /healthz and /readyz; empty disables")
+	fs.BoolVar(&c.Reflection, "reflection", true, "serve gRPC server reflection (v1 and v1alpha) on --addr")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate `file` for --addr; with --tls-key enables TLS 1.3")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key `file` matching --tls-cert")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle `file`; clients must present a certificate it signed (mTLS)")
+
+	fs.StringVar(&c.Provider, "provider", "libvirt", "provider `name` reported as HostRef.provider; must stay stable for a state file")
+	fs.StringVar(&c.Connect, "connect", "", "libvirt `URI`, or comma-separated zone=URI list (one host per zone); a bare URI serves --default-zone")
+	fs.StringVar(&c.DefaultZone, "default-zone", "local", "`zone` of a bare --connect URI (and of the fake backend)")
+
+	fs.StringVar(&c.Offerings, "offerings", "", "JSON `file` of offerings (instance type, zone, capacity type, count); empty: --seed-count slots spread over the zones")
+	fs.IntVar(&c.SeedCount, "seed-count", capacity.DefaultSeedCount, "speculative slots to offer when --offerings is empty")
+	fs.StringVar(&c.CapacityType, "capacity-type", capacity.OnDemand, "capacity type of the default offerings: on_demand or bare_metal")
+	fs.StringVar(&c.InstanceTypes, "instance-types", "", "JSON `file` of extra instance types (merged over the built-in catalog)")
+	fs.StringVar(&c.Prices, "prices", "", "per-instance-type hourly price overrides, e.g. kvm.small=0.02,kvm.large=0.09")
+	fs.Float64Var(&c.PricePerVCPUHour, "price-per-vcpu-hour", capacity.DefaultPricePerVCPUHour, "hourly price of one vCPU, for types without a --prices entry")
+	fs.Float64Var(&c.PricePerGiBHour, "price-per-gib-hour", capacity.DefaultPricePerGiBHour, "hourly price of one GiB of memory, for types without a --prices entry")
+
+	fs.StringVar(&c.State, "state", "", "state `file` (bbolt); empty keeps state in memory and LOSES it on exit")
+
+	fs.StringVar(&c.Image, "image", "", "golden image `volume` in --storage-pool that VM disks are copy-on-write overlays of")
+	fs.StringVar(&c.StoragePool, "storage-pool", "default", "libvirt storage `pool` holding the golden image and VM volumes")
+	fs.StringVar(&c.Network, "network", "default", "libvirt `network` VM NICs attach to")
+	fs.StringVar(&c.BaseUserData, "base-user-data", "", "cloud-init user-data `file` delivered to every VM via a NoCloud seed")
+	fs.StringVar(&c.Kernel, "kernel", "", "kernel `path` on the host for direct kernel boot (optional)")
+	fs.StringVar(&c.Initrd, "initrd", "", "initrd `path` on the host for direct kernel boot (with --kernel)")
+	fs.StringVar(&c.Cmdline, "cmdline", "", "kernel command line for direct kernel boot (with --kernel)")
+
+	fs.BoolVar(&c.UseFakeBackend, "use-fake-backend", false, "serve an in-memory fake substrate instead of libvirt (conformance/dev only, NOT for production)")
+	fs.DurationVar(&c.FakeDelay, "fake-delay", 0, "with --use-fake-backend: how long each fake operation takes")
+	fs.StringVar(&c.FakeZones, "fake-zones", "", "with --use-fake-backend: comma-separated zones to simulate (default: --default-zone)")
+
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", 2*time.Minute, "how often to compare libvirt with the state file; 0 only at startup")
+	fs.DurationVar(&c.CreateTimeout, "create-timeout", 10*time.Minute, "a Create not finished within this goes FAILED")
+	fs.DurationVar(&c.ConfigureTimeout, "configure-timeout", 15*time.Minute, "a Configure (bootstrap + readiness) not finished within this goes FAILED")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 15*time.Minute, "a Drain not finished within this goes FAILED")
+	fs.DurationVar(&c.DeleteTimeout, "delete-timeout", 10*time.Minute, "a Delete not finished within this goes FAILED")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs may take to finish")
+
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.BoolVar(&c.AdminWrite, "admin-write", false, "allow the admin API's mutating calls (read-only when false)")
+	return fs
+}
+
+// validate refuses command lines that cannot work, before anything is
+// opened or bound; every message names the flag to change.
+func (c *config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch {
+	case c.Connect == "" && !c.UseFakeBackend:
+		bad("--connect is required: name the libvirt host(s) to serve (or pass --use-fake-backend for a test substrate)")
+	case c.Connect != "" && c.UseFakeBackend:
+		bad("--connect and --use-fake-backend are mutually exclusive: choose real libvirt hosts or the fake")
+	}
+	if strings.TrimSpace(c.Addr) == "" {
+		bad("--addr must not be empty")
+	}
+	if strings.TrimSpace(c.Provider) == "" {
+		bad("--provider must not be empty")
+	}
+	if strings.TrimSpace(c.DefaultZone) == "" {
+		bad("--default-zone must not be empty")
+	}
+	if c.SeedCount < 0 {
+		bad("--seed-count must not be negative (got %d)", c.SeedCount)
+	}
+	if _, err := capacity.ParseCapacityType(c.CapacityType); err != nil || c.CapacityType == "" {
+		bad("--capacity-type %q: want %s or %s", c.CapacityType, capacity.OnDemand, capacity.BareMetal)
+	}
+	for name, d := range map[string]time.Duration{
+		"--create-timeout": c.CreateTimeout, "--configure-timeout": c.ConfigureTimeout,
+		"--drain-timeout": c.DrainTimeout, "--delete-timeout": c.DeleteTimeout,
+	} {
+		if d <= 0 {
+			bad("%s must be positive (got %v)", name, d)
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"--reconcile-interval": c.ReconcileInterval, "--fake-delay": c.FakeDelay, "--shutdown-timeout": c.ShutdownTimeout,
+	} {
+		if d < 0 {
+			bad("%s must not be negative (got %v)", name, d)
+		}
+	}
+	if !c.UseFakeBackend && (c.FakeDelay != 0 || c.FakeZones != "") {
+		bad("--fake-delay and --fake-zones need --use-fake-backend")
+	}
+	if (c.Initrd != "" || c.Cmdline != "") && c.Kernel == "" {
+		bad("--initrd and --cmdline need --kernel")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("%v", err)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		bad("--log-format %q: want json or text", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// serve wires backend → capacity → store → engine → server, serves until
+// ctx ends, then shuts down in the order that loses nothing: not-ready
+// first, then drain RPCs, then stop the engine, then close the store.
+func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
+	start := time.Now()
+	tlsCfg, security, err := server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}.Load()
+	if err != nil {
+		return err
+	}
+	be, err := openBackend(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	seed, err := buildSeed(cfg, be.Zones())
+	if err != nil {
+		return err
+	}
+
+	var engPtr atomic.Pointer[lifecycle.Engine]
+	metrics := server.NewMetrics(counts(&engPtr))
+	st, err := openStore(cfg, metrics, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close() // after engine.Close, deferred below
+	eng, err := lifecycle.New(lifecycle.Config{
+		Provider: cfg.Provider, Seed: seed,
+		CreateTimeout: cfg.CreateTimeout, ConfigureTimeout: cfg.ConfigureTimeout,
+		DrainTimeout: cfg.DrainTimeout, DeleteTimeout: cfg.DeleteTimeout,
+		ReconcileInterval: cfg.ReconcileInterval,
+		Logger:            log.With(slog.String("component", "lifecycle")),
+		Observer:          metrics,
+	}, st, be)
+	if err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	engPtr.Store(eng)
+	defer eng.Close()
+	eng.Start(context.WithoutCancel(ctx))
+
+	status := server.NewStatus()
+	status.AddProbe(st.ready)
+	handler := server.NewHandler(server.Options{
+		Engine: eng, Logger: log.With(slog.String("component", "rpc")),
+		Metrics: metrics, Status: status, Reflection: cfg.Reflection,
+	})
+	lis, err := server.Listen(cfg.Addr, handler, tlsCfg, log)
+	if err != nil {
+		return err
+	}
+	ops := server.StartOps(cfg.MetricsAddr, server.NewOpsHandler(metrics, status), log)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- lis.Serve() }()
+
+	log.Info("serving",
+		slog.String("addr", lis.Addr().String()), slog.String("security", string(security)),
+		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", len(seed)),
+		slog.String("state", stateDesc(cfg.State)), slog.Bool("reflection", cfg.Reflection),
+		slog.Bool("admin_write", cfg.AdminWrite), slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
+	printBanner(stdout, lis.Addr(), security)
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutdown requested: not ready, draining in-flight RPCs", slog.String("bound", cfg.ShutdownTimeout.String()))
+	case err = <-serveErr:
+		log.Error("listener failed; shutting down", slog.Any("error", err))
+	}
+	status.BeginShutdown()
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if derr := lis.Shutdown(shutdownCtx); derr != nil {
+		log.Warn("in-flight RPCs cut off at the shutdown bound", slog.Any("error", derr))
+	}
+	_ = ops.Shutdown(shutdownCtx)
+	log.Info("stopped")
+	return err // deferred: engine.Close, store Close, backend Close
+}
+
+func stateDesc(path string) string {
+	if path == "" {
+		return "memory (lost on exit)"
+	}
+	return path
+}
+
+// printBanner tells a human where to point a client, with a command that
+// works as pasted (loopback for wildcard binds).
+func printBanner(w io.Writer, addr net.Addr, security server.Security) {
+	host := "127.0.0.1"
+	port := "9000"
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		port = fmt.Sprint(tcp.Port)
+		if !tcp.IP.IsUnspecified() {
+			host = tcp.IP.String()
+		}
+	}
+	hp := net.JoinHostPort(host, port)
+	scheme, extra := "http", ""
+	if security != server.SecurityInsecure {
+		scheme, extra = "https", " --cacert CA.pem"
+		if security == server.SecurityMTLS {
+			extra += " --cert CLIENT.pem --key CLIENT-KEY.pem"
+		}
+	}
+	fmt.Fprintf(w, "libvirt provider listening on %s (%s)\n", hp, security)
+	fmt.Fprintf(w, "try: curl -s%s -H 'Content-Type: application/json' -d '{}' %s://%s/bigfleet.v1alpha1.CapacityProvider/List\n",
+		extra, scheme, hp)
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/capacity"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/store"
+)
+
+// openBackend picks the substrate. The fake is only ever used when asked
+// for by name, and says so loudly.
+func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend.Backend, error) {
+	if !cfg.UseFakeBackend {
+		return openLibvirt(ctx, cfg)
+	}
+	zones := []string{cfg.DefaultZone}
+	if cfg.FakeZones != "" {
+		zones = splitList(cfg.FakeZones)
+	}
+	log.Warn("using the FAKE backend (--use-fake-backend): no VMs are created; for conformance tests and development, NOT for production",
+		slog.Any("zones", zones), slog.String("fake_delay", cfg.FakeDelay.String()))
+	return fake.New(fake.Options{Zones: zones, Delay: cfg.FakeDelay}), nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// buildSeed turns the capacity flags into the slots the engine offers.
+func buildSeed(cfg config, zones []string) ([]lifecycle.Machine, error) {
+	prices, err := capacity.ParsePrices(cfg.Prices)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	cc := capacity.DefaultConfig(zones)
+	cc.InstanceTypesFile = cfg.InstanceTypes
+	cc.OfferingsFile = cfg.Offerings
+	cc.SeedCount = cfg.SeedCount
+	cc.CapacityType = cfg.CapacityType
+	cc.PricePerVCPUHour = cfg.PricePerVCPUHour
+	cc.PricePerGiBHour = cfg.PricePerGiBHour
+	cc.Prices = prices
+	model, err := capacity.Load(cc)
+	if err != nil {
+		return nil, err
+	}
+	return model.Seed(), nil
+}
+
+// trackedStore remembers whether it has been closed, so readiness and
+// health can report a closed store without the store having to expose it.
+type trackedStore struct {
+	lifecycle.Store
+	closed atomic.Bool
+}
+
+func (s *trackedStore) Close() error {
+	s.closed.Store(true)
+	return s.Store.Close()
+}
+
+func (s *trackedStore) ready() error {
+	if s.closed.Load() {
+		return errors.New("state store is closed")
+	}
+	return nil
+}
+
+// openStore opens the bbolt file, or an in-memory store (with a loud
+// warning) when --state is empty.
+func openStore(cfg config, metrics *server.Metrics, log *slog.Logger) (*trackedStore, error) {
+	if cfg.State == "" {
+		log.Warn("NO --state FILE: state is kept in memory and LOST on exit; every restart forgets all machines and fencing marks")
+		return &trackedStore{Store: store.NewMemory()}, nil
+	}
+	st, err := store.OpenBolt(cfg.State, store.BoltOptions{OnCommit: metrics.StoreCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("--state %s: %w", cfg.State, err)
+	}
+	return &trackedStore{Store: st}, nil
+}
+
+// counts adapts the engine's counts to the metrics collector; the engine
+// is created after the registry, hence the indirection.
+func counts(eng *atomic.Pointer[lifecycle.Engine]) server.CountsFunc {
+	return func(emit func(lifecycle.State, string, int)) {
+		e := eng.Load()
+		if e == nil {
+			return
+		}
+		for k, n := range e.Counts() {
+			emit(k.State, k.Zone, n)
+		}
+	}
+}
