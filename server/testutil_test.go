@@ -146,9 +146,9 @@ func (b *syncBuffer) String() string {
 
 // testServer is one provider on a real 127.0.0.1 listener.
 type testServer struct {
-	addr    string // host:port
-	url     string // scheme://host:port
-	engine  *fakeEngine
+	addr    string      // host:port
+	url     string      // scheme://host:port
+	engine  *fakeEngine // nil when serving the real engine
 	metrics *Metrics
 	status  *Status
 	logs    *syncBuffer
@@ -169,8 +169,16 @@ func (m serverMode) String() string { return [...]string{"h2c", "tls", "mtls"}[m
 
 func startServer(t *testing.T, mode serverMode) *testServer {
 	t.Helper()
+	f := newFakeEngine()
+	ts := startServerWith(t, mode, f)
+	ts.engine = f
+	return ts
+}
+
+// startServerWith serves eng (a fake or the real engine).
+func startServerWith(t *testing.T, mode serverMode, eng Engine) *testServer {
+	t.Helper()
 	ts := &testServer{
-		engine:  newFakeEngine(),
 		status:  NewStatus(),
 		logs:    &syncBuffer{},
 		hits:    new(atomic.Int64),
@@ -181,7 +189,7 @@ func startServer(t *testing.T, mode serverMode) *testServer {
 		emit(lifecycle.Speculative, "z1", 1)
 	})
 	log := slog.New(slog.NewJSONHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := NewHandler(Options{Engine: ts.engine, Logger: log, Metrics: ts.metrics, Status: ts.status, Reflection: true})
+	h := NewHandler(Options{Engine: eng, Logger: log, Metrics: ts.metrics, Status: ts.status, Reflection: true})
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ts.hits.Add(1)
 		h.ServeHTTP(w, r)
