@@ -42,19 +42,22 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1fs", b-a}'; }
 lock() {
 	mkdir -p "$STATE"
 	exec 8>"$STATE/.lock"
-	flock 8
+	flock -w 600 8 || die "another libvirt-env.sh run holds $STATE/.lock"
 }
 
 # ---- (1) packages -------------------------------------------------------------
-installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -x installed >/dev/null; }
 
 ensure_packages() {
-	local missing=() p
-	for p in "${PACKAGES[@]}"; do installed "$p" || missing+=("$p"); done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	log "installing: ${missing[*]}"
-	apt-get update -qq >&2
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+	local missing
+	# one dpkg-query for all: prints the names that are not fully installed
+	missing=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null |
+		awk -v want="${PACKAGES[*]}" '$2=="installed"{ok[$1]=1} END{n=split(want,w," "); for(i=1;i<=n;i++) if(!ok[w[i]]) print w[i]}' || true)
+	[ -z "$missing" ] && return 0
+	log "installing: $(echo $missing)"
+	apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
+	# shellcheck disable=SC2086
+	apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends $missing >&2
 	installed libvirt-daemon-system && log "WARNING: libvirt-daemon-system is installed (not by us)"
 	return 0
 }
@@ -77,7 +80,7 @@ start_daemons() {
 	if ! pid_alive /run/virtlogd.pid && ! pgrep -x virtlogd >/dev/null 2>&1; then
 		log "starting virtlogd"
 		rm -f /run/virtlogd.pid
-		setsid virtlogd -d </dev/null >>"$STATE/virtlogd.out" 2>&1
+		setsid virtlogd -d 8>&- 9>&- </dev/null >>"$STATE/virtlogd.out" 2>&1
 		local i
 		for i in $(seq 50); do pid_alive /run/virtlogd.pid && break; sleep 0.1; done
 		pid_alive /run/virtlogd.pid || die "virtlogd did not start (see $STATE/virtlogd.out)"
@@ -89,7 +92,7 @@ start_daemons() {
 	else
 		log "starting libvirtd"
 		rm -f /run/libvirtd.pid
-		setsid libvirtd -d -p /run/libvirtd.pid </dev/null >>"$STATE/libvirtd.out" 2>&1
+		setsid libvirtd -d -p /run/libvirtd.pid 8>&- 9>&- </dev/null >>"$STATE/libvirtd.out" 2>&1
 		local i
 		for i in $(seq 50); do pid_alive /run/libvirtd.pid && break; sleep 0.1; done
 		pid_alive /run/libvirtd.pid || die "libvirtd did not start (see $STATE/libvirtd.out, /var/log/libvirt)"
@@ -112,12 +115,12 @@ ensure_pool() {
 		virsh_ pool-define-as "$POOL" dir --target "$POOL_DIR" >/dev/null
 		virsh_ pool-build "$POOL" >/dev/null 2>&1 || true
 	fi
-	virsh_ pool-info "$POOL" | grep -q '^State:.*running' || virsh_ pool-start "$POOL" >/dev/null
+	virsh_ pool-info "$POOL" | grep '^State:.*running' >/dev/null || virsh_ pool-start "$POOL" >/dev/null
 	virsh_ pool-autostart "$POOL" >/dev/null 2>&1 || true
 	virsh_ pool-refresh "$POOL" >/dev/null
 }
 
-net_active() { virsh_ net-info "$1" 2>/dev/null | grep -q '^Active:.*yes'; }
+net_active() { virsh_ net-info "$1" 2>/dev/null | grep '^Active:.*yes' >/dev/null; }
 
 # Prefer libvirt's `default` network when it already exists and starts here.
 # Otherwise (the usual case without libvirt-daemon-system: there is no
@@ -144,7 +147,7 @@ ensure_network() {
 	[ "$want" = default ] && want=bigfleet
 	ensure_bridge
 	if virsh_ net-info "$want" >/dev/null 2>&1 &&
-		! virsh_ net-dumpxml "$want" | grep -q "<forward mode='bridge'"; then
+		! virsh_ net-dumpxml "$want" | grep "<forward mode='bridge'" >/dev/null; then
 		log "redefining network $want in bridge mode"
 		virsh_ net-destroy "$want" >/dev/null 2>&1 || true
 		virsh_ net-undefine "$want" >/dev/null

@@ -19,7 +19,7 @@ log() { echo "guest-build: $*" >&2; }
 
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
-flock 9
+flock -w 600 9 || { log "another build holds $cache/.lock"; exit 1; }
 
 pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo none; }
 
@@ -68,7 +68,8 @@ if [ ! -d "$kdir/boot" ]; then
 	log "downloading $kpkg"
 	mkdir -p "$cache/debs"
 	dl=$(mktemp -d)
-	chmod 755 "$dl" # apt's _apt sandbox user must be able to write here
+	chmod 755 "$dl"
+	chown _apt "$dl" 2>/dev/null || true # apt downloads as the _apt sandbox user
 	(cd "$dl" && apt-get download -q "$kpkg" >&2) || (cd "$dl" && apt-get update -qq >&2 && apt-get download -q "$kpkg" >&2)
 	mv "$dl"/*.deb "$cache/debs/"
 	rmdir "$dl" 2>/dev/null || rm -rf "$dl"
