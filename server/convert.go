@@ -64,7 +64,7 @@ func listFromProto(r *pb.ListFilter) lifecycle.ListQuery {
 }
 
 func ackToProto(a lifecycle.Ack) *pb.TransitionAck {
-	return &pb.TransitionAck{OperationId: a.OperationID, Machine: machineToProto(a.Machine)}
+	return &pb.TransitionAck{OperationId: a.OperationID, Machine: MachineToProto(a.Machine)}
 }
 
 func listToProto(r lifecycle.ListResult) *pb.MachineList {
@@ -73,19 +73,16 @@ func listToProto(r lifecycle.ListResult) *pb.MachineList {
 		Revision: r.Revision,
 	}
 	for i, m := range r.Machines {
-		out.Machines[i] = machineToProto(m)
+		out.Machines[i] = MachineToProto(m)
 	}
 	return out
 }
 
-// MachineToProto is machineToProto for the admin API, which embeds the
-// exact Machine that CapacityProvider.Get returns.
-func MachineToProto(m lifecycle.Machine) *pb.Machine { return machineToProto(m) }
-
-// machineToProto builds the wire view of a record. Maps are copied so the
+// MachineToProto builds the wire view of a record (also used by the admin
+// API, so both show a machine identically). Maps are copied so the
 // marshaller never reads memory the engine might reuse, and the host stays
 // absent (nil) until a VM exists, as the contract requires.
-func machineToProto(m lifecycle.Machine) *pb.Machine {
+func MachineToProto(m lifecycle.Machine) *pb.Machine {
 	out := &pb.Machine{
 		Id:                      m.ID,
 		State:                   stateToProto(m.State),

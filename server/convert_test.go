@@ -21,7 +21,7 @@ func TestMachineToProto(t *testing.T) {
 		Resources: map[string]string{"cpu": "1"}, Cluster: "c", CapacityType: lifecycle.CapacitySpot,
 		InterruptionProbability: 0.1,
 	}
-	p := machineToProto(m)
+	p := MachineToProto(m)
 	m.Labels["a"], m.ShardMetadata["k"], m.Resources["cpu"] = "x", "x", "x"
 	if p.GetLabels()["a"] != "1" || p.GetShardMetadata()["k"] != "v" || p.GetResources().GetResources()["cpu"] != "1" {
 		t.Error("proto aliases the record's maps")
@@ -29,7 +29,7 @@ func TestMachineToProto(t *testing.T) {
 	if p.GetHost().GetRef() != "z/d" || p.GetCluster() != "c" || p.GetCapacityType() != pb.CapacityType_CAPACITY_TYPE_SPOT {
 		t.Errorf("fields lost: %v", p)
 	}
-	if machineToProto(lifecycle.Machine{State: lifecycle.Creating}).Host != nil {
+	if MachineToProto(lifecycle.Machine{State: lifecycle.Creating}).Host != nil {
 		t.Error("zero HostRef must be absent")
 	}
 	for _, s := range []lifecycle.State{lifecycle.StateUnspecified, -1, 99} {
@@ -85,15 +85,15 @@ func TestErrorTable(t *testing.T) {
 		{fmt.Errorf("zone z: %w", backend.ErrHostUnavailable), connect.CodeUnavailable},
 		{errors.New("disk on fire"), connect.CodeInternal},
 		{errPanic, connect.CodeInternal},
-		{wireError(le(lifecycle.CodeAborted)), connect.CodeAborted}, // already mapped: passes through
+		{WireError(le(lifecycle.CodeAborted)), connect.CodeAborted}, // already mapped: passes through
 	}
 	for _, tc := range cases {
-		if got := connect.CodeOf(wireError(tc.err)); got != tc.want {
-			t.Errorf("wireError(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := connect.CodeOf(WireError(tc.err)); got != tc.want {
+			t.Errorf("WireError(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
-	if wireError(nil) != nil {
-		t.Error("wireError(nil) != nil")
+	if WireError(nil) != nil {
+		t.Error("WireError(nil) != nil")
 	}
 	// FailedPrecondition is reserved for fencing.
 	for c := range codeOf {

@@ -10,7 +10,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
-// errPanic is what the recovery interceptor hands to wireError: the panic
+// errPanic is what the recovery interceptor hands to WireError: the panic
 // value itself may carry request data, so it never reaches the client.
 var errPanic = errors.New("internal error (recovered panic)")
 
@@ -27,11 +27,11 @@ var codeOf = map[lifecycle.Code]connect.Code{
 	lifecycle.CodePermission:    connect.CodePermissionDenied,
 }
 
-// wireError turns any error a handler, checker or interceptor produced into
+// WireError turns any error a handler, checker or interceptor produced into
 // the *connect.Error sent to the client. It is the only caller of
 // connect.NewError in the module, so every code this service emits can be
 // read off this function and the table above.
-func wireError(err error) error {
+func WireError(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -55,18 +55,10 @@ func classify(err error) connect.Code {
 		return connect.CodeCanceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.CodeDeadlineExceeded
-	case errors.Is(err, backend.ErrHostUnavailable), errors.Is(err, errStoreClosed):
+	case errors.Is(err, backend.ErrHostUnavailable):
 		// Retryable outages: BigFleet backs off and tries again.
 		return connect.CodeUnavailable
 	default:
 		return connect.CodeInternal
 	}
 }
-
-// WireError is wireError for other packages that serve connect handlers on
-// the same mux (the admin API), so the error→code table stays in one place.
-func WireError(err error) error { return wireError(err) }
-
-// errStoreClosed reports that the provider is shutting down or its store is
-// gone; the health checker and readiness use it too.
-var errStoreClosed = errors.New("provider is not serving (shutting down or store closed)")

@@ -62,7 +62,7 @@ func (o observer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		start := time.Now()
 		id := requestIDFrom(req.Header())
 		res, err := next(context.WithValue(ctx, requestIDKey{}, id), req)
-		err = wireError(err)
+		err = WireError(err)
 		if res != nil {
 			res.Header().Set(RequestIDHeader, id)
 		}
@@ -84,7 +84,7 @@ func (o observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 		start := time.Now()
 		id := requestIDFrom(conn.RequestHeader())
 		conn.ResponseHeader().Set(RequestIDHeader, id)
-		err := wireError(next(context.WithValue(ctx, requestIDKey{}, id), conn))
+		err := WireError(next(context.WithValue(ctx, requestIDKey{}, id), conn))
 		o.record(ctx, conn.Spec().Procedure, conn.Peer(), id, err, time.Since(start))
 		return err
 	}
@@ -168,5 +168,5 @@ func (r recoverer) catch(ctx context.Context, method string, err *error) {
 		slog.String("request_id", RequestID(ctx)),
 		slog.Any("panic", v),
 		slog.String("stack", string(debug.Stack())))
-	*err = wireError(errPanic)
+	*err = WireError(errPanic)
 }

@@ -11,7 +11,7 @@ import (
 
 // service implements the generated CapacityProviderHandler. Each method is
 // translate → delegate → translate; policy lives in the engine, codes in
-// wireError.
+// WireError.
 type service struct {
 	engine Engine
 }
@@ -21,7 +21,7 @@ var _ bigfleetv1alpha1connect.CapacityProviderHandler = (*service)(nil)
 func (s *service) Create(ctx context.Context, req *connect.Request[pb.CreateRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Create(ctx, createFromProto(req.Msg))
 	if err != nil {
-		return nil, wireError(err)
+		return nil, WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -29,7 +29,7 @@ func (s *service) Create(ctx context.Context, req *connect.Request[pb.CreateRequ
 func (s *service) Configure(ctx context.Context, req *connect.Request[pb.ConfigureRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Configure(ctx, configureFromProto(req.Msg))
 	if err != nil {
-		return nil, wireError(err)
+		return nil, WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -37,7 +37,7 @@ func (s *service) Configure(ctx context.Context, req *connect.Request[pb.Configu
 func (s *service) Drain(ctx context.Context, req *connect.Request[pb.DrainRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Drain(ctx, drainFromProto(req.Msg))
 	if err != nil {
-		return nil, wireError(err)
+		return nil, WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -45,7 +45,7 @@ func (s *service) Drain(ctx context.Context, req *connect.Request[pb.DrainReques
 func (s *service) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Delete(ctx, deleteFromProto(req.Msg))
 	if err != nil {
-		return nil, wireError(err)
+		return nil, WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -53,15 +53,15 @@ func (s *service) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequ
 func (s *service) Get(ctx context.Context, req *connect.Request[pb.MachineRef]) (*connect.Response[pb.Machine], error) {
 	m, err := s.engine.Get(ctx, req.Msg.GetId())
 	if err != nil {
-		return nil, wireError(err)
+		return nil, WireError(err)
 	}
-	return connect.NewResponse(machineToProto(m)), nil
+	return connect.NewResponse(MachineToProto(m)), nil
 }
 
 func (s *service) List(ctx context.Context, req *connect.Request[pb.ListFilter]) (*connect.Response[pb.MachineList], error) {
 	res, err := s.engine.List(ctx, listFromProto(req.Msg))
 	if err != nil {
-		return nil, wireError(err)
+		return nil, WireError(err)
 	}
 	return connect.NewResponse(listToProto(res)), nil
 }

@@ -76,7 +76,7 @@ var healthServices = map[string]bool{
 
 func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	if !healthServices[req.Service] {
-		return nil, wireError(&lifecycle.Error{Code: lifecycle.CodeNotFound, Msg: "unknown service " + req.Service})
+		return nil, WireError(&lifecycle.Error{Code: lifecycle.CodeNotFound, Msg: "unknown service " + req.Service})
 	}
 	if h.status.Ready() != nil {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
