@@ -19,7 +19,14 @@ build: deps
 	$(GO) build -o bin/libvirt ./cmd/libvirt
 	@if [ -d cmd/libvirtctl ]; then $(GO) build -o bin/libvirtctl ./cmd/libvirtctl; fi
 
-gen:
+# protoc-gen-es (TypeScript for the admin page) comes pinned from web/'s
+# package-lock.json; the Go plugins come from tools/go.mod.
+WEB_DEPS := web/node_modules/.package-lock.json
+
+$(WEB_DEPS): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+
+gen: $(WEB_DEPS)
 	$(BUF) generate
 
 # Regenerating must change nothing: generated code is committed.
@@ -69,8 +76,10 @@ bench: build
 demo: build env-up
 	scripts/demo.sh
 
-web:
-	cd web && npm ci && npm run build
+# Rebuilds the admin page bundle (committed in server/admin/ui/dist, so the
+# Go build needs no Node).
+web: $(WEB_DEPS)
+	cd web && npm run typecheck && npm run build
 
 clean:
 	rm -rf bin out

@@ -1,0 +1,107 @@
+package admin
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// ts is nil for the zero time, so "never" stays unset on the wire.
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func stateToProto(s lifecycle.State) pb.MachineState {
+	if s <= lifecycle.StateUnspecified || s > lifecycle.Failed {
+		return pb.MachineState_MACHINE_STATE_FAILED
+	}
+	return pb.MachineState(s)
+}
+
+// machineToProto embeds exactly what CapacityProvider returns (through the
+// server's own mapping) and adds the bookkeeping BigFleet never sees.
+func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
+	out := &adminv1.AdminMachine{
+		Machine:       server.MachineToProto(m),
+		Domain:        m.Domain,
+		OperationId:   m.OperationID,
+		OperationKind: string(m.OpKind),
+		StateSince:    ts(m.StateSince),
+		Revision:      m.Revision,
+	}
+	if !m.StateSince.IsZero() {
+		out.TimeInState = durationpb.New(max(now.Sub(m.StateSince), 0))
+	}
+	if m.State == lifecycle.Creating || m.State == lifecycle.Configuring ||
+		m.State == lifecycle.Draining || m.State == lifecycle.Deleting {
+		out.OperationDeadline = ts(m.OpDeadline)
+	}
+	return out
+}
+
+func transitionToProto(t lifecycle.Transition, now time.Time) *adminv1.Transition {
+	out := &adminv1.Transition{
+		OperationId: t.OperationID,
+		Kind:        string(t.Kind),
+		FromState:   stateToProto(t.From),
+		ToState:     stateToProto(t.To),
+		Started:     ts(t.Started),
+		Ended:       ts(t.Ended),
+		Outcome:     t.Outcome,
+		LastError:   t.LastError,
+	}
+	end := t.Ended
+	if end.IsZero() {
+		end = now
+	}
+	if !t.Started.IsZero() {
+		out.Duration = durationpb.New(max(end.Sub(t.Started), 0))
+	}
+	return out
+}
+
+func hostToProto(h backend.HostStatus, machines int32, rep lifecycle.ReconcileReport) *adminv1.Host {
+	out := &adminv1.Host{
+		Zone:                h.Zone,
+		Uri:                 RedactURI(h.URI),
+		Connected:           h.Connected,
+		LastError:           h.LastError,
+		LibvirtVersion:      h.LibvirtVersion,
+		HypervisorVersion:   h.HypervisorVersion,
+		PoolCapacityBytes:   h.PoolCapacity,
+		PoolAllocationBytes: h.PoolAllocation,
+		DomainCount:         int32(h.DomainCount),
+		MachineCount:        machines,
+		LastReconcileTime:   ts(rep.At),
+	}
+	switch zerr, ok := rep.Zones[h.Zone]; {
+	case !ok:
+		out.LastReconcileOutcome = "not reconciled yet"
+	case zerr == "":
+		out.LastReconcileOutcome = "ok"
+	default:
+		out.LastReconcileOutcome = zerr
+	}
+	return out
+}
+
+func reconcileToProto(r lifecycle.ReconcileReport) *adminv1.ReconcileSummary {
+	out := &adminv1.ReconcileSummary{Time: ts(r.At), Adopted: int32(r.Adopted), Vanished: int32(r.Vanished)}
+	for z, e := range r.Zones {
+		out.Zones = append(out.Zones, &adminv1.ZoneOutcome{Zone: z, Error: e})
+	}
+	slices.SortFunc(out.Zones, func(a, b *adminv1.ZoneOutcome) int { return cmp.Compare(a.Zone, b.Zone) })
+	return out
+}

@@ -1,0 +1,225 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+	"github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1/adminv1connect"
+	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// ServiceName is the fully-qualified name, for reflection.
+const ServiceName = adminv1connect.AdminServiceName
+
+// Engine is what the admin API needs from the lifecycle engine;
+// *lifecycle.Engine satisfies it.
+type Engine interface {
+	Get(ctx context.Context, id string) (lifecycle.Machine, error)
+	List(ctx context.Context, q lifecycle.ListQuery) (lifecycle.ListResult, error)
+	Counts() map[lifecycle.StateZone]int
+	Marks() map[lifecycle.MarkKey]lifecycle.Mark
+	LastReconcile() lifecycle.ReconcileReport
+	Reconcile(ctx context.Context) lifecycle.ReconcileReport
+	Release(ctx context.Context, id string) (lifecycle.Ack, error)
+	Watch(buffer int) (ch <-chan lifecycle.Machine, lost func() bool, cancel func())
+	Backend() backend.Backend
+}
+
+var _ Engine = (*lifecycle.Engine)(nil)
+
+// Options configures the admin service. Engine is required.
+type Options struct {
+	Engine Engine
+	// AllowWrite is --admin-write: without it ReleaseMachine and
+	// TriggerReconcile answer PermissionDenied.
+	AllowWrite bool
+	Logger     *slog.Logger // nil: discard
+	// Registerer receives admin_writes_total; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Heartbeat is the idle interval after which WatchMachines sends a
+	// HEARTBEAT event; 0 means 15s.
+	Heartbeat time.Duration
+	// UI serves the web page at / and /ui/; nil serves no page.
+	UI  http.Handler
+	Now func() time.Time // nil: time.Now
+}
+
+// Service implements adminv1connect.AdminServiceHandler.
+type Service struct {
+	eng       Engine
+	write     bool
+	log       *slog.Logger
+	writes    *prometheus.CounterVec
+	heartbeat time.Duration
+	ui        http.Handler
+	now       func() time.Time
+	stop      chan struct{}
+	stopOnce  sync.Once
+}
+
+var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
+
+// New builds the service; it panics without an engine (a wiring bug) and
+// returns an error only if the metric cannot be registered.
+func New(opts Options) (*Service, error) {
+	if opts.Engine == nil {
+		panic("admin.New: Options.Engine is nil")
+	}
+	s := &Service{eng: opts.Engine, write: opts.AllowWrite, log: opts.Logger,
+		heartbeat: opts.Heartbeat, ui: opts.UI, now: opts.Now, stop: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.heartbeat <= 0 {
+		s.heartbeat = 15 * time.Second
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "admin_writes_total",
+		Help: "Admin API write attempts by action and result (ok, denied, error).",
+	}, []string{"action", "result"})
+	for _, a := range []string{actionRelease, actionReconcile} {
+		for _, r := range []string{"ok", "denied", "error"} {
+			s.writes.WithLabelValues(a, r) // export zeros, so rate() works from the start
+		}
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(s.writes); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Close ends every WatchMachines stream (normally, so clients reconnect
+// elsewhere) and makes new ones end at once. Call it when shutdown begins:
+// an open admin page must not hold the graceful drain until its bound.
+func (s *Service) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// Mount adds the admin API and the web page to mux; its signature matches
+// server.Options.Mount. The page is served at exactly "/" and its assets
+// under "/ui/", so unknown RPC paths still get 404, never HTML.
+func (s *Service) Mount(mux *http.ServeMux, interceptors connect.HandlerOption) {
+	mux.Handle(adminv1connect.NewAdminServiceHandler(s, interceptors,
+		connect.WithReadMaxBytes(1<<20)))
+	if s.ui != nil {
+		mux.Handle("GET /{$}", s.ui)
+		mux.Handle("GET /ui/", s.ui)
+	}
+}
+
+func (s *Service) GetFleetSummary(_ context.Context, _ *connect.Request[adminv1.GetFleetSummaryRequest]) (*connect.Response[adminv1.GetFleetSummaryResponse], error) {
+	out := &adminv1.GetFleetSummaryResponse{
+		AdminWrite:    s.write,
+		LastReconcile: reconcileToProto(s.eng.LastReconcile()),
+		ServerTime:    ts(s.now()),
+	}
+	for k, n := range s.eng.Counts() {
+		if n == 0 {
+			continue
+		}
+		out.Counts = append(out.Counts, &adminv1.StateZoneCount{
+			State: stateToProto(k.State), Zone: k.Zone, Count: int32(n)})
+		out.Total += int32(n)
+	}
+	slices.SortFunc(out.Counts, func(a, b *adminv1.StateZoneCount) int {
+		return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.State, b.State))
+	})
+	return connect.NewResponse(out), nil
+}
+
+func (s *Service) ListHosts(ctx context.Context, _ *connect.Request[adminv1.ListHostsRequest]) (*connect.Response[adminv1.ListHostsResponse], error) {
+	rep := s.eng.LastReconcile()
+	perZone := map[string]int32{}
+	for k, n := range s.eng.Counts() {
+		perZone[k.Zone] += int32(n)
+	}
+	out := &adminv1.ListHostsResponse{}
+	for _, h := range s.eng.Backend().Hosts(ctx) {
+		out.Hosts = append(out.Hosts, hostToProto(h, perZone[h.Zone], rep))
+	}
+	slices.SortFunc(out.Hosts, func(a, b *adminv1.Host) int { return cmp.Compare(a.Zone, b.Zone) })
+	return connect.NewResponse(out), nil
+}
+
+func (s *Service) ListMachines(ctx context.Context, req *connect.Request[adminv1.ListMachinesRequest]) (*connect.Response[adminv1.ListMachinesResponse], error) {
+	if req.Msg.GetMaxResults() < 0 {
+		return nil, server.WireError(&lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "max_results must not be negative"})
+	}
+	all, err := s.all(ctx)
+	if err != nil {
+		return nil, server.WireError(err)
+	}
+	states, zones := req.Msg.GetStates(), req.Msg.GetZones()
+	ms := slices.DeleteFunc(all, func(m lifecycle.Machine) bool {
+		return (len(states) > 0 && !slices.Contains(states, stateToProto(m.State))) ||
+			(len(zones) > 0 && !slices.Contains(zones, m.Zone))
+	})
+	out := &adminv1.ListMachinesResponse{TotalMatched: int32(len(ms))}
+	if n := int(req.Msg.GetMaxResults()); n > 0 && len(ms) > n {
+		ms = ms[:n]
+	}
+	now := s.now()
+	out.Machines = make([]*adminv1.AdminMachine, len(ms))
+	for i, m := range ms {
+		out.Machines[i] = machineToProto(m, now)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Service) GetMachine(ctx context.Context, req *connect.Request[adminv1.GetMachineRequest]) (*connect.Response[adminv1.GetMachineResponse], error) {
+	m, err := s.eng.Get(ctx, req.Msg.GetId())
+	if err != nil {
+		return nil, server.WireError(err)
+	}
+	return connect.NewResponse(&adminv1.GetMachineResponse{Machine: machineToProto(m, s.now())}), nil
+}
+
+func (s *Service) GetMachineHistory(ctx context.Context, req *connect.Request[adminv1.GetMachineHistoryRequest]) (*connect.Response[adminv1.GetMachineHistoryResponse], error) {
+	m, err := s.eng.Get(ctx, req.Msg.GetId())
+	if err != nil {
+		return nil, server.WireError(err)
+	}
+	out := &adminv1.GetMachineHistoryResponse{MachineId: m.ID, Limit: lifecycle.HistoryLimit}
+	now := s.now()
+	for _, t := range m.History {
+		out.Transitions = append(out.Transitions, transitionToProto(t, now))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Service) ListFenceMarks(_ context.Context, req *connect.Request[adminv1.ListFenceMarksRequest]) (*connect.Response[adminv1.ListFenceMarksResponse], error) {
+	shard, machine := req.Msg.GetShardId(), req.Msg.GetMachineId()
+	byShard := map[string]*adminv1.ShardMarks{}
+	for k, m := range s.eng.Marks() {
+		if (shard != "" && k.ShardID != shard) || (machine != "" && k.MachineID != machine) {
+			continue
+		}
+		sm := byShard[k.ShardID]
+		if sm == nil {
+			sm = &adminv1.ShardMarks{ShardId: k.ShardID}
+			byShard[k.ShardID] = sm
+		}
+		sm.Marks = append(sm.Marks, &adminv1.FenceMark{MachineId: k.MachineID, Epoch: m.Epoch, Sequence: m.Sequence})
+	}
+	out := &adminv1.ListFenceMarksResponse{}
+	for _, sm := range byShard {
+		slices.SortFunc(sm.Marks, func(a, b *adminv1.FenceMark) int { return cmp.Compare(a.MachineId, b.MachineId) })
+		out.Shards = append(out.Shards, sm)
+	}
+	slices.SortFunc(out.Shards, func(a, b *adminv1.ShardMarks) int { return cmp.Compare(a.ShardId, b.ShardId) })
+	return connect.NewResponse(out), nil
+}
