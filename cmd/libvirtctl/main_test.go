@@ -138,7 +138,7 @@ func TestListAndGet(t *testing.T) {
 	var lj struct {
 		Machines []struct {
 			Machine struct{ ID, State string } `json:"machine"`
-			Domain  string                    `json:"domain"`
+			Domain  string                     `json:"domain"`
 		} `json:"machines"`
 		Total int `json:"total_matched"`
 	}
