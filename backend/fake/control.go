@@ -116,3 +116,20 @@ func (b *Backend) Calls(op string) int {
 	defer b.mu.Unlock()
 	return b.calls[op]
 }
+
+// Restore puts back a VM that existed before a provider restart. The fake
+// keeps its VMs in memory, while real hosts keep running when the provider
+// dies; the wiring restores one VM per machine the state file says has one,
+// so a SIGKILL'd fake provider comes back to the same world instead of
+// seeing every VM "vanish".
+func (b *Backend) Restore(vm VM) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := vm
+	if vm.Binding != nil {
+		bc := *vm.Binding
+		bc.ShardMetadata = maps.Clone(vm.Binding.ShardMetadata)
+		c.Binding = &bc
+	}
+	b.vms[vm.MachineID] = &c
+}

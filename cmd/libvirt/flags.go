@@ -94,7 +94,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 
 	fs.BoolVar(&c.UseFakeBackend, "use-fake-backend", false, "serve an in-memory fake substrate instead of libvirt (conformance/dev only, NOT for production)")
 	fs.DurationVar(&c.FakeDelay, "fake-delay", 0, "with --use-fake-backend: how long each fake operation takes")
-	fs.StringVar(&c.FakeZones, "fake-zones", "", "with --use-fake-backend: comma-separated zones to simulate (default: --default-zone)")
+	fs.StringVar(&c.FakeZones, "fake-zones", "", "with --use-fake-backend: comma-separated zones to simulate (default zone-a,zone-b)")
 
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", 2*time.Minute, "how often to compare libvirt with the state file; 0 only at startup")
 	fs.DurationVar(&c.CreateTimeout, "create-timeout", 10*time.Minute, "a Create not finished within this goes FAILED")

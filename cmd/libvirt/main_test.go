@@ -239,7 +239,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatalf("metrics log: %v", lines)
 	}
 	base := "http://" + lines[0]["metrics_addr"].(string)
-	for path, want := range map[string]string{"/readyz": "ok", "/healthz": "ok", "/metrics": `machines{state="SPECULATIVE",zone="local"} 2`} {
+	for path, want := range map[string]string{"/readyz": "ok", "/healthz": "ok", "/metrics": `machines{state="SPECULATIVE",zone="zone-a"} 1`} {
 		res, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)

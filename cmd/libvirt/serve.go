@@ -52,6 +52,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	engPtr.Store(eng)
 	defer eng.Close()
+	if err := restoreFakeVMs(ctx, be, eng); err != nil {
+		return err
+	}
 	eng.Start(context.WithoutCancel(ctx))
 
 	status := server.NewStatus()

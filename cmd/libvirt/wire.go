@@ -22,7 +22,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 	if !cfg.UseFakeBackend {
 		return openLibvirt(ctx, cfg)
 	}
-	zones := []string{cfg.DefaultZone}
+	zones := fake.DefaultZones
 	if cfg.FakeZones != "" {
 		zones = splitList(cfg.FakeZones)
 	}
@@ -107,4 +107,31 @@ func counts(eng *atomic.Pointer[lifecycle.Engine]) server.CountsFunc {
 			emit(k.State, k.Zone, n)
 		}
 	}
+}
+
+// restoreFakeVMs gives the fake backend back the VMs the state file says
+// exist (see fake.Backend.Restore). It must run before the engine's first
+// reconcile.
+func restoreFakeVMs(ctx context.Context, be backend.Backend, eng *lifecycle.Engine) error {
+	fb, ok := be.(*fake.Backend)
+	if !ok {
+		return nil
+	}
+	all, err := eng.List(ctx, lifecycle.ListQuery{})
+	if err != nil {
+		return err
+	}
+	for _, m := range all.Machines {
+		if m.Domain == "" {
+			continue
+		}
+		vm := fake.VM{MachineID: m.ID, OperationID: m.OperationID, InstanceType: m.InstanceType,
+			VCPU: m.VCPU, MemoryMiB: m.MemoryMiB, Running: true,
+			Placement: backend.Placement{Zone: m.Zone, Domain: m.Domain}}
+		if m.State == lifecycle.Configured || m.State == lifecycle.Draining {
+			vm.Binding = &fake.Binding{ClusterID: m.Cluster, ShardMetadata: m.ShardMetadata}
+		}
+		fb.Restore(vm)
+	}
+	return nil
 }
