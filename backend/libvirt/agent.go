@@ -1,0 +1,148 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+)
+
+// agentTransport is guestagent.Transport over virDomainQemuAgentCommand.
+//
+// Each command takes its own connection reference and domain handle and
+// frees them when libvirt returns. guestagent.Client gives up waiting at its
+// timeout while the cgo call may still run; handles shared with the caller
+// could then be freed under it.
+type agentTransport struct {
+	h    *host
+	name string
+}
+
+// Command sends one request; libvirt bounds it by timeout (whole seconds,
+// at least one).
+func (t agentTransport) Command(_ context.Context, req []byte, timeout time.Duration) ([]byte, error) {
+	secs := int((timeout + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	var reply string
+	err := t.h.withDomain(t.name, func(_ *libvirt.Connect, dom *libvirt.Domain) error {
+		var err error
+		reply, err = dom.QemuAgentCommand(string(req), libvirt.DomainQemuAgentCommandTimeout(secs), 0)
+		return err
+	})
+	if err != nil {
+		if isNoDomain(err) {
+			return nil, fmt.Errorf("domain %s is gone: %w", t.name, guestagent.ErrAgentUnavailable)
+		}
+		return nil, agentError(scrub(err, t.h.uri))
+	}
+	return []byte(reply), nil
+}
+
+func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
+	var t guestagent.Transport = agentTransport{h: h, name: name}
+	if b.transport != nil {
+		t = b.transport(h, name)
+	}
+	c := guestagent.NewClient(t, guestagent.WithTimeout(b.cfg.AgentTimeout))
+	cfg := b.cfg.Bootstrap
+	if cfg.OnEscalate == nil {
+		cfg.OnEscalate = func(cluster string, cause error) {
+			b.log.Warn("graceful drain gave up; forcing", "domain", name, "cluster", cluster, "why", cause)
+		}
+	}
+	return guestagent.NewBootstrapper(c, cfg)
+}
+
+// ownedMetadata reads the metadata of our machine's domain.
+func (b *Backend) ownedMetadata(h *host, name, machineID string) (Metadata, error) {
+	var md Metadata
+	err := h.withDomain(name, func(_ *libvirt.Connect, dom *libvirt.Domain) error {
+		var err error
+		md, err = b.owned(dom, name, machineID)
+		return err
+	})
+	if isNoDomain(err) {
+		return Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)
+	}
+	return md, err
+}
+
+// setBinding writes md, after checking again that the domain is still ours.
+func (b *Backend) setBinding(h *host, name string, md Metadata) error {
+	return h.withDomain(name, func(_ *libvirt.Connect, dom *libvirt.Domain) error {
+		if _, err := b.owned(dom, name, md.MachineID); err != nil {
+			return err
+		}
+		return writeMetadata(dom, md)
+	})
+}
+
+// Configure runs the bootstrap through the guest agent and only then
+// records the cluster binding. A failed Configure leaves no binding (one
+// left by an earlier attempt is cleared). The blob is never logged.
+func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) error {
+	h, name, err := b.locate(spec.MachineID, spec.Placement, "")
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	md, err := b.ownedMetadata(h, name, spec.MachineID)
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	start := time.Now()
+	if err := b.bootstrapper(h, name).Configure(ctx, spec.ClusterID, spec.BootstrapBlob); err != nil {
+		if md.ClusterID != "" {
+			md.ClusterID, md.ShardMetadata = "", nil
+			if cerr := b.setBinding(h, name, md); cerr != nil {
+				b.log.Warn("could not clear a stale binding after a failed configure", "domain", name, "err", cerr)
+			}
+		}
+		return err // guestagent's errors already say "configure: ..."
+	}
+	md.OperationID, md.ClusterID, md.ShardMetadata = spec.OperationID, spec.ClusterID, maps.Clone(spec.ShardMetadata)
+	if err := b.setBinding(h, name, md); err != nil {
+		return fmt.Errorf("configure: record binding: %w", err)
+	}
+	b.log.Info("domain configured", "domain", name, "machine", spec.MachineID, "op", spec.OperationID,
+		"cluster", spec.ClusterID, "blob_bytes", len(spec.BootstrapBlob), "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// Drain runs the drain hook through the guest agent, then clears the
+// binding. A failed drain keeps it: the node may still be in the cluster.
+func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
+	h, name, err := b.locate(spec.MachineID, spec.Placement, "")
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	md, err := b.ownedMetadata(h, name, spec.MachineID)
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	cluster := spec.ClusterID
+	if cluster == "" {
+		cluster = md.ClusterID
+	}
+	if cluster == "" {
+		return errors.New("drain: no cluster binding to drain")
+	}
+	start := time.Now()
+	if err := b.bootstrapper(h, name).Drain(ctx, cluster, spec.Grace); err != nil {
+		return err
+	}
+	md.OperationID, md.ClusterID, md.ShardMetadata = spec.OperationID, "", nil
+	if err := b.setBinding(h, name, md); err != nil {
+		return fmt.Errorf("drain: clear binding: %w", err)
+	}
+	b.log.Info("domain drained", "domain", name, "machine", spec.MachineID, "op", spec.OperationID,
+		"cluster", cluster, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}

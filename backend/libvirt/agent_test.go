@@ -1,0 +1,238 @@
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+)
+
+// fakeAgent answers like qemu-ga running the image contract's hooks:
+// bootstrap exits 3 for cluster "exit3", drain succeeds, no ready hook.
+type fakeAgent struct {
+	mu      sync.Mutex
+	files   map[string][]byte
+	open    map[int64]string
+	next    int64
+	exits   map[int64]int
+	cluster string
+	calls   int
+}
+
+func newFakeAgent() *fakeAgent {
+	return &fakeAgent{files: map[string][]byte{"/opt/bigfleet/bootstrap": nil, "/opt/bigfleet/drain": nil},
+		open: map[int64]string{}, exits: map[int64]int{}}
+}
+
+func (a *fakeAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]byte, error) {
+	var r struct {
+		Execute   string          `json:"execute"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(req, &r); err != nil {
+		return nil, err
+	}
+	var args struct {
+		Path, Mode  string
+		Handle, PID int64
+		Arg         []string
+		Buf         string `json:"buf-b64"`
+		ID          int64
+	}
+	_ = json.Unmarshal(r.Arguments, &args)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls++
+	ret := func(v any) ([]byte, error) { return json.Marshal(map[string]any{"return": v}) }
+	switch r.Execute {
+	case "guest-ping":
+		return ret(map[string]any{})
+	case "guest-sync":
+		return ret(args.ID)
+	case "guest-file-open":
+		if _, ok := a.files[args.Path]; !ok && args.Mode == "r" {
+			return nil, &guestagent.AgentError{Desc: "Failed to open file '" + args.Path + "': No such file or directory"}
+		}
+		a.next++
+		a.open[a.next] = args.Path
+		if args.Mode == "w" {
+			a.files[args.Path] = nil
+		}
+		return ret(a.next)
+	case "guest-file-write":
+		b, _ := base64.StdEncoding.DecodeString(args.Buf)
+		p := a.open[args.Handle]
+		a.files[p] = append(a.files[p], b...)
+		return ret(map[string]any{"count": len(b), "eof": false})
+	case "guest-file-close":
+		delete(a.open, args.Handle)
+		return ret(map[string]any{})
+	case "guest-exec":
+		a.next++
+		code := 0
+		if args.Path == "/opt/bigfleet/bootstrap" {
+			if args.Arg[0] == "exit3" {
+				code = 3
+			} else {
+				a.cluster = args.Arg[0]
+			}
+		}
+		if _, ok := a.files[args.Path]; !ok {
+			return nil, &guestagent.AgentError{Desc: "Failed to execute child process: No such file or directory"}
+		}
+		a.exits[a.next] = code
+		return ret(map[string]any{"pid": a.next})
+	case "guest-exec-status":
+		code := a.exits[args.PID]
+		st := map[string]any{"exited": true, "exitcode": code}
+		if code != 0 {
+			st["err-data"] = base64.StdEncoding.EncodeToString([]byte("bootstrap failed on purpose"))
+		}
+		return ret(st)
+	}
+	return nil, &guestagent.AgentError{Class: "CommandNotFound", Desc: r.Execute}
+}
+
+func withFakeAgent(b *Backend) *fakeAgent {
+	a := newFakeAgent()
+	b.transport = func(*host, string) guestagent.Transport { return a }
+	return a
+}
+
+func configureSpec(pl backend.Placement, id, cluster string, blob []byte) backend.ConfigureSpec {
+	return backend.ConfigureSpec{MachineID: id, OperationID: "op-cfg-" + id, Placement: pl, ClusterID: cluster,
+		BootstrapBlob: blob, ShardMetadata: map[string]string{"shard": "s1", "ctl": "a\x01b", "": ""}}
+}
+
+func TestConfigureRecordsBindingOnlyAfterSuccess(t *testing.T) {
+	t.Parallel()
+	b, logs := newTestBackend(t, nil)
+	a := withFakeAgent(b)
+	ctx := context.Background()
+	c := testConn(t, b, "z1")
+	pl := mustCreate(t, b, "m1")
+	blob := append(bytes.Repeat([]byte("secret-bootstrap\x00"), 4000), 0xff)
+
+	cs := configureSpec(pl, "m1", "exit3", blob)
+	err := b.Configure(ctx, cs)
+	var he *guestagent.HookError
+	if !errors.As(err, &he) || he.Result.ExitCode != 3 || !strings.Contains(err.Error(), "status 3") {
+		t.Fatalf("err = %v, want bootstrap exit 3", err)
+	}
+	if md := readMD(t, c, pl.Domain); md.ClusterID != "" || md.ShardMetadata != nil {
+		t.Fatalf("failed configure left a binding: %+v", md)
+	}
+
+	cs = configureSpec(pl, "m1", "c1", blob)
+	if err := b.Configure(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.files["/opt/bigfleet/bootstrap.blob"], blob) || a.cluster != "c1" {
+		t.Fatal("blob not delivered byte for byte or hook did not see the cluster")
+	}
+	md := readMD(t, c, pl.Domain)
+	if md.ClusterID != "c1" || !maps.Equal(md.ShardMetadata, cs.ShardMetadata) || md.OperationID != cs.OperationID {
+		t.Fatalf("binding %+v", md)
+	}
+	if strings.Contains(logs.String(), "secret-bootstrap") {
+		t.Fatal("blob logged")
+	}
+
+	// A failed re-configure clears the binding it finds.
+	if err := b.Configure(ctx, configureSpec(pl, "m1", "exit3", blob)); err == nil {
+		t.Fatal("want failure")
+	}
+	if md := readMD(t, c, pl.Domain); md.ClusterID != "" {
+		t.Fatalf("binding survived a failed configure: %+v", md)
+	}
+
+	if err := b.Configure(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	ds := backend.DrainSpec{MachineID: "m1", OperationID: "op-drain", Placement: pl, ClusterID: "c1", Grace: time.Second}
+	if err := b.Drain(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	if md := readMD(t, c, pl.Domain); md.ClusterID != "" || md.ShardMetadata != nil || md.OperationID != "op-drain" {
+		t.Fatalf("drain left %+v", md)
+	}
+}
+
+func TestConfigureOnAStrangerOrMissingDomain(t *testing.T) {
+	t.Parallel()
+	b, _ := newTestBackend(t, nil)
+	withFakeAgent(b)
+	ctx := context.Background()
+	c := testConn(t, b, "z1")
+	name := DomainName(b.cfg.Provider, "m1")
+	defineStranger(t, c, name, nil)
+	pl := backend.Placement{Zone: "z1", Domain: name}
+	if err := b.Configure(ctx, configureSpec(pl, "m1", "c1", nil)); !errors.Is(err, backend.ErrNotOurs) {
+		t.Fatalf("stranger: %v", err)
+	}
+	if err := b.Drain(ctx, backend.DrainSpec{MachineID: "m1", Placement: pl, ClusterID: "c"}); !errors.Is(err, backend.ErrNotOurs) {
+		t.Fatalf("stranger drain: %v", err)
+	}
+	pl.Domain = DomainName(b.cfg.Provider, "m2")
+	if err := b.Configure(ctx, configureSpec(pl, "m2", "c1", nil)); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+// The test driver has no guest agent: the real transport reports it and
+// Configure fails without a binding.
+func TestConfigureWithoutAgent(t *testing.T) {
+	t.Parallel()
+	b, _ := newTestBackend(t, nil)
+	pl := mustCreate(t, b, "m1")
+	err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("x")))
+	if err == nil || !strings.HasPrefix(err.Error(), "configure: ") {
+		t.Fatalf("err = %v", err)
+	}
+	if md := readMD(t, testConn(t, b, "z1"), pl.Domain); md.ClusterID != "" {
+		t.Fatalf("binding %+v", md)
+	}
+}
+
+func TestAgentErrorClassification(t *testing.T) {
+	t.Parallel()
+	lv := func(c libvirt.ErrorNumber, msg string) error { return libvirt.Error{Code: c, Message: msg} }
+	tests := []struct {
+		name        string
+		err         error
+		unavailable bool
+		agentDesc   string // non-empty: an *AgentError with this Desc
+	}{
+		{"not connected", lv(libvirt.ERR_AGENT_UNRESPONSIVE, "Guest agent is not responding: QEMU guest agent is not connected"), true, ""},
+		{"command timeout", lv(libvirt.ERR_AGENT_COMMAND_TIMEOUT, "timed out"), true, ""},
+		{"unsynced", lv(libvirt.ERR_AGENT_UNSYNCED, "unsynced"), true, ""},
+		{"domain off", lv(libvirt.ERR_OPERATION_INVALID, "domain is not running"), true, ""},
+		{"agent error (libvirt 9)", lv(libvirt.ERR_INTERNAL_ERROR,
+			"internal error: unable to execute QEMU agent command 'guest-file-open': Failed to open file '/x': No such file or directory"),
+			false, "Failed to open file '/x': No such file or directory"},
+		{"agent error (newer)", lv(libvirt.ERR_AGENT_COMMAND_FAILED, "unable to execute QEMU agent command 'guest-exec': boom"), false, "boom"},
+		{"other internal", lv(libvirt.ERR_INTERNAL_ERROR, "something else"), false, ""},
+		{"lost connection", lv(libvirt.ERR_RPC, "end of file"), false, ""},
+	}
+	for _, tc := range tests {
+		got := agentError(tc.err)
+		if guestagent.IsAgentUnavailable(got) != tc.unavailable {
+			t.Errorf("%s: unavailable = %v", tc.name, !tc.unavailable)
+		}
+		var ae *guestagent.AgentError
+		if isAE := errors.As(got, &ae); isAE != (tc.agentDesc != "") || (isAE && ae.Desc != tc.agentDesc) {
+			t.Errorf("%s: agent error %v (%+v)", tc.name, isAE, ae)
+		}
+	}
+}

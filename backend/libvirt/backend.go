@@ -1,0 +1,215 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+)
+
+// Backend implements backend.Backend and backend.ZoneReadiness over libvirt.
+type Backend struct {
+	cfg   Config
+	log   *slog.Logger
+	zones []string
+	hosts map[string]*host
+
+	// transport replaces the libvirt agent transport in tests (the test
+	// driver has no guest agent).
+	transport func(h *host, domain string) guestagent.Transport
+}
+
+var (
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.ZoneReadiness = (*Backend)(nil)
+)
+
+// StartupWait bounds how long New waits for the first dial of every host,
+// so the first log lines and readiness say which hosts are up. A host that
+// is still dialling (or down) does not fail New.
+const StartupWait = 10 * time.Second
+
+// New validates cfg and starts one connection loop per host. It fails only
+// on a bad configuration: unreachable hosts are reported, not fatal.
+func New(cfg Config) (*Backend, error) {
+	return newBackend(cfg, libvirt.NewConnect)
+}
+
+func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	b := &Backend{cfg: cfg, log: cfg.Logger.With("component", "libvirt"), hosts: map[string]*host{}}
+	b.cfg.Logger = b.log
+	startEventLoop(b.log)
+	for _, hc := range cfg.Hosts {
+		h := newHost(hc, &b.cfg, dial)
+		b.zones = append(b.zones, hc.Zone)
+		b.hosts[hc.Zone] = h
+		go h.loop()
+	}
+	deadline := time.After(StartupWait)
+	for _, z := range b.zones {
+		select {
+		case <-b.hosts[z].first:
+		case <-deadline:
+		}
+	}
+	for _, z := range b.zones {
+		if err := b.hosts[z].ready(); err != nil {
+			b.log.Warn("libvirt host not connected at startup; retrying in the background", "zone", z, "err", err)
+		}
+	}
+	return b, nil
+}
+
+// Zones lists the configured zones in --connect order.
+func (b *Backend) Zones() []string { return append([]string(nil), b.zones...) }
+
+// ZoneReady reports (without an RPC) whether the zone's host is connected.
+func (b *Backend) ZoneReady(zone string) error {
+	h, err := b.host(zone)
+	if err != nil {
+		return err
+	}
+	return h.ready()
+}
+
+// Close stops reconnecting and closes every connection.
+func (b *Backend) Close() error {
+	for _, z := range b.zones {
+		b.hosts[z].close()
+	}
+	return nil
+}
+
+func (b *Backend) host(zone string) (*host, error) {
+	if zone == "" && len(b.zones) == 1 {
+		zone = b.zones[0]
+	}
+	h, ok := b.hosts[zone]
+	if !ok {
+		return nil, fmt.Errorf("zone %q: %w", zone, backend.ErrUnknownZone)
+	}
+	return h, nil
+}
+
+// locate names the host and domain of a machine: the placement when the
+// engine has one, else the zone given and the derived name.
+func (b *Backend) locate(machineID string, pl backend.Placement, zone string) (*host, string, error) {
+	if pl.Zone != "" {
+		zone = pl.Zone
+	}
+	h, err := b.host(zone)
+	if err != nil {
+		return nil, "", err
+	}
+	name := pl.Domain
+	if name == "" {
+		name = DomainName(b.cfg.Provider, machineID)
+	}
+	return h, name, nil
+}
+
+// withConn runs fn on the host's connection, holding a reference for the
+// call, and lets the host see the outcome (to notice a lost connection).
+func (h *host) withConn(fn func(conn *libvirt.Connect) error) error {
+	conn, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer h.release(conn)
+	err = fn(conn)
+	h.observe(conn, err)
+	return scrub(err, h.uri)
+}
+
+// withDomain looks the domain up and runs fn on it; the handle is freed
+// after. A missing domain is returned as is (isNoDomain).
+func (h *host) withDomain(name string, fn func(conn *libvirt.Connect, dom *libvirt.Domain) error) error {
+	return h.withConn(func(conn *libvirt.Connect) error {
+		dom, err := conn.LookupDomainByName(name)
+		if err != nil {
+			return err
+		}
+		defer dom.Free()
+		return fn(conn, dom)
+	})
+}
+
+// readMetadata returns our metadata element of dom, decoded. found is false
+// when the domain carries none (a stranger's domain).
+func readMetadata(dom *libvirt.Domain) (md Metadata, found bool, err error) {
+	s, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, MetadataNS, libvirt.DOMAIN_AFFECT_CURRENT)
+	if isNoMetadata(err) {
+		return Metadata{}, false, nil
+	}
+	if err != nil {
+		return Metadata{}, false, err
+	}
+	md, err = DecodeMetadata(s)
+	if err != nil {
+		return Metadata{}, true, err
+	}
+	return md, true, nil
+}
+
+// owned checks that dom is provider's domain for machineID and returns its
+// metadata; otherwise an error wrapping backend.ErrNotOurs.
+func (b *Backend) owned(dom *libvirt.Domain, name, machineID string) (Metadata, error) {
+	md, found, err := readMetadata(dom)
+	switch {
+	case err != nil && !found:
+		return Metadata{}, fmt.Errorf("read metadata of %s: %w", name, err)
+	case err != nil:
+		return Metadata{}, fmt.Errorf("domain %s: unreadable bigfleet metadata (%v): %w", name, err, backend.ErrNotOurs)
+	case !found:
+		return Metadata{}, fmt.Errorf("domain %s has no bigfleet metadata: %w", name, backend.ErrNotOurs)
+	case !md.Owned(b.cfg.Provider, machineID):
+		return Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
+	}
+	return md, nil
+}
+
+// writeMetadata replaces our element on dom, in the persistent definition
+// and, while it runs, the live one too, so both agree.
+func writeMetadata(dom *libvirt.Domain, md Metadata) error {
+	s, err := md.Marshal(false)
+	if err != nil {
+		return err
+	}
+	flags := libvirt.DOMAIN_AFFECT_CONFIG
+	if active, err := dom.IsActive(); err == nil && active {
+		flags |= libvirt.DOMAIN_AFFECT_LIVE
+	}
+	return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, s, MetadataPrefix, MetadataNS, flags)
+}
+
+// waitRunning polls the domain state with backoff until it runs or ctx ends.
+func waitRunning(ctx context.Context, dom *libvirt.Domain) error {
+	delay := 20 * time.Millisecond
+	for {
+		st, _, err := dom.GetState()
+		if err != nil {
+			return err
+		}
+		if st == libvirt.DOMAIN_RUNNING {
+			return nil
+		}
+		if st == libvirt.DOMAIN_SHUTOFF || st == libvirt.DOMAIN_CRASHED {
+			return fmt.Errorf("domain stopped while starting (state %d)", st)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}

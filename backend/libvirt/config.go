@@ -1,0 +1,215 @@
+package libvirt
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+)
+
+// DefaultZone is the zone a bare --connect URI serves unless --default-zone
+// says otherwise.
+const DefaultZone = "local"
+
+// Defaults for the knobs of Config that are not flags of the reference CLI.
+const (
+	DefaultInventoryTimeout = 20 * time.Second
+	DefaultReconnectMin     = 500 * time.Millisecond
+	DefaultReconnectMax     = 30 * time.Second
+	DefaultKeepAliveSecs    = 5
+	DefaultKeepAliveCount   = 3
+	DefaultAgentTimeout     = guestagent.DefaultCommandTimeout
+)
+
+// Host is one libvirt host and the zone it serves.
+type Host struct {
+	Zone string
+	URI  string // raw: may carry credentials' paths; show only Redact(URI)
+}
+
+// Config is everything the backend needs. Hosts comes from ParseConnect.
+type Config struct {
+	Hosts    []Host
+	Provider string // --provider: the provider instance id, owner of our domains
+	Image    string // --image: golden volume name in Pool
+	Pool     string // --storage-pool
+	Network  string // --network; empty: no NIC
+
+	// BaseUserData (--base-user-data) is a cloud-init user-data file served
+	// to each guest on a NoCloud seed volume (label "cidata"). Building the
+	// ISO needs genisoimage, xorriso or mkisofs on the provider's host.
+	BaseUserData string
+
+	// Direct kernel boot (--kernel, --initrd, --cmdline): paths on the host.
+	Kernel, Initrd, Cmdline string
+
+	// AgentTimeout bounds every guest-agent command; Bootstrap tunes the
+	// hooks (zero fields take guestagent's defaults).
+	AgentTimeout time.Duration
+	Bootstrap    guestagent.BootstrapConfig
+
+	InventoryTimeout time.Duration // per host, for Inventory and Hosts
+	ReconnectMin     time.Duration // first pause before re-dialling a lost host
+	ReconnectMax     time.Duration // cap of that pause
+	KeepAliveSecs    int           // libvirt keepalive interval
+	KeepAliveCount   uint          // unanswered keepalives before the link is dead
+
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	dur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	dur(&c.AgentTimeout, DefaultAgentTimeout)
+	dur(&c.InventoryTimeout, DefaultInventoryTimeout)
+	dur(&c.ReconnectMin, DefaultReconnectMin)
+	dur(&c.ReconnectMax, DefaultReconnectMax)
+	if c.KeepAliveSecs <= 0 {
+		c.KeepAliveSecs = DefaultKeepAliveSecs
+	}
+	if c.KeepAliveCount == 0 {
+		c.KeepAliveCount = DefaultKeepAliveCount
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate checks the configuration; every message names the flag at fault.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Hosts) == 0 {
+		errs = append(errs, errors.New("--connect: no libvirt host given"))
+	}
+	seen := map[string]bool{}
+	for _, h := range c.Hosts {
+		if seen[h.Zone] {
+			errs = append(errs, fmt.Errorf("--connect: zone %q listed twice", h.Zone))
+		}
+		seen[h.Zone] = true
+		if err := validZone(h.Zone); err != nil {
+			errs = append(errs, err)
+		}
+		if err := ValidateURI(h.URI); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case c.Provider == "":
+		errs = append(errs, errors.New("--provider: required (it marks which domains are ours)"))
+	case strings.ContainsRune(c.Provider, 0):
+		errs = append(errs, errors.New("--provider: must not contain a NUL byte"))
+	}
+	if c.Image == "" {
+		errs = append(errs, errors.New("--image: required (the golden volume name)"))
+	}
+	if c.Pool == "" {
+		errs = append(errs, errors.New("--storage-pool: required"))
+	}
+	if (c.Initrd != "" || c.Cmdline != "") && c.Kernel == "" {
+		errs = append(errs, errors.New("--initrd/--cmdline: need --kernel"))
+	}
+	if c.BaseUserData != "" {
+		if err := checkUserData(c.BaseUserData); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkUserData refuses a --base-user-data we could not serve: an unreadable
+// file, or no tool to build the NoCloud ISO with.
+func checkUserData(path string) error {
+	if _, err := os.ReadFile(path); err != nil {
+		return fmt.Errorf("--base-user-data: %w", err)
+	}
+	if isoTool() == "" {
+		return fmt.Errorf("--base-user-data: building the NoCloud seed needs one of %s on PATH; install one or drop the flag",
+			strings.Join(isoTools, ", "))
+	}
+	return nil
+}
+
+var isoTools = []string{"genisoimage", "xorriso", "mkisofs"}
+
+// isoTool returns the first ISO builder found on PATH, or "".
+func isoTool() string {
+	for _, t := range isoTools {
+		if p, err := exec.LookPath(t); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+var zoneRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// validZone keeps zone names safe inside HostRef.ref ("zone/domain").
+func validZone(z string) error {
+	if !zoneRE.MatchString(z) {
+		return fmt.Errorf("--connect/--default-zone: zone %q: want letters, digits, '.', '_' or '-'", z)
+	}
+	return nil
+}
+
+// ParseConnect reads --connect: a bare URI (served as defaultZone), or a
+// comma-separated list of zone=uri pairs. It validates zone names and
+// duplicates, not the URIs themselves (Validate does).
+func ParseConnect(connect, defaultZone string) ([]Host, error) {
+	connect = strings.TrimSpace(connect)
+	if connect == "" {
+		return nil, errors.New("--connect: empty")
+	}
+	if defaultZone == "" {
+		defaultZone = DefaultZone
+	}
+	items := strings.Split(connect, ",")
+	if _, _, ok := zonePair(items[0]); !ok {
+		// A bare URI. Its query may hold '=' and even ',', so take it whole.
+		if err := validZone(defaultZone); err != nil {
+			return nil, err
+		}
+		return []Host{{Zone: defaultZone, URI: connect}}, nil
+	}
+	hosts := make([]Host, 0, len(items))
+	seen := map[string]bool{}
+	for i, it := range items {
+		zone, uri, ok := zonePair(it)
+		if !ok {
+			return nil, fmt.Errorf("--connect: item %d is not zone=uri (want zone=uri,zone=uri)", i+1)
+		}
+		if uri == "" {
+			return nil, fmt.Errorf("--connect: zone %q has an empty URI", zone)
+		}
+		if err := validZone(zone); err != nil {
+			return nil, err
+		}
+		if seen[zone] {
+			return nil, fmt.Errorf("--connect: zone %q listed twice", zone)
+		}
+		seen[zone] = true
+		hosts = append(hosts, Host{Zone: zone, URI: uri})
+	}
+	return hosts, nil
+}
+
+// zonePair splits "zone=uri". The zone part must not look like part of a
+// URI (no ':', '/', '?'), which is how a bare URI with '=' in its query is
+// told apart.
+func zonePair(s string) (zone, uri string, ok bool) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexByte(s, '=')
+	if i <= 0 || strings.ContainsAny(s[:i], ":/?@ ") {
+		return "", "", false
+	}
+	return s[:i], strings.TrimSpace(s[i+1:]), true
+}

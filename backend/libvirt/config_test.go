@@ -1,0 +1,171 @@
+package libvirt
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseConnect(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, zone string
+		want           []Host
+		err            string
+	}{
+		{name: "bare uri", in: "qemu:///system", want: []Host{{"local", "qemu:///system"}}},
+		{name: "bare uri, default zone", in: "qemu:///system", zone: "eu1", want: []Host{{"eu1", "qemu:///system"}}},
+		{name: "bare uri with query", in: "qemu+libssh://h/system?keyfile=/k&known_hosts=/kh",
+			want: []Host{{"local", "qemu+libssh://h/system?keyfile=/k&known_hosts=/kh"}}},
+		{name: "zone list", in: "a=qemu+tls://h1/system, b=qemu:///system",
+			want: []Host{{"a", "qemu+tls://h1/system"}, {"b", "qemu:///system"}}},
+		{name: "zone list with query", in: "a=qemu+libssh://h1/system?keyfile=/k",
+			want: []Host{{"a", "qemu+libssh://h1/system?keyfile=/k"}}},
+		{name: "empty", in: " ", err: "--connect: empty"},
+		{name: "malformed item", in: "a=qemu:///system,qemu+tls://h/system", err: "item 2 is not zone=uri"},
+		{name: "empty uri", in: "a=", err: `zone "a" has an empty URI`},
+		{name: "duplicate zone", in: "a=qemu:///system,a=qemu+tls://h/system", err: `zone "a" listed twice`},
+		{name: "bad zone name", in: "a.b-c_d=qemu:///system,-x=qemu:///system", err: `zone "-x"`},
+		{name: "bad default zone", in: "qemu:///system", zone: "a/b", err: `zone "a/b"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseConnect(tc.in, tc.zone)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				if !strings.Contains(err.Error(), "--connect") && !strings.Contains(err.Error(), "--default-zone") {
+					t.Errorf("error %q does not name the flag", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("host %d = %v, want %v", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestValidateURI(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		uri string
+		bad string // substring of the error; "" means accepted
+	}{
+		{"qemu:///system", ""},
+		{"qemu+unix:///system?socket=/run/x.sock", ""},
+		{"qemu+tls://host.example/system?pkipath=/etc/pki/bf", ""},
+		{"qemu+libssh://root@host/system?keyfile=/k&known_hosts=/kh", ""},
+		{"qemu+ssh://host/system?known_hosts_verify=normal", ""},
+		{"qemu+ssh://host/system", ""},
+		{"test:///default", ""},
+		{"qemu+tcp://host/system", "tcp transport"},
+		{"QEMU+TCP://host/system", "tcp transport"},
+		{"tcp://host/system", "tcp transport"},
+		{"qemu+ssh://host/system?known_hosts_verify=auto", "known_hosts_verify=auto"},
+		{"qemu+libssh://host/system?known_hosts_verify=ignore", "known_hosts_verify=ignore"},
+		{"qemu+libssh2://host/system?known_hosts_verify=IGNORE", "known_hosts_verify=ignore"},
+		{"qemu+ssh://host/system?no_verify=1", "no_verify=1"},
+		{"qemu+tls://host/system?no_verify=1", "no_verify=1"},
+		{"qemu+tls://host/system?no_verify=0", ""},
+		{"not a uri", "not a libvirt URI"},
+		{"", "not a libvirt URI"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.uri, func(t *testing.T) {
+			t.Parallel()
+			err := ValidateURI(tc.uri)
+			if tc.bad == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.bad) || !strings.HasPrefix(err.Error(), "--connect: ") {
+				t.Fatalf("err = %v, want --connect: ...%s", err, tc.bad)
+			}
+			if strings.Contains(err.Error(), "?") {
+				t.Errorf("error shows a query string: %v", err)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"qemu:///system", "qemu:///system"},
+		{"test:///default", "test:///default"},
+		{"qemu+libssh://admin:pw@host:2222/system?keyfile=/secret/id&known_hosts=/secret/kh", "qemu+libssh://host:2222/system"},
+		{"qemu+tls://host/system?pkipath=/secret/pki#frag", "qemu+tls://host/system"},
+		{"qemu+unix:///system?socket=/secret/sock", "qemu+unix:///system"},
+		{"::::", "<unparseable URI>"},
+	}
+	for _, tc := range tests {
+		if got := Redact(tc.in); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestScrubKeepsClassification(t *testing.T) {
+	t.Parallel()
+	raw := "qemu+libssh://admin@h/system?keyfile=/secret/id_ed25519"
+	base := errors.New("cannot open /secret/id_ed25519 for admin")
+	err := scrub(base, raw)
+	if strings.Contains(err.Error(), "/secret/") || strings.Contains(err.Error(), "admin") {
+		t.Fatalf("not scrubbed: %v", err)
+	}
+	if !errors.Is(err, base) {
+		t.Fatal("scrub lost the cause")
+	}
+	if clean := errors.New("fine"); scrub(clean, raw) != clean {
+		t.Fatal("scrub wrapped a clean error")
+	}
+}
+
+func TestValidateConfig(t *testing.T) {
+	t.Parallel()
+	good := func() Config {
+		return Config{Hosts: []Host{{"a", "qemu:///system"}}, Provider: "p", Image: "g.qcow2", Pool: "bigfleet"}
+	}
+	if err := func() *Config { c := good(); return &c }().Validate(); err != nil {
+		t.Fatalf("good config refused: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"no hosts", func(c *Config) { c.Hosts = nil }, "--connect"},
+		{"dup zones", func(c *Config) { c.Hosts = append(c.Hosts, Host{"a", "test:///default"}) }, `zone "a" listed twice`},
+		{"tcp", func(c *Config) { c.Hosts[0].URI = "qemu+tcp://h/system" }, "--connect"},
+		{"no provider", func(c *Config) { c.Provider = "" }, "--provider"},
+		{"nul provider", func(c *Config) { c.Provider = "a\x00b" }, "--provider"},
+		{"no image", func(c *Config) { c.Image = "" }, "--image"},
+		{"no pool", func(c *Config) { c.Pool = "" }, "--storage-pool"},
+		{"initrd without kernel", func(c *Config) { c.Initrd = "/i" }, "--kernel"},
+		{"missing user-data", func(c *Config) { c.BaseUserData = "/nonexistent/user-data" }, "--base-user-data"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := good()
+			tc.mutate(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,279 @@
+package libvirt
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// eventLoop starts libvirt's default event loop once per process. Keepalive
+// and close callbacks only work while it runs, and it must be registered
+// before the first connection is opened.
+var eventLoop sync.Once
+
+func startEventLoop(log *slog.Logger) {
+	eventLoop.Do(func() {
+		if err := libvirt.EventRegisterDefaultImpl(); err != nil {
+			log.Error("libvirt event loop: register failed; keepalive and loss detection are off", "err", err)
+			return
+		}
+		go func() {
+			for {
+				if err := libvirt.EventRunDefaultImpl(); err != nil {
+					log.Error("libvirt event loop", "err", err)
+					time.Sleep(100 * time.Millisecond) // never spin on a persistent failure
+				}
+			}
+		}()
+	})
+}
+
+// dialFunc opens a connection; tests replace it.
+type dialFunc func(uri string) (*libvirt.Connect, error)
+
+// host is one libvirt host: its connection, kept alive and re-dialled in the
+// background, and what it last told us.
+type host struct {
+	zone  string
+	uri   string // raw; never shown
+	shown string // redacted
+	cfg   *Config
+	log   *slog.Logger
+	dial  dialFunc
+
+	mu      sync.Mutex
+	conn    *libvirt.Connect // nil while down
+	domType string           // domain type for x86_64 guests, read on connect
+	lastErr string
+	since   time.Time // when it last went up or down
+	closed  bool
+
+	kick  chan struct{} // wakes the loop: the connection was lost
+	stop  chan struct{}
+	done  chan struct{}
+	first chan struct{} // closed after the first dial attempt
+}
+
+func newHost(h Host, cfg *Config, dial dialFunc) *host {
+	shown := Redact(h.URI)
+	return &host{
+		zone: h.Zone, uri: h.URI, shown: shown, cfg: cfg, dial: dial,
+		log:  cfg.Logger.With("zone", h.Zone, "uri", shown),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		done: make(chan struct{}), first: make(chan struct{}),
+		lastErr: "not connected yet", since: time.Now(),
+	}
+}
+
+// loop keeps the host connected: it dials, and after a failure or a loss
+// waits with capped exponential backoff (with jitter, so hosts that fell
+// together do not redial in lockstep) before dialling again.
+func (h *host) loop() {
+	defer close(h.done)
+	delay := h.cfg.ReconnectMin
+	firstDone := false
+	for {
+		if !h.isUp() {
+			err := h.connect()
+			if !firstDone {
+				close(h.first)
+				firstDone = true
+			}
+			if err != nil {
+				wait := delay/2 + rand.N(delay/2+1)
+				delay = min(delay*2, h.cfg.ReconnectMax)
+				select {
+				case <-h.stop:
+					return
+				case <-time.After(wait):
+				}
+				continue
+			}
+			delay = h.cfg.ReconnectMin
+		}
+		select {
+		case <-h.stop:
+			return
+		case <-h.kick:
+		}
+	}
+}
+
+func (h *host) isUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conn != nil
+}
+
+// connect dials once and installs the connection with keepalive and a close
+// callback.
+func (h *host) connect() error {
+	conn, err := h.dial(h.uri)
+	if err != nil {
+		err = scrub(err, h.uri)
+		if h.setDown(err.Error()) {
+			h.log.Warn("libvirt host unreachable", "err", err)
+		} else {
+			h.log.Debug("libvirt host still unreachable", "err", err)
+		}
+		return err
+	}
+	// Keepalive makes a dead peer surface as a closed connection within
+	// interval*count seconds instead of a call hanging on TCP timeouts.
+	// Local drivers (test://) do not support it; that is fine.
+	if err := conn.SetKeepAlive(h.cfg.KeepAliveSecs, h.cfg.KeepAliveCount); err != nil &&
+		!isCode(err, libvirt.ERR_NO_SUPPORT) {
+		h.log.Debug("libvirt keepalive not enabled", "err", scrub(err, h.uri))
+	}
+	if err := conn.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) {
+		// Runs on the event loop thread: closing the connection from here
+		// would re-enter libvirt, so hand it to a goroutine.
+		go h.drop(conn, fmt.Sprintf("connection closed (%s)", closeReason(reason)))
+	}); err != nil {
+		h.log.Debug("libvirt close callback not registered", "err", scrub(err, h.uri))
+	}
+	domType := pickDomainType(conn)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		closeConn(conn)
+		return nil
+	}
+	h.conn, h.domType, h.lastErr, h.since = conn, domType, "", time.Now()
+	h.mu.Unlock()
+	h.log.Info("libvirt host connected", "domain_type", domType)
+	return nil
+}
+
+// setDown records why the host is down; it reports whether that is news
+// (so a host that stays down is not logged at Warn every retry).
+func (h *host) setDown(msg string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lastErr == msg {
+		return false
+	}
+	h.lastErr, h.since = msg, time.Now()
+	return true
+}
+
+// drop forgets conn (if it is still the current one), closes our reference
+// and wakes the loop to re-dial. Callers that still hold a reference keep
+// the handle valid until they release it; their calls fail fast.
+func (h *host) drop(conn *libvirt.Connect, why string) {
+	h.mu.Lock()
+	if h.conn != conn {
+		h.mu.Unlock()
+		return
+	}
+	h.conn, h.lastErr, h.since = nil, why, time.Now()
+	h.mu.Unlock()
+	closeConn(conn)
+	h.log.Warn("libvirt host connection lost; reconnecting", "why", why)
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// closeConn releases the host's own reference. The close callback holds one
+// too, so it is unregistered first.
+func closeConn(conn *libvirt.Connect) {
+	_ = conn.UnregisterCloseCallback()
+	_, _ = conn.Close()
+}
+
+// acquire returns the live connection with a reference of the caller's
+// own, which release gives back, or an error wrapping ErrHostUnavailable.
+func (h *host) acquire() (*libvirt.Connect, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == nil {
+		return nil, h.unavailableLocked()
+	}
+	if err := h.conn.Ref(); err != nil {
+		return nil, fmt.Errorf("zone %q (%s): %w: %v", h.zone, h.shown, backend.ErrHostUnavailable, scrub(err, h.uri))
+	}
+	return h.conn, nil
+}
+
+func (h *host) release(conn *libvirt.Connect) {
+	if conn != nil {
+		_, _ = conn.Close()
+	}
+}
+
+func (h *host) unavailableLocked() error {
+	return fmt.Errorf("zone %q (%s): %w: %s (since %s)", h.zone, h.shown, backend.ErrHostUnavailable,
+		h.lastErr, h.since.UTC().Format(time.RFC3339))
+}
+
+// observe looks at the outcome of a call on conn: an error that can mean a
+// lost connection, confirmed by IsAlive, drops it so the loop re-dials now
+// rather than when keepalive notices.
+func (h *host) observe(conn *libvirt.Connect, err error) {
+	if err == nil || conn == nil || !mayBeConnLoss(err) {
+		return
+	}
+	if alive, aerr := conn.IsAlive(); aerr == nil && alive {
+		return
+	}
+	h.drop(conn, "call failed: "+scrub(err, h.uri).Error())
+}
+
+// ready is ZoneReady for this host: cheap, no RPC.
+func (h *host) ready() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == nil {
+		return h.unavailableLocked()
+	}
+	return nil
+}
+
+func (h *host) domainType() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.domType
+}
+
+// close stops the loop and closes the connection.
+func (h *host) close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	conn := h.conn
+	h.conn, h.lastErr = nil, "closed"
+	h.mu.Unlock()
+	close(h.stop)
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second): // a dial stuck in the network; it closes its conn itself
+	}
+	if conn != nil {
+		closeConn(conn)
+	}
+}
+
+func closeReason(r libvirt.ConnectCloseReason) string {
+	switch r {
+	case libvirt.CONNECT_CLOSE_REASON_ERROR:
+		return "error"
+	case libvirt.CONNECT_CLOSE_REASON_EOF:
+		return "eof"
+	case libvirt.CONNECT_CLOSE_REASON_KEEPALIVE:
+		return "keepalive timeout"
+	case libvirt.CONNECT_CLOSE_REASON_CLIENT:
+		return "closed by client"
+	}
+	return fmt.Sprintf("reason %d", int(r))
+}

@@ -1,0 +1,127 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// undefineFlags also removes what libvirt keeps beside a definition, so a
+// later domain of the same name starts clean.
+const undefineFlags = libvirt.DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+	libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA | libvirt.DOMAIN_UNDEFINE_NVRAM
+
+// Delete destroys and undefines the machine's domain and deletes its
+// overlay and seed volumes. Every piece may already be gone. A domain with
+// the name that is not ours is left alone (backend.ErrNotOurs).
+func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
+	if spec.MachineID == "" {
+		return errors.New("delete: empty machine id")
+	}
+	h, name, err := b.locate(spec.MachineID, spec.Placement, spec.Zone)
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	start := time.Now()
+	err = h.withConn(func(conn *libvirt.Connect) error {
+		gone, err := b.deleteDomain(conn, name, spec.MachineID)
+		if err != nil {
+			return err
+		}
+		// Volumes are named after the domain. Without a domain to prove
+		// ownership, only the name derived from this machine is trusted.
+		if gone && name != DomainName(b.cfg.Provider, spec.MachineID) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		if err := b.deleteVolumeIn(conn, overlayName(name)); err != nil {
+			return fmt.Errorf("delete: overlay volume: %w", err)
+		}
+		if err := b.deleteVolumeIn(conn, seedName(name)); err != nil {
+			return fmt.Errorf("delete: seed volume: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.log.Info("domain deleted", "zone", h.zone, "domain", name, "machine", spec.MachineID,
+		"op", spec.OperationID, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// deleteDomain removes our domain; alreadyGone says there was none.
+func (b *Backend) deleteDomain(conn *libvirt.Connect, name, machineID string) (alreadyGone bool, err error) {
+	dom, err := conn.LookupDomainByName(name)
+	if isNoDomain(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("delete: look up domain: %w", err)
+	}
+	defer dom.Free()
+	if _, err := b.owned(dom, name, machineID); err != nil {
+		return false, fmt.Errorf("delete: %w", err)
+	}
+	if err := destroy(dom); err != nil {
+		return false, fmt.Errorf("delete: destroy domain: %w", err)
+	}
+	if err := undefine(dom); err != nil {
+		return false, fmt.Errorf("delete: undefine domain: %w", err)
+	}
+	return false, nil
+}
+
+// destroy stops dom at once; a domain that is not running is fine.
+func destroy(dom *libvirt.Domain) error {
+	err := dom.Destroy()
+	if err == nil || isNotRunning(err) || isNoDomain(err) {
+		return nil
+	}
+	return err
+}
+
+// undefine removes dom's definition and its side metadata. Drivers that
+// refuse some of the flags (no NVRAM or checkpoint support) get plain
+// undefine: there is then nothing of that kind to leave behind.
+func undefine(dom *libvirt.Domain) error {
+	err := dom.UndefineFlags(undefineFlags)
+	if isCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED) {
+		err = dom.Undefine()
+	}
+	if err == nil || isNoDomain(err) {
+		return nil
+	}
+	return err
+}
+
+// onDomain looks name up on conn and runs fn on it (used by rollback, whose
+// steps outlive the handles of the attempt). A missing domain is done.
+func onDomain(conn *libvirt.Connect, name string, fn func(*libvirt.Domain) error) error {
+	dom, err := conn.LookupDomainByName(name)
+	if isNoDomain(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer dom.Free()
+	return fn(dom)
+}
+
+// deleteVolumeIn deletes a volume of our pool by name (never the golden one).
+func (b *Backend) deleteVolumeIn(conn *libvirt.Connect, vol string) error {
+	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
+	if err != nil {
+		return fmt.Errorf("storage pool %s: %w", b.cfg.Pool, err)
+	}
+	defer pool.Free()
+	return deleteVolume(pool, vol, b.cfg.Image)
+}

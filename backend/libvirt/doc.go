@@ -1,0 +1,39 @@
+// Package libvirt is the libvirt substrate of the capacity provider: it
+// implements backend.Backend (and backend.ZoneReadiness) over one libvirt
+// connection per host, where each host serves one zone. It is the only cgo
+// package of the module.
+//
+// What it does on a host:
+//   - Create: a copy-on-write overlay volume on the golden image (its
+//     backing format read from the image's volume XML), an optional NoCloud
+//     seed volume, a domain defined from typed XML (libvirtxml, built section
+//     by section) with the qemu-guest-agent channel, then start and wait
+//     until running. The domain name is derived from the provider id and the
+//     machine id (DomainName), so a retried Create finds its own domain; a
+//     domain with that name whose metadata names someone else is never
+//     touched (backend.ErrNotOurs). A failed Create removes only what that
+//     attempt made.
+//   - Configure and Drain run the image's hooks through backend/guestagent
+//     over a Transport built on virDomainQemuAgentCommand; the cluster
+//     binding is written to the domain metadata only after the hooks
+//     succeeded, and cleared after a drain.
+//   - Delete destroys, undefines (with managed save, snapshot, checkpoint and
+//     NVRAM metadata) and deletes the overlay and seed volumes, never the
+//     golden image, and only for a domain whose metadata says it is ours.
+//   - Inventory and Hosts list each host in parallel under a per-host timeout.
+//
+// Ownership lives in the domain metadata, in our own XML namespace
+// (MetadataNS): provider instance, machine id, operation id and, once
+// configured, cluster id and shard metadata (Metadata). Bindings can thus be
+// rebuilt from libvirt alone.
+//
+// Connections: the default libvirt event loop runs once per process so that
+// keepalive and close callbacks work; a lost connection (close callback, or an
+// error classified as a connection error) is re-dialled in the background
+// with capped exponential backoff. A host that is down does not stop the
+// others: its zone reports backend.ErrHostUnavailable until it is back.
+//
+// Security: weak transports (qemu+tcp, SSH without host key checking, any
+// no_verify) are refused at startup, and URIs are shown only redacted (no
+// userinfo, no query string) in logs, errors and HostStatus.
+package libvirt

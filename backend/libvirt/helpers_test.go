@@ -1,0 +1,174 @@
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+)
+
+// syncBuffer is a log sink safe for the background connection loops.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// nodeURI is a private test-driver world: every connection to a file URI
+// gets its own copy of testdata/node.xml, so tests do not share state.
+func nodeURI(t testing.TB) string {
+	t.Helper()
+	p, err := filepath.Abs("testdata/node.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "test://" + p
+}
+
+func testConfig(t testing.TB) Config {
+	return Config{
+		Hosts:            []Host{{Zone: "z1", URI: nodeURI(t)}},
+		Provider:         "prov-" + sanitize(t.Name(), 40),
+		Image:            "golden.qcow2",
+		Pool:             "bigfleet",
+		Network:          "default",
+		Kernel:           "/boot/vmlinuz-test",
+		Initrd:           "/boot/initrd-test",
+		Cmdline:          "console=ttyS0 panic=-1",
+		Bootstrap:        guestAgentFast(),
+		AgentTimeout:     time.Second,
+		InventoryTimeout: 5 * time.Second,
+		ReconnectMin:     10 * time.Millisecond,
+		ReconnectMax:     50 * time.Millisecond,
+	}
+}
+
+// newTestBackend opens a backend on a private test-driver world; mutate may
+// adjust the config first. Logs go to the returned buffer as JSON.
+func newTestBackend(t testing.TB, mutate func(*Config)) (*Backend, *syncBuffer) {
+	t.Helper()
+	cfg := testConfig(t)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	logs := &syncBuffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b, logs
+}
+
+// conn returns a referenced connection of zone for direct inspection.
+func testConn(t testing.TB, b *Backend, zone string) *libvirt.Connect {
+	t.Helper()
+	h, err := b.host(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.acquire()
+	if err != nil {
+		t.Fatalf("acquire %s: %v", zone, err)
+	}
+	t.Cleanup(func() { h.release(c) })
+	return c
+}
+
+func spec(id string) backend.MachineSpec {
+	return backend.MachineSpec{MachineID: id, OperationID: "op-" + id, Zone: "z1", InstanceType: "small", VCPU: 2, MemoryMiB: 256}
+}
+
+func mustCreate(t testing.TB, b *Backend, id string) backend.Placement {
+	t.Helper()
+	pl, err := b.Create(context.Background(), spec(id))
+	if err != nil {
+		t.Fatalf("Create(%s): %v", id, err)
+	}
+	return pl
+}
+
+func domainXML(t testing.TB, c *libvirt.Connect, name string) *libvirtxml.Domain {
+	t.Helper()
+	dom, err := c.LookupDomainByName(name)
+	if err != nil {
+		t.Fatalf("lookup %s: %v", name, err)
+	}
+	defer dom.Free()
+	s, err := dom.GetXMLDesc(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x libvirtxml.Domain
+	if err := x.Unmarshal(s); err != nil {
+		t.Fatal(err)
+	}
+	return &x
+}
+
+func volumeExists(t testing.TB, c *libvirt.Connect, pool, name string) bool {
+	t.Helper()
+	p, err := c.LookupStoragePoolByName(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	v, err := p.LookupStorageVolByName(name)
+	if isNoVolume(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Free()
+	return true
+}
+
+func domainExists(t testing.TB, c *libvirt.Connect, name string) bool {
+	t.Helper()
+	d, err := c.LookupDomainByName(name)
+	if isNoDomain(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Free()
+	return true
+}
+
+func contains(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// guestAgentFast keeps agent waits short: the test driver has no agent.
+func guestAgentFast() guestagent.BootstrapConfig {
+	return guestagent.BootstrapConfig{AgentWait: 300 * time.Millisecond, DrainMargin: 2 * time.Second}
+}

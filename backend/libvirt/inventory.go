@@ -1,0 +1,176 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// perHost runs fn for every zone in parallel, each bounded by the
+// inventory timeout (and ctx). A host that does not answer in time yields
+// onTimeout for its zone; its call finishes in the background (libvirt
+// calls cannot be interrupted) and its result is dropped.
+func perHost[T any](ctx context.Context, b *Backend, fn func(h *host) T, onTimeout func(h *host, err error) T) []T {
+	out := make([]T, len(b.zones))
+	var wg sync.WaitGroup
+	for i, z := range b.zones {
+		h := b.hosts[z]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
+			defer cancel()
+			done := make(chan T, 1)
+			go func() { done <- fn(h) }()
+			select {
+			case r := <-done:
+				out[i] = r
+			case <-tctx.Done():
+				out[i] = onTimeout(h, fmt.Errorf("zone %q (%s): no answer within %s: %w",
+					h.zone, h.shown, b.cfg.InventoryTimeout, backend.ErrHostUnavailable))
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Inventory lists our own domains on every host.
+func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
+	return perHost(ctx, b, b.listHost, func(h *host, err error) backend.ZoneInventory {
+		return backend.ZoneInventory{Zone: h.zone, Err: err}
+	})
+}
+
+func (b *Backend) listHost(h *host) backend.ZoneInventory {
+	zi := backend.ZoneInventory{Zone: h.zone}
+	err := h.withConn(func(conn *libvirt.Connect) error {
+		doms, err := conn.ListAllDomains(0)
+		if err != nil {
+			return fmt.Errorf("list domains: %w", err)
+		}
+		defer freeAll(doms)
+		prefix := namePrefix(b.cfg.Provider)
+		for i := range doms {
+			o, ok, err := b.observeDomain(&doms[i], h.zone, prefix)
+			if err != nil {
+				return err
+			}
+			if ok {
+				zi.Machines = append(zi.Machines, o)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		zi.Err, zi.Machines = err, nil
+	}
+	return zi
+}
+
+// observeDomain reads one domain; ok is false for domains that are not ours. A
+// domain that vanished while we listed is simply not ours any more.
+func (b *Backend) observeDomain(dom *libvirt.Domain, zone, prefix string) (backend.Observed, bool, error) {
+	name, err := dom.GetName()
+	if err != nil || !strings.HasPrefix(name, prefix) {
+		return backend.Observed{}, false, nil
+	}
+	md, found, err := readMetadata(dom)
+	if isNoDomain(err) || !found || md.Provider != b.cfg.Provider {
+		return backend.Observed{}, false, nil
+	}
+	if err != nil {
+		// Only a decode failure lands here with found set: a damaged
+		// element is not trusted as ours, but said so.
+		b.log.Warn("domain with unreadable bigfleet metadata skipped", "zone", zone, "domain", name, "err", err)
+		return backend.Observed{}, false, nil
+	}
+	st, _, err := dom.GetState()
+	if isNoDomain(err) {
+		return backend.Observed{}, false, nil
+	}
+	if err != nil {
+		return backend.Observed{}, false, fmt.Errorf("state of %s: %w", name, err)
+	}
+	return backend.Observed{
+		MachineID:     md.MachineID,
+		OperationID:   md.OperationID,
+		Placement:     backend.Placement{Zone: zone, Domain: name},
+		Running:       running(st),
+		ClusterID:     md.ClusterID,
+		ShardMetadata: md.ShardMetadata,
+	}, true, nil
+}
+
+// running: the VM exists as a process (paused or blocked still counts).
+func running(st libvirt.DomainState) bool {
+	switch st {
+	case libvirt.DOMAIN_RUNNING, libvirt.DOMAIN_BLOCKED, libvirt.DOMAIN_PAUSED:
+		return true
+	}
+	return false
+}
+
+func freeAll(doms []libvirt.Domain) {
+	for i := range doms {
+		_ = doms[i].Free()
+	}
+}
+
+// Hosts reports every host: connection state, versions, pool usage and the
+// number of domains it holds (all of them, ours or not).
+func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
+	return perHost(ctx, b, b.hostStatus, func(h *host, err error) backend.HostStatus {
+		st := h.baseStatus()
+		st.LastError = err.Error()
+		return st
+	})
+}
+
+func (h *host) baseStatus() backend.HostStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return backend.HostStatus{Zone: h.zone, URI: h.shown, Connected: h.conn != nil, LastError: h.lastErr}
+}
+
+func (b *Backend) hostStatus(h *host) backend.HostStatus {
+	st := h.baseStatus()
+	err := h.withConn(func(conn *libvirt.Connect) error {
+		if v, err := conn.GetLibVersion(); err == nil {
+			st.LibvirtVersion = version(v)
+		}
+		if v, err := conn.GetVersion(); err == nil {
+			st.HypervisorVersion = version(v)
+		}
+		if pool, err := conn.LookupStoragePoolByName(b.cfg.Pool); err == nil {
+			if info, err := pool.GetInfo(); err == nil {
+				st.PoolCapacity, st.PoolAllocation = info.Capacity, info.Allocation
+			}
+			_ = pool.Free()
+		}
+		active, err := conn.NumOfDomains()
+		if err != nil {
+			return err
+		}
+		inactive, err := conn.NumOfDefinedDomains()
+		if err != nil {
+			return err
+		}
+		st.DomainCount = active + inactive
+		return nil
+	})
+	if err != nil {
+		st.Connected, st.LastError = h.ready() == nil, err.Error()
+	}
+	return st
+}
+
+// version renders libvirt's major*1e6 + minor*1e3 + release.
+func version(v uint32) string {
+	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
+}

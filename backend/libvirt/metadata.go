@@ -1,0 +1,184 @@
+package libvirt
+
+import (
+	"encoding/base64"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Our metadata element lives in its own namespace inside <metadata>; libvirt
+// keys it by the URI and writes it with the prefix.
+const (
+	MetadataNS     = "https://bigfleet.dev/libvirt-provider/1"
+	MetadataPrefix = "bigfleet"
+	metadataRoot   = "instance"
+)
+
+// Metadata is what a domain records about its owner and binding.
+type Metadata struct {
+	Provider      string // provider instance id (--provider)
+	MachineID     string
+	OperationID   string // the transition that last changed the domain
+	ClusterID     string // empty: not bound
+	ShardMetadata map[string]string
+}
+
+// Owned reports whether the domain belongs to provider's machine.
+func (m Metadata) Owned(provider, machineID string) bool {
+	return m.Provider == provider && m.MachineID == machineID
+}
+
+// The wire form. Text that XML cannot carry byte for byte (control
+// characters, invalid UTF-8, edge whitespace libvirt might reformat) is
+// stored base64 with encoding="base64"; everything else stays readable.
+type xmlText struct {
+	Encoding string `xml:"encoding,attr,omitempty"`
+	Value    string `xml:",chardata"`
+}
+
+type xmlEntry struct {
+	Key   xmlText `xml:"key"`
+	Value xmlText `xml:"value"`
+}
+
+type xmlInstance struct {
+	XMLName   xml.Name
+	Provider  xmlText    `xml:"provider"`
+	Machine   xmlText    `xml:"machine"`
+	Operation xmlText    `xml:"operation"`
+	Cluster   *xmlText   `xml:"cluster"`
+	Shard     []xmlEntry `xml:"shard-metadata>entry"`
+}
+
+const encBase64 = "base64"
+
+func encText(s string) xmlText {
+	if xmlSafe(s) {
+		return xmlText{Value: s}
+	}
+	return xmlText{Encoding: encBase64, Value: base64.StdEncoding.EncodeToString([]byte(s))}
+}
+
+func (t xmlText) decode() (string, error) {
+	switch t.Encoding {
+	case "":
+		return t.Value, nil
+	case encBase64:
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(t.Value))
+		return string(b), err
+	}
+	return "", fmt.Errorf("unknown encoding %q", t.Encoding)
+}
+
+// xmlSafe reports whether s survives an XML round trip through libvirt
+// unchanged as character data: valid UTF-8, no control characters (XML 1.0
+// forbids most, and normalises CR), no non-characters, no leading or
+// trailing whitespace.
+func xmlSafe(s string) bool {
+	if !utf8.ValidString(s) || strings.TrimSpace(s) != s {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r < 0x20, r >= 0x7f && r <= 0x9f, r >= 0xd800 && r <= 0xdfff, r == 0xfffe, r == 0xffff:
+			return false
+		}
+	}
+	return true
+}
+
+// Marshal renders m. With ns the root carries xmlns (for the <metadata> of a
+// domain definition); without, it is the bare element SetMetadata wants
+// (libvirt adds the namespace from its key and URI arguments).
+func (m Metadata) Marshal(ns bool) (string, error) {
+	x := xmlInstance{
+		XMLName:   xml.Name{Local: metadataRoot},
+		Provider:  encText(m.Provider),
+		Machine:   encText(m.MachineID),
+		Operation: encText(m.OperationID),
+	}
+	if ns {
+		x.XMLName.Space = MetadataNS
+	}
+	if m.ClusterID != "" {
+		c := encText(m.ClusterID)
+		x.Cluster = &c
+	}
+	keys := make([]string, 0, len(m.ShardMetadata))
+	for k := range m.ShardMetadata {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // stable output: no spurious metadata changes
+	for _, k := range keys {
+		x.Shard = append(x.Shard, xmlEntry{Key: encText(k), Value: encText(m.ShardMetadata[k])})
+	}
+	out, err := xml.Marshal(x)
+	return string(out), err
+}
+
+var errNotOurElement = errors.New("not a bigfleet metadata element")
+
+// DecodeMetadata parses our element as libvirt returns it (prefixed or with
+// a default namespace). It is strict: unknown encodings, bad base64,
+// duplicate shard keys and a missing provider or machine id are errors, so a
+// damaged element never passes for ours.
+func DecodeMetadata(s string) (Metadata, error) {
+	var x xmlInstance
+	if err := xml.Unmarshal([]byte(s), &x); err != nil {
+		return Metadata{}, fmt.Errorf("decode metadata: %w", err)
+	}
+	if x.XMLName.Local != metadataRoot || (x.XMLName.Space != MetadataNS && x.XMLName.Space != "") {
+		return Metadata{}, fmt.Errorf("decode metadata: <%s> in %q: %w", x.XMLName.Local, x.XMLName.Space, errNotOurElement)
+	}
+	var m Metadata
+	var err error
+	field := func(dst *string, t xmlText, name string) {
+		if err == nil {
+			if *dst, err = t.decode(); err != nil {
+				err = fmt.Errorf("decode metadata: %s: %w", name, err)
+			}
+		}
+	}
+	field(&m.Provider, x.Provider, "provider")
+	field(&m.MachineID, x.Machine, "machine")
+	field(&m.OperationID, x.Operation, "operation")
+	if x.Cluster != nil {
+		field(&m.ClusterID, *x.Cluster, "cluster")
+	}
+	if err != nil {
+		return Metadata{}, err
+	}
+	if m.Provider == "" || m.MachineID == "" {
+		return Metadata{}, errors.New("decode metadata: provider or machine id missing")
+	}
+	if m.ShardMetadata, err = decodeShard(x.Shard); err != nil {
+		return Metadata{}, err
+	}
+	return m, nil
+}
+
+func decodeShard(entries []xmlEntry) (map[string]string, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(entries))
+	for i, e := range entries {
+		k, err := e.Key.decode()
+		if err != nil {
+			return nil, fmt.Errorf("decode metadata: shard entry %d key: %w", i, err)
+		}
+		v, err := e.Value.decode()
+		if err != nil {
+			return nil, fmt.Errorf("decode metadata: shard entry %d value: %w", i, err)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("decode metadata: shard key %q twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
