@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// Group commit. Callers encode their batch (in parallel, on their own
+// goroutines) and hand it to one committer goroutine. The committer takes
+// whatever is queued — everything that arrived while the previous fsync was
+// running — and writes it in one transaction with one fsync. There is no
+// timer: a lone caller is committed at once, and under load batches grow by
+// themselves to the number of callers waiting. Every transaction writes only
+// the queued records, so its cost is O(batch), never O(fleet).
+
+type kv struct{ k, v []byte }
+
+// request is one Commit call, already encoded.
+type request struct {
+	machines []kv
+	marks    []kv
+	done     chan error // buffered (1): the committer never blocks on it
+}
+
+func (r *request) records() int { return len(r.machines) + len(r.marks) }
+
+// Commit makes b durable. It returns nil only after the transaction that
+// holds b has been fsynced. Once enqueued, the batch is committed even if ctx
+// is cancelled, so the caller waits for the outcome rather than guess it.
+func (s *Bolt) Commit(ctx context.Context, b lifecycle.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req, err := encodeBatch(b)
+	if err != nil {
+		return err
+	}
+	if req.records() == 0 {
+		return nil
+	}
+	if err := s.enqueue(ctx, req); err != nil {
+		return err
+	}
+	return <-req.done
+}
+
+func (s *Bolt) enqueue(ctx context.Context, req *request) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	select {
+	case s.queue <- req:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func encodeBatch(b lifecycle.Batch) (*request, error) {
+	if err := validate(b); err != nil {
+		return nil, err
+	}
+	req := &request{
+		machines: make([]kv, 0, len(b.Machines)),
+		marks:    make([]kv, 0, len(b.Marks)),
+		done:     make(chan error, 1),
+	}
+	for i := range b.Machines {
+		v, err := encodeMachine(&b.Machines[i])
+		if err != nil {
+			return nil, err
+		}
+		req.machines = append(req.machines, kv{[]byte(b.Machines[i].ID), v})
+	}
+	for k, m := range b.Marks {
+		req.marks = append(req.marks, kv{markKey(k), markValue(m)})
+	}
+	return req, nil
+}
+
+// committer runs until the queue is closed and drained.
+func (s *Bolt) committer() {
+	defer close(s.done)
+	batch := make([]*request, 0, s.opts.MaxBatch)
+	for first := range s.queue {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		s.commitBatch(batch)
+		clear(batch) // drop references for the GC
+	}
+}
+
+// commitBatch writes the requests in one transaction. If it fails and held
+// more than one request, each is retried alone, so a failure is reported
+// only to the caller(s) it belongs to. Puts are idempotent, so a retry after
+// a rolled-back transaction is harmless.
+func (s *Bolt) commitBatch(batch []*request) {
+	s.stats.Lock()
+	s.stats.Commits += uint64(len(batch))
+	s.stats.Unlock()
+	err := s.write(batch)
+	if err != nil && len(batch) > 1 {
+		for _, r := range batch {
+			r.done <- s.write([]*request{r})
+		}
+		return
+	}
+	for _, r := range batch {
+		r.done <- err
+	}
+}
+
+func (s *Bolt) write(batch []*request) error {
+	start := time.Now()
+	records := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		machines, marks := tx.Bucket(bucketMachines), tx.Bucket(bucketMarks)
+		for _, r := range batch {
+			records += r.records()
+			for _, e := range r.machines {
+				if err := machines.Put(e.k, e.v); err != nil {
+					return fmt.Errorf("put machine %q: %w", e.k, err)
+				}
+			}
+			for _, e := range r.marks {
+				if err := marks.Put(e.k, e.v); err != nil {
+					return fmt.Errorf("put mark %q: %w", e.k, err)
+				}
+			}
+		}
+		return nil
+	})
+	s.stats.Lock()
+	s.stats.Transactions++
+	s.stats.Unlock()
+	if err != nil {
+		return fmt.Errorf("store: commit to %s: %w", s.path, err)
+	}
+	if s.opts.OnCommit != nil {
+		s.opts.OnCommit(time.Since(start), records)
+	}
+	return nil
+}

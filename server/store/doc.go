@@ -1,0 +1,16 @@
+// Package store persists the lifecycle engine's state (lifecycle.Store).
+//
+// Two implementations:
+//
+//   - Memory: a map behind a mutex, for tests and the explicit no-`--state`
+//     mode. It deep-copies on Commit and Load, so the engine and the store
+//     never share a map or slice.
+//   - Bolt: the durable store, one bbolt file with three buckets
+//     (meta, machines, marks). Commit returns only once its batch is fsynced;
+//     concurrent Commits are coalesced by a single committer goroutine into one
+//     transaction and one fsync (group commit), so throughput grows with
+//     concurrency while every write stays O(batch), never O(fleet).
+//
+// The file layout is described in bolt.go and codec.go; it carries a schema
+// version in meta so a future layout can refuse or migrate an old file.
+package store

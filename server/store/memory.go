@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// ErrClosed is returned by Commit and Load after Close. The engine maps it
+// (like any store failure) to Unavailable.
+var ErrClosed = errors.New("store: closed")
+
+// Memory is a non-durable lifecycle.Store. Everything is lost with the
+// process; it exists for tests and for running explicitly without --state.
+type Memory struct {
+	mu       sync.Mutex
+	closed   bool
+	id       uint64
+	machines map[string]lifecycle.Machine
+	marks    map[lifecycle.MarkKey]lifecycle.Mark
+}
+
+var _ lifecycle.Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store with a fresh random store id,
+// so cursors from a previous process are recognised as foreign.
+func NewMemory() *Memory {
+	return &Memory{
+		id:       newStoreID(),
+		machines: make(map[string]lifecycle.Machine),
+		marks:    make(map[lifecycle.MarkKey]lifecycle.Mark),
+	}
+}
+
+// Load returns deep copies of everything held.
+func (s *Memory) Load(ctx context.Context) (lifecycle.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return lifecycle.Snapshot{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return lifecycle.Snapshot{}, ErrClosed
+	}
+	snap := lifecycle.Snapshot{
+		StoreID:  s.id,
+		Machines: make([]lifecycle.Machine, 0, len(s.machines)),
+		Marks:    maps.Clone(s.marks), // Mark and MarkKey are plain values
+	}
+	for _, m := range s.machines {
+		snap.Machines = append(snap.Machines, m.Clone())
+	}
+	return snap, nil
+}
+
+// Commit applies the batch atomically. It copies the records so a caller's
+// later edits of its maps cannot reach the stored state.
+func (s *Memory) Commit(ctx context.Context, b lifecycle.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validate(b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	for _, m := range b.Machines {
+		s.machines[m.ID] = m.Clone()
+	}
+	maps.Copy(s.marks, b.Marks)
+	return nil
+}
+
+// Close makes later calls fail; it is idempotent.
+func (s *Memory) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
