@@ -2,14 +2,36 @@ package main
 
 import (
 	"context"
-	"errors"
+	"os"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt"
 )
 
-// openLibvirt connects to the hosts named by --connect. Placeholder until
-// the libvirt backend lands: that change replaces this file.
+// openLibvirt builds the libvirt backend from the flags: --connect (a bare
+// URI for --default-zone, or zone=uri,...), --provider, --image,
+// --storage-pool, --network, --base-user-data and --kernel/--initrd/--cmdline.
+// Weak transports and malformed host lists are refused here, naming the
+// flag; a host that is down is not: it is retried in the background and
+// its zone reports unavailable until it answers.
 func openLibvirt(ctx context.Context, cfg config) (backend.Backend, error) {
-	_, _ = ctx, cfg
-	return nil, errors.New("--connect: the libvirt backend is not available in this build yet (use --use-fake-backend for a test substrate)")
+	_ = ctx // libvirt.New does not block on hosts beyond libvirt.StartupWait
+	hosts, err := libvirt.ParseConnect(cfg.Connect, cfg.DefaultZone)
+	if err != nil {
+		return nil, err
+	}
+	return libvirt.New(libvirt.Config{
+		Hosts:        hosts,
+		Provider:     cfg.Provider,
+		Image:        cfg.Image,
+		Pool:         cfg.StoragePool,
+		Network:      cfg.Network,
+		BaseUserData: cfg.BaseUserData,
+		Kernel:       cfg.Kernel,
+		Initrd:       cfg.Initrd,
+		Cmdline:      cfg.Cmdline,
+		// openBackend does not hand its logger down; this one has the same
+		// level, format and destination (stderr).
+		Logger: newLogger(cfg, os.Stderr),
+	})
 }
