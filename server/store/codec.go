@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
@@ -23,21 +22,23 @@ import (
 
 const markValueLen = 16
 
-// markKey is shardID + 0x00 + machineID. Neither part may contain NUL,
-// otherwise two different pairs could share a key.
+// markKey is uvarint(len(shardID)) + shardID + machineID: the length
+// prefix keeps the key injective whatever bytes the ids hold (a proto
+// string may carry NUL).
 func markKey(k lifecycle.MarkKey) []byte {
-	b := make([]byte, 0, len(k.ShardID)+1+len(k.MachineID))
+	b := make([]byte, 0, binary.MaxVarintLen64+len(k.ShardID)+len(k.MachineID))
+	b = binary.AppendUvarint(b, uint64(len(k.ShardID)))
 	b = append(b, k.ShardID...)
-	b = append(b, 0)
 	return append(b, k.MachineID...)
 }
 
 func parseMarkKey(b []byte) (lifecycle.MarkKey, error) {
-	shard, machine, ok := strings.Cut(string(b), "\x00")
-	if !ok {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
 		return lifecycle.MarkKey{}, fmt.Errorf("store: corrupt mark key %q", b)
 	}
-	return lifecycle.MarkKey{ShardID: shard, MachineID: machine}, nil
+	rest := b[w:]
+	return lifecycle.MarkKey{ShardID: string(rest[:n]), MachineID: string(rest[n:])}, nil
 }
 
 // markValue is epoch then sequence, 8 bytes each, big-endian. Both are
@@ -84,9 +85,6 @@ func validate(b lifecycle.Batch) error {
 		}
 	}
 	for k, m := range b.Marks {
-		if strings.IndexByte(k.ShardID, 0) >= 0 {
-			return fmt.Errorf("store: invalid mark key %q/%q", k.ShardID, k.MachineID)
-		}
 		if m.Epoch < 0 || m.Sequence < 0 {
 			return fmt.Errorf("store: negative mark for %q/%q", k.ShardID, k.MachineID)
 		}

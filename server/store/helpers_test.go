@@ -143,6 +143,8 @@ func roundTripMarks() map[lifecycle.MarkKey]lifecycle.Mark {
 		{ShardID: "s1", MachineID: "minimal"}:     {Epoch: 0, Sequence: 0},
 		{ShardID: "s2", MachineID: "full"}:        {Epoch: 3, Sequence: max},
 		{ShardID: "ü", MachineID: "a\x00b"}:       {Epoch: 1, Sequence: 2},
+		{ShardID: "a\x00b", MachineID: "c"}:       {Epoch: 1, Sequence: 3},
+		{ShardID: "a", MachineID: "\x00bc"}:       {Epoch: 1, Sequence: 4},
 		{ShardID: "", MachineID: "unknown-id"}:    {Epoch: 5, Sequence: 1},
 		{ShardID: "s", MachineID: fmt.Sprint(99)}: {Epoch: 1 << 40, Sequence: 1 << 50},
 	}
