@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -20,7 +21,7 @@ func openLibvirt(ctx context.Context, cfg config) (backend.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return libvirt.New(libvirt.Config{
+	be, err := libvirt.New(libvirt.Config{
 		Hosts:        hosts,
 		Provider:     cfg.Provider,
 		Image:        cfg.Image,
@@ -34,4 +35,9 @@ func openLibvirt(ctx context.Context, cfg config) (backend.Backend, error) {
 		// level, format and destination (stderr).
 		Logger: newLogger(cfg, os.Stderr),
 	})
+	if err != nil {
+		// Each cause names its own flag; the prefix says which part failed.
+		return nil, fmt.Errorf("--connect: libvirt backend not started: %w", err)
+	}
+	return be, nil
 }
