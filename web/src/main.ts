@@ -1,0 +1,373 @@
+// The admin page: fleet at a glance, a filterable machine table kept live by
+// WatchMachines (gRPC-Web server streaming), a machine detail view with its
+// transition timeline, hosts and fencing marks. Plain DOM, no framework.
+import "./app.css";
+import { ConnectError } from "@connectrpc/connect";
+import { admin } from "./api";
+import { MachineState } from "./gen/bigfleet/v1alpha1/provider_pb";
+import { type AdminMachine, WatchEventType } from "./gen/libvirtprovider/admin/v1/admin_pb";
+import { $, bytes, clock, durMillis, el, human, stateName, states, tsMillis } from "./format";
+
+const MAX_ROWS = 1000;
+
+const machines = new Map<string, AdminMachine>();
+let snapshot: Map<string, AdminMachine> | null = null;
+let skew = 0; // server clock minus ours, from the stream's server_time
+let adminWrite = false;
+let selected: string | null = null;
+let lastEvent = 0;
+const flashed = new Set<string>();
+
+// ---- live updates ----------------------------------------------------------
+
+function setStatus(kind: "connecting" | "live" | "offline", detail = "") {
+  const s = $("status");
+  s.className = `status ${kind}`;
+  s.textContent = kind === "live" ? "● live" : kind === "offline" ? "○ offline, retrying" : "… connecting";
+  s.title = detail || "live updates (WatchMachines over gRPC-Web)";
+  document.body.dataset.watch = kind;
+}
+
+async function watch(): Promise<void> {
+  let backoff = 500;
+  for (;;) {
+    setStatus("connecting");
+    const abort = new AbortController();
+    lastEvent = Date.now();
+    // The server sends a heartbeat every 15s: a silent minute is a dead stream.
+    const stale = setInterval(() => {
+      if (Date.now() - lastEvent > 60_000) abort.abort();
+    }, 5_000);
+    try {
+      for await (const ev of admin.watchMachines({}, { signal: abort.signal })) {
+        lastEvent = Date.now();
+        backoff = 500;
+        const st = tsMillis(ev.serverTime);
+        if (st !== undefined) skew = st - Date.now();
+        switch (ev.type) {
+          case WatchEventType.SNAPSHOT:
+            snapshot ??= new Map();
+            for (const m of ev.machines) snapshot.set(m.machine!.id, m);
+            break;
+          case WatchEventType.SYNCED:
+            machines.clear();
+            for (const [id, m] of snapshot ?? []) machines.set(id, m);
+            snapshot = null;
+            setStatus("live");
+            schedule();
+            break;
+          case WatchEventType.CHANGED:
+            for (const m of ev.machines) {
+              const id = m.machine!.id;
+              const old = machines.get(id);
+              if (!old || m.revision > old.revision) {
+                machines.set(id, m);
+                flashed.add(id);
+              }
+            }
+            schedule();
+            break;
+        }
+      }
+      setStatus("offline", "the server ended the stream");
+    } catch (e) {
+      setStatus("offline", ConnectError.from(e).message);
+    } finally {
+      clearInterval(stale);
+      snapshot = null;
+    }
+    await new Promise((r) => setTimeout(r, backoff));
+    backoff = Math.min(backoff * 2, 10_000);
+  }
+}
+
+// ---- rendering -------------------------------------------------------------
+
+let queued = false;
+function schedule() {
+  if (queued) return;
+  queued = true;
+  requestAnimationFrame(() => {
+    queued = false;
+    renderGlance();
+    renderMachines();
+    renderDetail(false);
+  });
+}
+
+function now(): number {
+  return Date.now() + skew;
+}
+
+function sinceOf(m: AdminMachine): number | undefined {
+  return tsMillis(m.stateSince);
+}
+
+function badge(s: MachineState): HTMLElement {
+  return el("span", { class: `badge st-${stateName(s).toLowerCase()}`, text: stateName(s) });
+}
+
+function renderGlance() {
+  const zones = [...new Set([...machines.values()].map((m) => m.machine!.zone))].sort();
+  const count = new Map<string, number>();
+  for (const m of machines.values()) {
+    const k = `${m.machine!.zone}|${m.machine!.state}`;
+    count.set(k, (count.get(k) ?? 0) + 1);
+  }
+  const totals = states.map((s) => zones.reduce((n, z) => n + (count.get(`${z}|${s}`) ?? 0), 0));
+  const head = el("tr", {}, el("th", { text: "Zone" }), ...states.map((s) => el("th", {}, badge(s))), el("th", { text: "Total" }));
+  const rows = zones.map((z) => {
+    const cells = states.map((s) => countCell(count.get(`${z}|${s}`) ?? 0, s, z));
+    const total = states.reduce((n, s) => n + (count.get(`${z}|${s}`) ?? 0), 0);
+    return el("tr", {}, el("th", { text: z }), ...cells, el("td", { class: "num", text: String(total) }));
+  });
+  const all = el("tr", { class: "total" }, el("th", { text: "all zones" }),
+    ...totals.map((n, i) => countCell(n, states[i], "")), el("td", { class: "num", text: String(machines.size) }));
+  const table = el("table", { class: "glance" }, el("thead", {}, head), el("tbody", {}, ...rows, all));
+  $("glance").replaceChildren(el("h2", { text: `Fleet: ${machines.size} machines in ${zones.length} zones` }), table);
+}
+
+function countCell(n: number, s: MachineState, zone: string): HTMLElement {
+  const td = el("td", { class: n ? "num link" : "num zero", text: String(n), title: "show these machines" });
+  if (n) {
+    td.onclick = () => {
+      (document.getElementById("f-state") as HTMLSelectElement).value = String(s);
+      (document.getElementById("f-zone") as HTMLSelectElement).value = zone;
+      location.hash = "#/machines";
+      schedule();
+    };
+  }
+  return td;
+}
+
+function filtered(): AdminMachine[] {
+  const text = (document.getElementById("f-text") as HTMLInputElement).value.trim().toLowerCase();
+  const st = (document.getElementById("f-state") as HTMLSelectElement).value;
+  const zone = (document.getElementById("f-zone") as HTMLSelectElement).value;
+  const out: AdminMachine[] = [];
+  for (const m of machines.values()) {
+    const pm = m.machine!;
+    if (st && String(pm.state) !== st) continue;
+    if (zone && pm.zone !== zone) continue;
+    if (text) {
+      const hay = `${pm.id} ${pm.host?.ref ?? ""} ${pm.cluster} ${pm.lastError} ${pm.instanceType} ${m.domain}`.toLowerCase();
+      if (!hay.includes(text)) continue;
+    }
+    out.push(m);
+  }
+  return out.sort((a, b) => (a.machine!.id < b.machine!.id ? -1 : a.machine!.id > b.machine!.id ? 1 : 0));
+}
+
+function renderMachines() {
+  const zoneSel = document.getElementById("f-zone") as HTMLSelectElement;
+  const zones = [...new Set([...machines.values()].map((m) => m.machine!.zone))].sort();
+  const have = [...zoneSel.options].slice(1).map((o) => o.value);
+  if (have.join() !== zones.join()) {
+    const cur = zoneSel.value;
+    zoneSel.replaceChildren(el("option", { text: "all zones" }), ...zones.map((z) => el("option", { text: z })));
+    (zoneSel.options[0] as HTMLOptionElement).value = "";
+    zoneSel.value = zones.includes(cur) ? cur : "";
+  }
+  const list = filtered();
+  const shown = list.slice(0, MAX_ROWS);
+  const rows = shown.map((m) => {
+    const pm = m.machine!;
+    const since = sinceOf(m);
+    const tr = el("tr", { data: { id: pm.id, state: stateName(pm.state) } },
+      el("td", { class: "mono", text: pm.id }),
+      el("td", { class: "state" }, badge(pm.state)),
+      el("td", { text: pm.zone }),
+      el("td", { text: pm.instanceType }),
+      el("td", { class: "mono", text: pm.host?.ref ?? "–" }),
+      el("td", { text: pm.cluster || "–" }),
+      el("td", { class: "since num", text: human(since === undefined ? undefined : now() - since), data: { since: String(since ?? "") } }),
+      el("td", { text: m.operationKind || "–", title: m.operationId }),
+      el("td", { class: "err", text: pm.lastError, title: pm.lastError }),
+    );
+    if (pm.id === selected) tr.classList.add("selected");
+    if (flashed.has(pm.id)) tr.classList.add("flash");
+    tr.onclick = () => { location.hash = `#/machine/${encodeURIComponent(pm.id)}`; };
+    return tr;
+  });
+  flashed.clear();
+  $("machines").querySelector("tbody")!.replaceChildren(...rows);
+  $("f-count").textContent = list.length > MAX_ROWS
+    ? `${MAX_ROWS} of ${list.length} shown (narrow the filter)` : `${list.length} of ${machines.size}`;
+}
+
+let detailFor = "";
+let detailRev = -1n;
+
+async function renderDetail(force: boolean) {
+  const aside = $("detail");
+  if (!selected) {
+    aside.hidden = true;
+    return;
+  }
+  const m = machines.get(selected);
+  if (!m) {
+    aside.hidden = false;
+    aside.replaceChildren(el("p", { class: "muted", text: machines.size ? `no machine ${selected}` : "loading…" }));
+    return;
+  }
+  if (!force && detailFor === selected && detailRev === m.revision) return;
+  detailFor = selected;
+  detailRev = m.revision;
+  const pm = m.machine!;
+  const since = sinceOf(m);
+  const dl = el("dl", {});
+  const row = (k: string, v: string | Node) => dl.append(el("dt", { text: k }), el("dd", {}, v));
+  row("state", badge(pm.state));
+  row("in state", `${human(since === undefined ? undefined : now() - since)} (since ${clock(since)})`);
+  row("zone", pm.zone);
+  row("instance type", `${pm.instanceType} (${kv(pm.allocatable?.resources)})`);
+  row("capacity", `${pm.capacityType} · $${pm.pricePerHour}/h`);
+  row("host", pm.host ? `${pm.host.provider} ${pm.host.ref}` : "–");
+  row("domain", m.domain || "–");
+  row("cluster", pm.cluster || "–");
+  row("shard metadata", kv(pm.shardMetadata) || "–");
+  row("operation", `${m.operationKind || "–"} ${m.operationId}`);
+  if (m.operationDeadline) row("deadline", clock(tsMillis(m.operationDeadline)));
+  if (pm.lastError) row("last error", el("pre", { class: "err", text: pm.lastError }));
+  const close = el("button", { class: "close", text: "×", title: "close" });
+  close.onclick = () => { location.hash = "#/machines"; };
+  const parts: Node[] = [el("h2", {}, close, el("span", { class: "mono", text: pm.id })), dl];
+  if (adminWrite && pm.state === MachineState.FAILED) {
+    const b = el("button", { class: "danger", text: "Release (destroy VM, back to SPECULATIVE)" });
+    b.onclick = async () => {
+      b.disabled = true;
+      try {
+        await admin.releaseMachine({ id: pm.id });
+      } catch (e) {
+        alert(ConnectError.from(e).message);
+        b.disabled = false;
+      }
+    };
+    parts.push(b);
+  }
+  const timeline = el("ol", { class: "timeline" }, el("li", { class: "muted", text: "loading history…" }));
+  parts.push(el("h3", { text: "Transitions" }), timeline);
+  aside.hidden = false;
+  aside.replaceChildren(...parts);
+  try {
+    const h = await admin.getMachineHistory({ id: pm.id });
+    if (detailFor !== pm.id) return;
+    const items = h.transitions.slice().reverse().map((t) => el("li", { class: `oc-${t.outcome}` },
+      el("div", {}, el("strong", { text: t.kind }), " ", badge(t.fromState), " → ", badge(t.toState),
+        el("span", { class: "muted", text: ` ${t.outcome} · ${human(durMillis(t.duration))}` })),
+      el("div", { class: "muted small", text: `${clock(tsMillis(t.started))} · ${t.operationId}` }),
+      ...(t.lastError ? [el("pre", { class: "err", text: t.lastError })] : []),
+    ));
+    timeline.replaceChildren(...(items.length ? items : [el("li", { class: "muted", text: "no transitions yet" })]));
+    if (h.transitions.length >= h.limit) timeline.append(el("li", { class: "muted", text: `(only the last ${h.limit} are kept)` }));
+  } catch (e) {
+    timeline.replaceChildren(el("li", { class: "err", text: ConnectError.from(e).message }));
+  }
+}
+
+function kv(m: Record<string, string> | undefined): string {
+  return Object.keys(m ?? {}).sort().map((k) => `${k}=${m![k]}`).join(", ");
+}
+
+async function loadHosts() {
+  const body = $("hosts").querySelector("tbody")!;
+  try {
+    const res = await admin.listHosts({});
+    body.replaceChildren(...res.hosts.map((h) => el("tr", { data: { zone: h.zone } },
+      el("th", { text: h.zone }),
+      el("td", { class: "mono", text: h.uri }),
+      el("td", { class: h.connected ? "ok" : "err", text: h.connected ? "yes" : `no: ${h.lastError}` }),
+      el("td", { text: h.libvirtVersion || "–" }),
+      el("td", { text: h.hypervisorVersion || "–" }),
+      el("td", { text: h.poolCapacityBytes ? `${bytes(h.poolAllocationBytes)} / ${bytes(h.poolCapacityBytes)}` : "–" }),
+      el("td", { class: "num", text: String(h.domainCount) }),
+      el("td", { class: "num", text: String(h.machineCount) }),
+      el("td", { class: h.lastReconcileOutcome === "ok" ? "" : "err", text: `${clock(tsMillis(h.lastReconcileTime))} · ${h.lastReconcileOutcome}` }),
+    )));
+  } catch (e) {
+    body.replaceChildren(el("tr", {}, el("td", { class: "err", text: ConnectError.from(e).message })));
+  }
+}
+
+async function loadMarks() {
+  const body = $("marks").querySelector("tbody")!;
+  try {
+    const res = await admin.listFenceMarks({});
+    const rows = res.shards.flatMap((s) => s.marks.map((m) => el("tr", {},
+      el("td", { class: "mono", text: s.shardId }), el("td", { class: "mono", text: m.machineId }),
+      el("td", { class: "num", text: String(m.epoch) }), el("td", { class: "num", text: String(m.sequence) }))));
+    body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { class: "muted", text: "no fencing marks yet" }))]));
+  } catch (e) {
+    body.replaceChildren(el("tr", {}, el("td", { class: "err", text: ConnectError.from(e).message })));
+  }
+}
+
+async function loadSummary() {
+  try {
+    const s = await admin.getFleetSummary({});
+    adminWrite = s.adminWrite;
+    $("reconcile").hidden = !adminWrite;
+    const r = s.lastReconcile;
+    $("footer").textContent = `admin writes ${adminWrite ? "enabled" : "disabled"} · last reconcile ${clock(tsMillis(r?.time))}` +
+      (r ? ` (adopted ${r.adopted}, vanished ${r.vanished})` : "");
+    renderDetail(true);
+  } catch (e) {
+    $("footer").textContent = ConnectError.from(e).message;
+  }
+}
+
+// ---- routing and wiring ----------------------------------------------------
+
+function route() {
+  const h = location.hash || "#/machines";
+  let tab = "machines";
+  if (h.startsWith("#/machine/")) {
+    selected = decodeURIComponent(h.slice("#/machine/".length));
+  } else {
+    tab = h.slice(2) || "machines";
+    if (tab === "machines") selected = null;
+  }
+  for (const t of ["machines", "hosts", "marks"]) {
+    ($(`tab-${t}`) as HTMLElement).hidden = t !== tab;
+    document.querySelector(`nav a[data-tab="${t}"]`)?.classList.toggle("active", t === tab);
+  }
+  if (tab === "hosts") loadHosts();
+  if (tab === "marks") loadMarks();
+  renderMachines();
+  renderDetail(true);
+}
+
+function init() {
+  const stateSel = document.getElementById("f-state") as HTMLSelectElement;
+  for (const s of states) stateSel.append(Object.assign(el("option", { text: stateName(s) }), { value: String(s) }));
+  for (const id of ["f-text", "f-state", "f-zone"]) $(id).addEventListener("input", schedule);
+  $("refresh-hosts").onclick = loadHosts;
+  $("refresh-marks").onclick = loadMarks;
+  $("reconcile").onclick = async () => {
+    const out = $("reconcile-out");
+    out.textContent = "reconciling…";
+    try {
+      const r = (await admin.triggerReconcile({})).reconcile;
+      out.textContent = `done: adopted ${r?.adopted ?? 0}, vanished ${r?.vanished ?? 0}`;
+      loadHosts();
+      loadSummary();
+    } catch (e) {
+      out.textContent = ConnectError.from(e).message;
+    }
+  };
+  window.addEventListener("hashchange", route);
+  // Time in state ticks without re-rendering the table.
+  setInterval(() => {
+    for (const td of document.querySelectorAll<HTMLElement>("td.since")) {
+      const s = Number(td.dataset.since);
+      if (s) td.textContent = human(now() - s);
+    }
+  }, 1000);
+  setInterval(() => { if (!$("tab-hosts").hidden) loadHosts(); }, 15_000);
+  setInterval(loadSummary, 30_000);
+  route();
+  loadSummary();
+  watch();
+}
+
+init();
