@@ -6,10 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/admin"
+	"github.com/bigfleet/libvirt-provider/server/admin/ui"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -59,9 +64,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	status := server.NewStatus()
 	status.AddProbe(st.ready)
+	adm, err := admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite,
+		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: ui.Handler()})
+	if err != nil {
+		return err
+	}
 	handler := server.NewHandler(server.Options{
 		Engine: eng, Logger: log.With(slog.String("component", "rpc")),
 		Metrics: metrics, Status: status, Reflection: cfg.Reflection,
+		ReflectionNames: []string{admin.ServiceName},
+		Mount:           []func(*http.ServeMux, connect.HandlerOption){adm.Mount},
 	})
 	lis, err := server.Listen(cfg.Addr, handler, tlsCfg, log)
 	if err != nil {
@@ -85,6 +97,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		log.Error("listener failed; shutting down", slog.Any("error", err))
 	}
 	status.BeginShutdown()
+	adm.Close() // end admin watch streams: an open admin page must not hold the drain
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if derr := lis.Shutdown(shutdownCtx); derr != nil {
