@@ -54,6 +54,7 @@ type Engine struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
+	bgMu     sync.RWMutex // orders bg.Add against Close's bg.Wait
 	closed   atomic.Bool
 	started  atomic.Bool
 
@@ -134,17 +135,16 @@ func (e *Engine) Start(ctx context.Context) {
 			e.resume(id)
 		}
 	}
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		e.reconcileLoop()
-	}()
+	e.goBackground(e.reconcileLoop)
 }
 
 // Close stops background work and waits for it. Transitions still running
 // stay transitional in the store and are resumed by the next Start.
 func (e *Engine) Close() {
-	if e.closed.Swap(true) {
+	e.bgMu.Lock()
+	already := e.closed.Swap(true)
+	e.bgMu.Unlock()
+	if already {
 		return
 	}
 	e.bgCancel()
@@ -196,4 +196,21 @@ func (s State) transitional() bool {
 		return true
 	}
 	return false
+}
+
+// goBackground runs f as tracked background work, unless the engine is
+// closing: then f is dropped, which is safe because anything it would have
+// carried on is still transitional in the store and resumed by the next
+// Start.
+func (e *Engine) goBackground(f func()) {
+	e.bgMu.RLock()
+	defer e.bgMu.RUnlock()
+	if e.closed.Load() {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		f()
+	}()
 }

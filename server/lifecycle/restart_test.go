@@ -1,8 +1,12 @@
 package lifecycle
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestRestartKeepsEverythingAndOperationIDs(t *testing.T) {
@@ -61,5 +65,30 @@ func TestSeedGrowsButNeverShrinks(t *testing.T) {
 	}
 	if m, _ := f.e.Get(t.Context(), "m002"); m.State != Idle {
 		t.Fatalf("existing machine reset: %s", m.State)
+	}
+}
+
+func TestCloseDuringMutations(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 64)
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			id := fmt.Sprintf("m%03d", i)
+			for range 20 {
+				f.e.Create(context.Background(), CreateRequest{MachineID: id})
+				f.e.Delete(context.Background(), DeleteRequest{MachineID: id})
+			}
+		})
+	}
+	time.Sleep(2 * time.Millisecond)
+	f.e.Close() // must not race the launches (WaitGroup reuse)
+	wg.Wait()
+	f.start(64)
+	for i := range 64 {
+		m, _ := f.e.Get(context.Background(), fmt.Sprintf("m%03d", i))
+		if m.State.transitional() {
+			f.waitState(m.ID, map[State]State{Creating: Idle, Deleting: Speculative}[m.State])
+		}
 	}
 }

@@ -19,11 +19,7 @@ type result struct {
 // for Configure and lives only in this goroutine.
 func (e *Engine) launch(m *Machine, blob []byte) {
 	snap := m.Clone()
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		e.run(snap, blob)
-	}()
+	e.goBackground(func() { e.run(snap, blob) })
 }
 
 // run executes one transition under its deadline. A timeout ends it FAILED
