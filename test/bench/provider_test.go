@@ -61,7 +61,10 @@ func start(tb testing.TB, n int, state string) *provider {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// A full List of 100k machines is ~20 MB, over grpc-go's 4 MiB default
+	// receive limit; BigFleet's client pages or raises the limit the same way.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
 		tb.Fatal(err)
 	}
