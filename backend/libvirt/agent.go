@@ -146,3 +146,17 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 		"cluster", cluster, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
+
+// AgentClient returns a guest-agent client for a machine's domain over the
+// same transport Configure and Drain use (for diagnostics, admin tools and
+// integration tests). Each command looks the domain up afresh.
+func (b *Backend) AgentClient(pl backend.Placement) (*guestagent.Client, error) {
+	h, err := b.host(pl.Zone)
+	if err != nil {
+		return nil, err
+	}
+	if pl.Domain == "" {
+		return nil, errors.New("agent client: placement has no domain")
+	}
+	return guestagent.NewClient(agentTransport{h: h, name: pl.Domain}, guestagent.WithTimeout(b.cfg.AgentTimeout)), nil
+}

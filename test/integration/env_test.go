@@ -1,0 +1,157 @@
+//go:build integration
+
+// Package integration drives the libvirt backend against a real libvirtd and
+// the TCG test guest that scripts/libvirt-env.sh sets up. Run it with
+// `make test-integration`; without BIGFLEET_LIBVIRT_ENV it skips.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+)
+
+// env is the environment file written by scripts/libvirt-env.sh up.
+type env struct {
+	URI, Pool, Image, Network, Kernel, Initrd, Cmdline string
+}
+
+func loadEnv(t *testing.T) env {
+	t.Helper()
+	path := os.Getenv("BIGFLEET_LIBVIRT_ENV")
+	if path == "" {
+		t.Skip("BIGFLEET_LIBVIRT_ENV is not set: run `make test-integration` (it runs scripts/libvirt-env.sh up and points this at its env file)")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("BIGFLEET_LIBVIRT_ENV=%s: %v", path, err)
+	}
+	defer f.Close()
+	kv := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		kv[k] = strings.Trim(v, `'"`)
+	}
+	e := env{URI: kv["BIGFLEET_LIBVIRT_URI"], Pool: kv["BIGFLEET_POOL"], Image: kv["BIGFLEET_IMAGE"],
+		Network: kv["BIGFLEET_NETWORK"], Kernel: kv["BIGFLEET_KERNEL"], Initrd: kv["BIGFLEET_INITRD"],
+		Cmdline: kv["BIGFLEET_CMDLINE"]}
+	if e.URI == "" || e.Pool == "" || e.Image == "" {
+		t.Fatalf("%s lacks BIGFLEET_LIBVIRT_URI/POOL/IMAGE", path)
+	}
+	return e
+}
+
+// newBackend opens the backend on the real host as zone "local", plus any
+// extra hosts.
+func newBackend(t *testing.T, e env, provider string, extra ...libvirt.Host) *libvirt.Backend {
+	t.Helper()
+	cfg := libvirt.Config{
+		Hosts:    append([]libvirt.Host{{Zone: "local", URI: e.URI}}, extra...),
+		Provider: provider, Image: e.Image, Pool: e.Pool, Network: e.Network,
+		Kernel: e.Kernel, Initrd: e.Initrd, Cmdline: e.Cmdline,
+		Bootstrap:    guestagent.BootstrapConfig{AgentWait: 90 * time.Second, DrainMargin: 10 * time.Second},
+		ReconnectMax: 2 * time.Second,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	b, err := libvirt.New(cfg)
+	if err != nil {
+		t.Fatalf("libvirt.New: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// uniq keeps machine ids of concurrent or repeated runs apart.
+func uniq(prefix string) string {
+	return prefix + "-" + strings.ReplaceAll(time.Now().UTC().Format("150405.000"), ".", "")
+}
+
+func machine(id string) backend.MachineSpec {
+	return backend.MachineSpec{MachineID: id, OperationID: "op-create-" + id, Zone: "local",
+		InstanceType: "tiny", VCPU: 1, MemoryMiB: 128}
+}
+
+// createGuest creates a VM, waits for its agent, and deletes it at cleanup.
+// It returns the Create time (provider overhead) and start→first ping.
+func createGuest(t *testing.T, b *libvirt.Backend, id string) (backend.Placement, time.Duration, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	pl, err := b.Create(ctx, machine(id))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	created := time.Since(t0)
+	t.Cleanup(func() {
+		_ = b.Delete(context.Background(), backend.DeleteSpec{MachineID: id, Zone: "local", Placement: pl})
+	})
+	c, err := b.AgentClient(pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatalf("guest agent never answered: %v", err)
+	}
+	return pl, created, time.Since(t1)
+}
+
+// guestCat reads a file in the guest with guest-exec (argv, no shell).
+func guestCat(t *testing.T, b *libvirt.Backend, pl backend.Placement, path string) string {
+	t.Helper()
+	c, err := b.AgentClient(pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RunHook(t.Context(), []string{"/bin/cat", path}, 30*time.Second)
+	if err != nil || !res.OK() {
+		t.Fatalf("cat %s: %v %+v", path, err, res)
+	}
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+func virsh(t *testing.T, e env, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("virsh", append([]string{"-q", "-c", e.URI}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Logf("virsh %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// stats are what docs/benchmarks.md quotes.
+func stats(ds []time.Duration) (median, p95 time.Duration) {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2], s[min(len(s)-1, (len(s)*95+99)/100-1)]
+}
