@@ -27,7 +27,9 @@ func TestVanishedDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Delete(context.Background(), backend.DeleteSpec{MachineID: id, Zone: "local", Placement: pl}) })
+	t.Cleanup(func() {
+		_ = b.Delete(context.Background(), backend.DeleteSpec{MachineID: id, Zone: "local", Placement: pl})
+	})
 	if o := observed(t, b, id); !o.Running || o.Placement != pl {
 		t.Fatalf("fresh machine %+v", o)
 	}
@@ -63,7 +65,9 @@ func TestReconnectAfterLibvirtdRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Delete(context.Background(), backend.DeleteSpec{MachineID: id, Zone: "local", Placement: pl}) })
+	t.Cleanup(func() {
+		_ = b.Delete(context.Background(), backend.DeleteSpec{MachineID: id, Zone: "local", Placement: pl})
+	})
 
 	t0 := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
