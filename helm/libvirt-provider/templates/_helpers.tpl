@@ -1,0 +1,208 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "libvirt-provider.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "libvirt-provider.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "libvirt-provider.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "libvirt-provider.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "libvirt-provider.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "libvirt-provider.labels" -}}
+helm.sh/chart: {{ include "libvirt-provider.chart" . }}
+{{ include "libvirt-provider.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: capacity-provider
+app.kubernetes.io/part-of: bigfleet
+{{- end }}
+
+{{- define "libvirt-provider.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "libvirt-provider.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "libvirt-provider.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Mount points inside the container; the binary path must match the Dockerfile's ENTRYPOINT. */}}
+{{- define "libvirt-provider.binary" -}}/usr/local/bin/libvirt{{- end }}
+{{- define "libvirt-provider.configDir" -}}/etc/bigfleet/config{{- end }}
+{{- define "libvirt-provider.tlsDir" -}}/etc/bigfleet/tls{{- end }}
+{{- define "libvirt-provider.sshDir" -}}/etc/bigfleet/libvirt-ssh{{- end }}
+{{- define "libvirt-provider.pkiDir" -}}/etc/bigfleet/libvirt-pki{{- end }}
+{{- define "libvirt-provider.stateDir" -}}/var/lib/libvirt-provider{{- end }}
+
+{{- define "libvirt-provider.sshSecret" -}}
+{{- default (printf "%s-libvirt-ssh" (include "libvirt-provider.fullname" .)) .Values.libvirt.ssh.secretName }}
+{{- end }}
+{{- define "libvirt-provider.pkiSecret" -}}
+{{- default (printf "%s-libvirt-pki" (include "libvirt-provider.fullname" .)) .Values.libvirt.tls.secretName }}
+{{- end }}
+{{- define "libvirt-provider.tlsSecret" -}}
+{{- default (printf "%s-tls" (include "libvirt-provider.fullname" .)) .Values.tls.secretName }}
+{{- end }}
+{{- define "libvirt-provider.pvcName" -}}
+{{- default (printf "%s-state" (include "libvirt-provider.fullname" .)) .Values.state.existingClaim }}
+{{- end }}
+
+{{/*
+Refuse combinations that cannot work or that weaken the defaults. Included
+by every template, so `helm template` fails before anything is applied.
+*/}}
+{{- define "libvirt-provider.validate" -}}
+{{- $mode := .Values.libvirt.mode }}
+{{- if not (has $mode (list "ssh" "tls" "socket")) }}
+{{- fail (printf "libvirt.mode %q: want ssh, tls or socket" $mode) }}
+{{- end }}
+{{- if eq $mode "socket" }}
+{{- if gt (len .Values.libvirt.hosts) 1 }}
+{{- fail "libvirt.mode=socket serves the one host the pod runs on: give at most one libvirt.hosts entry" }}
+{{- end }}
+{{- if kindIs "invalid" .Values.libvirt.socket.groupId }}
+{{- fail "libvirt.mode=socket needs libvirt.socket.groupId: the GID owning the libvirt socket on the host (unix_sock_group)" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.tls.mtls (not .Values.tls.enabled) }}
+{{- fail "tls.mtls=true needs tls.enabled=true" }}
+{{- end }}
+{{- if and (ne .Values.service.type "ClusterIP") (not (and .Values.tls.enabled .Values.tls.mtls)) }}
+{{- fail (printf "service.type=%s exposes the provider outside the cluster: only allowed with tls.enabled=true and tls.mtls=true" .Values.service.type) }}
+{{- end }}
+{{- if not (has .Values.logging.format (list "json" "text")) }}
+{{- fail (printf "logging.format %q: want json or text" .Values.logging.format) }}
+{{- end }}
+{{- end }}
+
+{{/* The --connect value: zone=URI pairs built from libvirt.hosts per mode. */}}
+{{- define "libvirt-provider.connect" -}}
+{{- if .Values.libvirt.connect }}
+{{- .Values.libvirt.connect }}
+{{- else }}
+{{- $mode := .Values.libvirt.mode }}
+{{- $ssh := .Values.libvirt.ssh }}
+{{- $sshDir := include "libvirt-provider.sshDir" . }}
+{{- $pkiDir := include "libvirt-provider.pkiDir" . }}
+{{- $out := list }}
+{{- if and (eq $mode "socket") (eq (len .Values.libvirt.hosts) 0) }}
+{{- $out = append $out "qemu:///system" }}
+{{- end }}
+{{- range $i, $h := .Values.libvirt.hosts }}
+{{- $zone := required (printf "libvirt.hosts[%d].zone is required" $i) $h.zone }}
+{{- $uri := "qemu:///system" }}
+{{- if eq $mode "ssh" }}
+{{- $addr := required (printf "libvirt.hosts[%d].address is required" $i) $h.address }}
+{{- $uri = printf "qemu+libssh://%s@%s:%v/system?keyfile=%s/id&known_hosts=%s/known_hosts&known_hosts_verify=normal&sshauth=privkey" (default $ssh.user $h.user) $addr (int64 (default $ssh.port $h.port)) $sshDir $sshDir }}
+{{- else if eq $mode "tls" }}
+{{- $addr := required (printf "libvirt.hosts[%d].address is required" $i) $h.address }}
+{{- $uri = printf "qemu+tls://%s:%v/system?pkipath=%s" $addr (int64 (default $.Values.libvirt.tls.port $h.port)) $pkiDir }}
+{{- end }}
+{{- $out = append $out (printf "%s=%s" $zone $uri) }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+{{- end }}
+
+{{/* The container's flags, one per line (rendered as a YAML list). */}}
+{{- define "libvirt-provider.args" -}}
+{{- $v := .Values }}
+{{- $args := list }}
+{{- $args = append $args (printf "--addr=:%v" (int64 $v.grpc.port)) }}
+{{- $args = append $args (printf "--metrics-addr=:%v" (int64 $v.metrics.port)) }}
+{{- $args = append $args (printf "--reflection=%t" $v.grpc.reflection) }}
+{{- $args = append $args (printf "--provider=%s" $v.provider) }}
+{{- $connect := include "libvirt-provider.connect" . }}
+{{- if $connect }}
+{{- $args = append $args (printf "--connect=%s" $connect) }}
+{{- end }}
+{{- $args = append $args (printf "--default-zone=%s" $v.libvirt.defaultZone) }}
+{{- if $v.storage.image }}
+{{- $args = append $args (printf "--image=%s" $v.storage.image) }}
+{{- end }}
+{{- $args = append $args (printf "--storage-pool=%s" $v.storage.pool) }}
+{{- $args = append $args (printf "--network=%s" $v.network) }}
+{{- $cfg := include "libvirt-provider.configDir" . }}
+{{- if $v.baseUserData }}
+{{- $args = append $args (printf "--base-user-data=%s/user-data" $cfg) }}
+{{- end }}
+{{- if $v.kernel.path }}
+{{- $args = append $args (printf "--kernel=%s" $v.kernel.path) }}
+{{- end }}
+{{- if $v.kernel.initrd }}
+{{- $args = append $args (printf "--initrd=%s" $v.kernel.initrd) }}
+{{- end }}
+{{- if $v.kernel.cmdline }}
+{{- $args = append $args (printf "--cmdline=%s" $v.kernel.cmdline) }}
+{{- end }}
+{{- if $v.capacity.offerings }}
+{{- $args = append $args (printf "--offerings=%s/offerings.json" $cfg) }}
+{{- end }}
+{{- if $v.capacity.instanceTypes }}
+{{- $args = append $args (printf "--instance-types=%s/instance-types.json" $cfg) }}
+{{- end }}
+{{- if not (kindIs "invalid" $v.capacity.seedCount) }}
+{{- $args = append $args (printf "--seed-count=%d" (int64 $v.capacity.seedCount)) }}
+{{- end }}
+{{- $args = append $args (printf "--capacity-type=%s" $v.capacity.capacityType) }}
+{{- if $v.pricing.prices }}
+{{- $p := list }}
+{{- range $k, $price := $v.pricing.prices }}
+{{- $p = append $p (printf "%s=%v" $k $price) }}
+{{- end }}
+{{- $args = append $args (printf "--prices=%s" (join "," $p)) }}
+{{- end }}
+{{- if not (kindIs "invalid" $v.pricing.perVCPUHour) }}
+{{- $args = append $args (printf "--price-per-vcpu-hour=%v" $v.pricing.perVCPUHour) }}
+{{- end }}
+{{- if not (kindIs "invalid" $v.pricing.perGiBHour) }}
+{{- $args = append $args (printf "--price-per-gib-hour=%v" $v.pricing.perGiBHour) }}
+{{- end }}
+{{- if not $v.state.inMemory }}
+{{- $args = append $args (printf "--state=%s/state.db" (include "libvirt-provider.stateDir" .)) }}
+{{- end }}
+{{- range $flag, $d := dict "create-timeout" $v.timeouts.create "configure-timeout" $v.timeouts.configure "drain-timeout" $v.timeouts.drain "delete-timeout" $v.timeouts.delete "shutdown-timeout" $v.timeouts.shutdown "reconcile-interval" $v.reconcileInterval }}
+{{- if not (kindIs "invalid" $d) }}
+{{- $args = append $args (printf "--%s=%v" $flag $d) }}
+{{- end }}
+{{- end }}
+{{- if $v.tls.enabled }}
+{{- $dir := include "libvirt-provider.tlsDir" . }}
+{{- $args = append $args (printf "--tls-cert=%s/tls.crt" $dir) }}
+{{- $args = append $args (printf "--tls-key=%s/tls.key" $dir) }}
+{{- if $v.tls.mtls }}
+{{- $args = append $args (printf "--tls-ca=%s/ca.crt" $dir) }}
+{{- end }}
+{{- end }}
+{{- $args = append $args (printf "--log-level=%s" $v.logging.level) }}
+{{- $args = append $args (printf "--log-format=%s" $v.logging.format) }}
+{{- $args = append $args (printf "--admin-write=%t" $v.admin.write) }}
+{{- range $v.extraArgs }}
+{{- $args = append $args (toString .) }}
+{{- end }}
+{{- toYaml $args }}
+{{- end }}
