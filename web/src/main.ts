@@ -4,7 +4,7 @@
 import "./app.css";
 import { ConnectError } from "@connectrpc/connect";
 import { admin } from "./api";
-import { MachineState } from "./gen/bigfleet/v1alpha1/provider_pb";
+import { CapacityType, MachineState } from "./gen/bigfleet/v1alpha1/provider_pb";
 import { type AdminMachine, WatchEventType } from "./gen/libvirtprovider/admin/v1/admin_pb";
 import { $, bytes, clock, durMillis, el, human, stateName, states, tsMillis } from "./format";
 
@@ -182,7 +182,7 @@ function renderMachines() {
       el("td", { text: pm.cluster || "–" }),
       el("td", { class: "since num", text: human(since === undefined ? undefined : now() - since), data: { since: String(since ?? "") } }),
       el("td", { text: m.operationKind || "–", title: m.operationId }),
-      el("td", { class: "err", text: pm.lastError, title: pm.lastError }),
+      el("td", { class: "err", text: pm.lastError.length > 48 ? `${pm.lastError.slice(0, 47)}…` : pm.lastError, title: pm.lastError }),
     );
     if (pm.id === selected) tr.classList.add("selected");
     if (flashed.has(pm.id)) tr.classList.add("flash");
@@ -221,7 +221,7 @@ async function renderDetail(force: boolean) {
   row("in state", `${human(since === undefined ? undefined : now() - since)} (since ${clock(since)})`);
   row("zone", pm.zone);
   row("instance type", `${pm.instanceType} (${kv(pm.allocatable?.resources)})`);
-  row("capacity", `${pm.capacityType} · $${pm.pricePerHour}/h`);
+  row("capacity", `${(CapacityType[pm.capacityType] ?? "?").toLowerCase().replace("_", " ")} · $${pm.pricePerHour}/h`);
   row("host", pm.host ? `${pm.host.provider} ${pm.host.ref}` : "–");
   row("domain", m.domain || "–");
   row("cluster", pm.cluster || "–");

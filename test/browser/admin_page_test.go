@@ -1,0 +1,148 @@
+//go:build browser
+
+package browser
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/bigfleet/libvirt-provider/backend/fake"
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
+	"github.com/bigfleet/libvirt-provider/server/admin/admintest"
+)
+
+// TestAdminPage loads the admin page in headless Chromium from a provider
+// on loopback and checks what an operator would: the machine table fills
+// in, a Create made through the API shows up live (CREATING, then IDLE)
+// without a reload, the detail view shows the transition timeline, the
+// hosts view lists the hosts, and a FAILED machine can be released from the
+// page. It saves out/admin.png; with BROWSER_DOCS_SCREENSHOT=1 it also
+// refreshes docs/admin-page.png for the README.
+func TestAdminPage(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium not found, and CI=true: install it with scripts/deps.sh browser")
+		}
+		t.Skip("chromium not found: install Debian's chromium (scripts/deps.sh browser) to run the browser test")
+	}
+	s := admintest.Start(t, admintest.Options{AdminWrite: true, Machines: 8, Fake: fake.Options{Delays: map[string]time.Duration{
+		fake.OpCreate: 1500 * time.Millisecond, fake.OpConfigure: 800 * time.Millisecond}}})
+	cp := bigfleetv1alpha1connect.NewCapacityProviderClient(s.HTTPClient(), s.URL, connect.WithGRPC())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	b := launch(t, bin)
+	p, err := b.newPage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			shot(t, ctx, p, "admin-failure.png")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	step("load page", p.navigate(ctx, s.URL+"/"))
+	step("table fills in", p.waitFor(ctx, `document.querySelectorAll("#machines tbody tr").length`, 8))
+	step("watch is live", p.waitFor(ctx, `document.body.dataset.watch`, "live"))
+	step("glance counts", p.waitFor(ctx, `document.querySelector("#glance h2").textContent`, "Fleet: 8 machines in 2 zones"))
+	row := func(id string) string {
+		return `document.querySelector('#machines tr[data-id="` + id + `"]')?.dataset.state ?? null`
+	}
+	step("m-002 starts SPECULATIVE", p.waitFor(ctx, row("m-002"), "SPECULATIVE"))
+
+	// A Create through the CapacityProvider API, as BigFleet would send it;
+	// the page must show it live, through the WatchMachines stream.
+	_, err = cp.Create(ctx, connect.NewRequest(&pb.CreateRequest{MachineId: "m-002", ShardId: "shard-1", ShardEpoch: 1, SequenceNumber: 1}))
+	step("create", err)
+	step("row turns CREATING live", p.waitFor(ctx, row("m-002"), "CREATING"))
+	step("row turns IDLE live", p.waitFor(ctx, row("m-002"), "IDLE"))
+	step("host shown", p.waitFor(ctx, `document.querySelector('#machines tr[data-id="m-002"] td:nth-child(5)').textContent`, "zone-a/bf-m-002"))
+
+	// Some variety for the screenshot: a configured machine and a failure.
+	_, err = cp.Configure(ctx, connect.NewRequest(&pb.ConfigureRequest{MachineId: "m-002", ClusterId: "prod-eu-1",
+		BootstrapBlob: []byte("join-token"), ShardMetadata: map[string]string{"nodepool": "general"},
+		ShardId: "shard-1", ShardEpoch: 1, SequenceNumber: 2}))
+	step("configure", err)
+	s.Fake.SetFailure(fake.OpCreate, "m-007", errors.New("storage pool bigfleet: no space left for overlay volume"))
+	for _, id := range []string{"m-005", "m-007"} {
+		_, err = cp.Create(ctx, connect.NewRequest(&pb.CreateRequest{MachineId: id}))
+		step("create "+id, err)
+	}
+	step("m-002 CONFIGURED", p.waitFor(ctx, row("m-002"), "CONFIGURED"))
+	step("m-007 FAILED", p.waitFor(ctx, row("m-007"), "FAILED"))
+	step("m-005 IDLE", p.waitFor(ctx, row("m-005"), "IDLE"))
+
+	// Filters narrow the table.
+	step("filter", p.eval(ctx, `(() => { const s = document.getElementById("f-state"); s.value = "8"; s.dispatchEvent(new Event("input")); })()`, nil))
+	step("only FAILED shown", p.waitFor(ctx, `[...document.querySelectorAll("#machines tbody tr")].map(r => r.dataset.id)`, []string{"m-007"}))
+	step("clear filter", p.eval(ctx, `(() => { const s = document.getElementById("f-state"); s.value = ""; s.dispatchEvent(new Event("input")); })()`, nil))
+	step("all rows back", p.waitFor(ctx, `document.querySelectorAll("#machines tbody tr").length`, 8))
+
+	// Hosts view.
+	step("hosts tab", p.eval(ctx, `location.hash = "#/hosts"`, nil))
+	step("hosts listed", p.waitFor(ctx, `[...document.querySelectorAll("#hosts tbody tr")].map(r => r.children[1].textContent)`,
+		[]string{"fake://zone-a", "fake://zone-b"}))
+
+	// Release the FAILED machine from its detail view (admin write on).
+	step("detail m-007", p.eval(ctx, `location.hash = "#/machine/m-007"`, nil))
+	step("release button", p.waitFor(ctx, `!!document.querySelector("#detail button.danger")`, true))
+	step("click release", p.eval(ctx, `document.querySelector("#detail button.danger").click()`, nil))
+	step("m-007 back to SPECULATIVE", p.waitFor(ctx, row("m-007"), "SPECULATIVE"))
+
+	// One more failure, left in place so the screenshot shows one.
+	s.Fake.SetFailure(fake.OpCreate, "m-006", errors.New("qemu: could not open disk image: Permission denied"))
+	_, err = cp.Create(ctx, connect.NewRequest(&pb.CreateRequest{MachineId: "m-006"}))
+	step("create m-006", err)
+	step("m-006 FAILED", p.waitFor(ctx, row("m-006"), "FAILED"))
+
+	// The detail view of m-002 shows its timeline, newest first.
+	step("detail m-002", p.eval(ctx, `location.hash = "#/machine/m-002"`, nil))
+	step("timeline", p.waitFor(ctx, `[...document.querySelectorAll("#detail ol.timeline li strong")].map(e => e.textContent)`,
+		[]string{"configure", "create"}))
+	step("settle", p.eval(ctx, `new Promise(r => setTimeout(r, 1300))`, nil)) // let the change highlight fade
+
+	png := shot(t, ctx, p, "admin.png")
+	if os.Getenv("BROWSER_DOCS_SCREENSHOT") == "1" {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "admin-page.png"), png, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	select {
+	case msg := <-b.cdp.problems:
+		t.Errorf("the page reported a problem: %s", msg)
+	default:
+	}
+}
+
+// shot saves a screenshot under out/ (the CI artifact directory).
+func shot(t *testing.T, ctx context.Context, p *page, name string) []byte {
+	t.Helper()
+	png, err := p.screenshot(ctx)
+	if err != nil {
+		t.Errorf("screenshot: %v", err)
+		return nil
+	}
+	dir := filepath.Join("..", "..", "out")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Error(err)
+		return png
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Error(err)
+	}
+	abs, _ := filepath.Abs(path)
+	t.Logf("screenshot: %s (%d bytes)", abs, len(png))
+	return png
+}
