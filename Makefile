@@ -8,7 +8,7 @@ ENV_FILE := /run/bigfleet-libvirt-env/env
 export GOFLAGS := -buildvcs=false
 
 .PHONY: all build deps gen gen-check lint vet test test-unit test-integration \
-	test-browser test-polkit chart-check bench demo env-up env-down web clean
+	test-browser test-polkit chart-check bench demo env-up env-down web web-check clean
 
 all: build
 
@@ -68,7 +68,7 @@ test-integration: build env-up
 	source $(ENV_FILE) && BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) \
 		$(GO) test -count=1 -tags integration -timeout 30m ./test/integration/...
 
-test: gen-check lint vet test-unit test-polkit chart-check test-browser test-integration
+test: gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
@@ -80,6 +80,11 @@ demo: build env-up
 # Go build needs no Node).
 web: $(WEB_DEPS)
 	cd web && npm run typecheck && npm run build
+
+# The committed bundle must be exactly what the sources build.
+web-check: web
+	@git diff --exit-code -- server/admin/ui/dist || { echo "server/admin/ui/dist is stale: run make web and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- server/admin/ui/dist)" || { echo "untracked files in server/admin/ui/dist" >&2; exit 1; }
 
 clean:
 	rm -rf bin out
