@@ -25,8 +25,12 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 # Same Debian release as the build stage, so the glibc and libvirt sonames the
 # binary was linked against are the ones installed here.
 FROM debian:12-slim AS runtime
+# --base-user-data builds a NoCloud seed ISO with an external tool the default
+# image does not carry: build with --build-arg EXTRA_PACKAGES=genisoimage to
+# use that flag (docs/configuration.md).
+ARG EXTRA_PACKAGES=""
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libvirt0 ca-certificates \
+ && apt-get install -y --no-install-recommends libvirt0 ca-certificates $EXTRA_PACKAGES \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
  && echo 'nonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin' >> /etc/passwd \
  && echo 'nonroot:x:65532:' >> /etc/group \

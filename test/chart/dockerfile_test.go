@@ -110,7 +110,7 @@ func (s stage) aptPackages() []string {
 	for _, run := range s.all("RUN") {
 		for _, m := range aptInstall.FindAllStringSubmatch(run, -1) {
 			for _, w := range strings.Fields(m[1]) {
-				if !strings.HasPrefix(w, "-") {
+				if !strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "$") {
 					out = append(out, w)
 				}
 			}
@@ -156,6 +156,9 @@ func TestDockerfileMatchesChart(t *testing.T) {
 		if strings.Contains(r, "apt-get install") && !strings.Contains(r, "--no-install-recommends") {
 			t.Error("runtime apt-get install must use --no-install-recommends")
 		}
+	}
+	if args := rt.all("ARG"); len(args) != 1 || args[0] != `EXTRA_PACKAGES=""` {
+		t.Errorf("runtime ARGs %q: want only EXTRA_PACKAGES, empty by default", args)
 	}
 	runs := rt.all("RUN")
 	if len(runs) != 1 || !strings.Contains(runs[0], "rm -f /bin/sh") {
