@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -80,6 +81,10 @@ func (b *Backend) build(ctx context.Context, h *host, conn *libvirt.Connect, nam
 			}
 		}
 	}()
+	// step names the failing step in the error, and times the good ones
+	// (logged at debug: where a slow Create spends its time).
+	var took []any
+	mark := time.Now()
 	step := func(what string, e error) error {
 		if e == nil {
 			e = ctx.Err()
@@ -87,10 +92,20 @@ func (b *Backend) build(ctx context.Context, h *host, conn *libvirt.Connect, nam
 		if e != nil {
 			return fmt.Errorf("create: %s: %w", what, e)
 		}
+		took = append(took, slog.String(strings.ReplaceAll(what, " ", "_"), time.Since(mark).Round(time.Millisecond).String()))
+		mark = time.Now()
 		return nil
 	}
+	defer func() {
+		if err == nil {
+			b.log.Debug("create steps", append([]any{"domain", name}, took...)...)
+		}
+	}()
 	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
-	if err := step("storage pool "+b.cfg.Pool, err); err != nil {
+	if err != nil {
+		err = fmt.Errorf("%s: %w", b.cfg.Pool, err)
+	}
+	if err := step("storage pool", err); err != nil {
 		return err
 	}
 	defer pool.Free()

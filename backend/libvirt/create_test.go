@@ -283,7 +283,7 @@ func TestCreateErrors(t *testing.T) {
 		t.Errorf("missing golden: %v", err)
 	}
 	b3, _ := newTestBackend(t, func(c *Config) { c.Pool = "nopool" })
-	if _, err := b3.Create(ctx, spec("m1")); err == nil || !strings.HasPrefix(err.Error(), "create: storage pool nopool: ") {
+	if _, err := b3.Create(ctx, spec("m1")); err == nil || !strings.HasPrefix(err.Error(), "create: storage pool: nopool: ") {
 		t.Errorf("missing pool: %v", err)
 	}
 }

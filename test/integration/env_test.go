@@ -68,7 +68,7 @@ func newBackend(t *testing.T, e env, provider string, extra ...libvirt.Host) *li
 		Kernel: e.Kernel, Initrd: e.Initrd, Cmdline: e.Cmdline,
 		Bootstrap:    guestagent.BootstrapConfig{AgentWait: 90 * time.Second, DrainMargin: 10 * time.Second},
 		ReconnectMax: 2 * time.Second,
-		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	b, err := libvirt.New(cfg)
 	if err != nil {
