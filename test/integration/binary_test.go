@@ -189,8 +189,10 @@ func cleanupDomain(t *testing.T, e env, domain string) {
 	if !strings.HasPrefix(domain, "bf-") {
 		return
 	}
-	virsh(t, e, "destroy", domain)
-	virsh(t, e, "undefine", domain, "--nvram")
+	if strings.Contains(virsh(t, e, "list", "--all", "--name"), domain) {
+		virsh(t, e, "destroy", domain)
+		virsh(t, e, "undefine", domain, "--nvram")
+	}
 	for _, v := range []string{domain + ".qcow2", domain + "-seed.iso"} {
 		if strings.Contains(virsh(t, e, "vol-list", e.Pool), v) {
 			virsh(t, e, "vol-delete", "--pool", e.Pool, v)

@@ -62,14 +62,21 @@ func loadEnv(t *testing.T) env {
 // extra hosts.
 func newBackend(t *testing.T, e env, provider string, extra ...libvirt.Host) *libvirt.Backend {
 	t.Helper()
+	return newBackendWith(t, e, provider, func(c *libvirt.Config) { c.Hosts = append(c.Hosts, extra...) })
+}
+
+// newBackendWith is newBackend with a hook to adjust the config.
+func newBackendWith(t *testing.T, e env, provider string, mutate func(*libvirt.Config)) *libvirt.Backend {
+	t.Helper()
 	cfg := libvirt.Config{
-		Hosts:    append([]libvirt.Host{{Zone: "local", URI: e.URI}}, extra...),
+		Hosts:    []libvirt.Host{{Zone: "local", URI: e.URI}},
 		Provider: provider, Image: e.Image, Pool: e.Pool, Network: e.Network,
 		Kernel: e.Kernel, Initrd: e.Initrd, Cmdline: e.Cmdline,
 		Bootstrap:    guestagent.BootstrapConfig{AgentWait: 90 * time.Second, DrainMargin: 10 * time.Second},
 		ReconnectMax: 2 * time.Second,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
+	mutate(&cfg)
 	b, err := libvirt.New(cfg)
 	if err != nil {
 		t.Fatalf("libvirt.New: %v", err)

@@ -1,0 +1,75 @@
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func needISOTool(t *testing.T) {
+	t.Helper()
+	if isoTool() == "" {
+		t.Skipf("no ISO tool (%s) on PATH: --base-user-data is refused at startup here", strings.Join(isoTools, ", "))
+	}
+}
+
+func userData(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "user-data")
+	if err := os.WriteFile(p, []byte("#cloud-config\nhostname: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSeedISOIsNoCloud(t *testing.T) {
+	t.Parallel()
+	needISOTool(t)
+	iso, err := buildSeedISO(userData(t), "bf-p-m-12345678")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ISO 9660: the primary volume descriptor is sector 16; its volume id
+	// (what cloud-init's NoCloud looks for) is at byte 40 of it.
+	const pvd = 16 * 2048
+	if len(iso) < pvd+72 || iso[pvd] != 1 || string(iso[pvd+1:pvd+6]) != "CD001" {
+		t.Fatal("not an ISO 9660 image")
+	}
+	if id := strings.TrimSpace(string(iso[pvd+40 : pvd+72])); !strings.EqualFold(id, "cidata") {
+		t.Fatalf("volume id %q, want cidata", id)
+	}
+	for _, want := range []string{"#cloud-config", "instance-id: bf-p-m-12345678"} {
+		if !bytes.Contains(iso, []byte(want)) {
+			t.Errorf("ISO lacks %q", want)
+		}
+	}
+}
+
+// The test driver cannot upload into volumes, so Create with a seed fails
+// there at the upload, which exercises the rollback of both volumes.
+func TestSeedFailureRollsBackBothVolumes(t *testing.T) {
+	t.Parallel()
+	needISOTool(t)
+	ud := userData(t)
+	b, _ := newTestBackend(t, func(c *Config) { c.BaseUserData = ud })
+	_, err := b.Create(context.Background(), spec("m1"))
+	c := testConn(t, b, "z1")
+	name := DomainName(b.cfg.Provider, "m1")
+	if err == nil {
+		x := domainXML(t, c, name)
+		if len(x.Devices.Disks) != 2 || x.Devices.Disks[1].ReadOnly == nil {
+			t.Fatalf("seed disk %+v", x.Devices.Disks)
+		}
+		return
+	}
+	t.Log(err)
+	if !strings.HasPrefix(err.Error(), "create: seed volume: ") {
+		t.Fatalf("err = %v", err)
+	}
+	if volumeExists(t, c, "bigfleet", seedName(name)) || volumeExists(t, c, "bigfleet", overlayName(name)) {
+		t.Fatal("rollback left a volume")
+	}
+}
