@@ -142,29 +142,10 @@ func drain(first lifecycle.Machine, ch <-chan lifecycle.Machine) []lifecycle.Mac
 	return out
 }
 
-// all returns every machine record, ordered by id. The engine's List only
-// reports records below its lowest in-flight revision (that is what makes
-// its cursors gap-free), so under concurrent commits a full List can
-// briefly miss a machine; compare with the published count and retry
-// until they agree (commits take milliseconds), then settle for the best.
+// all returns every machine record, ordered by id. A full engine List
+// never hides a machine, so one call is enough.
 func (s *Service) all(ctx context.Context) ([]lifecycle.Machine, error) {
-	want := 0
-	for _, n := range s.eng.Counts() {
-		want += n
-	}
-	var res lifecycle.ListResult
-	var err error
-	for attempt := 0; ; attempt++ {
-		res, err = s.eng.List(ctx, lifecycle.ListQuery{})
-		if err != nil || len(res.Machines) >= want || attempt == 200 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	res, err := s.eng.List(ctx, lifecycle.ListQuery{})
 	if err != nil {
 		return nil, err
 	}

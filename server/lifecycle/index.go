@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -19,19 +20,19 @@ type logEntry struct {
 // index holds the published machine records and the revision log behind
 // incremental List.
 //
-// Every change to a record gets a fresh revision. A revision is reserved
-// before the record is written to the store and published after, so
-// publications can arrive out of order; a List therefore only reports up to
-// the highest revision below every reserved-but-unpublished one (safeRev).
-// That is what makes cursor paging gap-free: nothing at or below a returned
-// cursor can appear later.
+// A record gets its revision when it is published (after its commit), under
+// the index lock, so revisions are handed out in publication order: when a
+// List returns cursor r, every record at or below r is already visible and
+// every later change gets a revision above r. That is what makes cursor
+// paging gap-free without ever hiding a machine from a full List.
+// Revisions are per process (cursors carry the engine's instance id), so a
+// restart turns old cursors into "no cursor": one full List.
 type index struct {
 	mu       sync.RWMutex
 	byID     map[string]*Machine
 	log      []logEntry // sorted by rev; may hold superseded entries
 	stale    int        // superseded entries in log
-	counter  uint64     // highest reserved revision
-	inflight map[uint64]struct{}
+	counter  uint64     // highest published revision
 	counts   map[StateZone]int
 	watchers map[*watcher]struct{}
 }
@@ -40,27 +41,37 @@ func newIndex(machines []Machine) *index {
 	ix := &index{
 		byID:     make(map[string]*Machine, len(machines)),
 		log:      make([]logEntry, 0, len(machines)),
-		inflight: make(map[uint64]struct{}),
 		counts:   make(map[StateZone]int),
 		watchers: make(map[*watcher]struct{}),
 	}
-	for i := range machines {
-		m := &machines[i]
-		ix.byID[m.ID] = m
-		ix.log = append(ix.log, logEntry{m.Revision, m.ID})
-		ix.counter = max(ix.counter, m.Revision)
-		ix.counts[StateZone{m.State, m.Zone}]++
-	}
-	slices.SortFunc(ix.log, func(a, b logEntry) int {
+	// Keep the previous run's order (by its revisions, then ids),
+	// renumbered from 1.
+	slices.SortFunc(machines, func(a, b Machine) int {
 		switch {
-		case a.rev < b.rev:
+		case a.Revision < b.Revision:
 			return -1
-		case a.rev > b.rev:
+		case a.Revision > b.Revision:
 			return 1
 		}
-		return 0
+		return strings.Compare(a.ID, b.ID)
 	})
+	for i := range machines {
+		m := &machines[i]
+		ix.counter++
+		m.Revision = ix.counter
+		ix.byID[m.ID] = m
+		ix.log = append(ix.log, logEntry{m.Revision, m.ID})
+		ix.counts[StateZone{m.State, m.Zone}]++
+	}
 	return ix
+}
+
+// nextRev is the revision the next publication will probably get. It is
+// only stored so a restart can keep the list order; cursors never use it.
+func (ix *index) nextRev() uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.counter + 1
 }
 
 func (ix *index) get(id string) (*Machine, bool) {
@@ -70,48 +81,23 @@ func (ix *index) get(id string) (*Machine, bool) {
 	return m, ok
 }
 
-// reserve hands out the next revision for a record about to be committed.
-func (ix *index) reserve() uint64 {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	ix.counter++
-	ix.inflight[ix.counter] = struct{}{}
-	return ix.counter
-}
-
-// abandon releases a revision whose commit failed.
-func (ix *index) abandon(rev uint64) {
-	ix.mu.Lock()
-	delete(ix.inflight, rev)
-	ix.mu.Unlock()
-}
-
-// publish makes a committed record visible. m must carry a reserved revision.
+// publish makes a committed record visible and gives it the next revision.
 func (ix *index) publish(m *Machine) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	delete(ix.inflight, m.Revision)
+	ix.counter++
+	m.Revision = ix.counter
 	if old, ok := ix.byID[m.ID]; ok {
 		ix.stale++
 		ix.counts[StateZone{old.State, old.Zone}]--
 	}
 	ix.byID[m.ID] = m
 	ix.counts[StateZone{m.State, m.Zone}]++
-	ix.insert(logEntry{m.Revision, m.ID})
+	ix.log = append(ix.log, logEntry{m.Revision, m.ID})
 	if ix.stale > len(ix.byID)+1024 {
 		ix.compact()
 	}
 	ix.notify(m)
-}
-
-// insert keeps the log sorted; out-of-order arrivals are few and near the
-// tail, so the backwards scan is short.
-func (ix *index) insert(e logEntry) {
-	i := len(ix.log)
-	for i > 0 && ix.log[i-1].rev > e.rev {
-		i--
-	}
-	ix.log = slices.Insert(ix.log, i, e)
 }
 
 // compact drops superseded log entries in one linear pass.
@@ -127,23 +113,11 @@ func (ix *index) compact() {
 	ix.stale = 0
 }
 
-// safeRev is the highest revision below which everything is published.
-func (ix *index) safeRev() uint64 {
-	if len(ix.inflight) == 0 {
-		return ix.counter
-	}
-	low := ix.counter
-	for r := range ix.inflight {
-		low = min(low, r)
-	}
-	return low - 1
-}
-
 // list walks records changed after from, in revision order.
 func (ix *index) list(from uint64, states []State, limit int) (out []*Machine, cursor uint64) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	upto := ix.safeRev()
+	upto := ix.counter
 	if from > upto {
 		from = 0 // a cursor from the future can only be corrupt: full list
 	}

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -81,21 +82,55 @@ func TestDeltaAndGarbageCursors(t *testing.T) {
 	}
 }
 
-func TestCursorSurvivesRestart(t *testing.T) {
+// Revisions are numbered per process: a cursor from before a restart is
+// foreign and means "no cursor" (a full list), never a gap.
+func TestCursorAfterRestartIsAFullList(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 5)
 	full, _ := f.e.List(t.Context(), ListQuery{})
 	f.e.Close()
 	f.start(5)
 	l, _ := f.e.List(t.Context(), ListQuery{Since: full.Revision})
-	if len(l.Machines) != 0 {
-		t.Fatalf("restart with no change: delta has %d", len(l.Machines))
+	if len(l.Machines) != 5 {
+		t.Fatalf("old cursor after restart: %d machines, want the full list", len(l.Machines))
 	}
-	f.toIdle("m002")
-	l, _ = f.e.List(t.Context(), ListQuery{Since: full.Revision})
-	if len(l.Machines) != 1 {
-		t.Fatalf("delta after restart has %d", len(l.Machines))
+	if got, want := ids(l.Machines), ids(full.Machines); got != want {
+		t.Fatalf("restart changed the list order:\n%s\n%s", got, want)
 	}
+}
+
+// A full List never hides a machine, even while other changes are being
+// committed concurrently.
+func TestFullListSeesEveryMachineUnderLoad(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 50)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			id := fmt.Sprintf("m%03d", i)
+			for ctx.Err() == nil {
+				f.e.Create(ctx, CreateRequest{MachineID: id})
+				f.e.Delete(ctx, DeleteRequest{MachineID: id})
+			}
+		})
+	}
+	for range 200 {
+		if l, _ := f.e.List(t.Context(), ListQuery{}); len(l.Machines) != 50 {
+			t.Fatalf("full list under load has %d machines, want 50", len(l.Machines))
+		}
+	}
+	cancel()
+	wg.Wait()
+}
+
+func ids(ms []Machine) string {
+	var b strings.Builder
+	for _, m := range ms {
+		b.WriteString(m.ID + " ")
+	}
+	return b.String()
 }
 
 func FuzzDecodeCursor(f *testing.F) {
