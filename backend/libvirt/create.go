@@ -68,82 +68,102 @@ func (b *Backend) adopt(ctx context.Context, dom *libvirt.Domain, name string, s
 	return nil
 }
 
+// attempt is one Create that builds a domain from scratch: what it made
+// (undo) and how long each step took.
+type attempt struct {
+	ctx  context.Context
+	conn *libvirt.Connect
+	name string
+	undo rollback
+	took []any
+	mark time.Time
+}
+
+// step names a failing step in its error ("create: define domain: ..."),
+// and times the good ones (logged at debug: where a slow Create goes).
+func (a *attempt) step(what string, err error) error {
+	if err == nil {
+		err = a.ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("create: %s: %w", what, err)
+	}
+	a.took = append(a.took, slog.String(strings.ReplaceAll(what, " ", "_"), time.Since(a.mark).Round(time.Millisecond).String()))
+	a.mark = time.Now()
+	return nil
+}
+
 // build makes the volumes and the domain. Every piece it creates is pushed
 // on undo; on failure exactly those are removed, newest first. Undo steps
 // look their object up again by name on conn (which outlives build), since
-// the handles used here are freed before the deferred rollback runs.
-func (b *Backend) build(ctx context.Context, h *host, conn *libvirt.Connect, name string, spec backend.MachineSpec) (err error) {
-	var undo rollback
-	defer func() {
-		if err != nil {
-			if rerr := undo.run(b.log.With("domain", name)); rerr != nil {
-				err = fmt.Errorf("%w (rollback incomplete: %v)", err, rerr)
-			}
+// the handles used here are freed before the rollback runs.
+func (b *Backend) build(ctx context.Context, h *host, conn *libvirt.Connect, name string, spec backend.MachineSpec) error {
+	a := &attempt{ctx: ctx, conn: conn, name: name, mark: time.Now()}
+	err := b.buildSteps(a, h, spec)
+	if err != nil {
+		if rerr := a.undo.run(b.log.With("domain", name)); rerr != nil {
+			err = fmt.Errorf("%w (rollback incomplete: %v)", err, rerr)
 		}
-	}()
-	// step names the failing step in the error, and times the good ones
-	// (logged at debug: where a slow Create spends its time).
-	var took []any
-	mark := time.Now()
-	step := func(what string, e error) error {
-		if e == nil {
-			e = ctx.Err()
-		}
-		if e != nil {
-			return fmt.Errorf("create: %s: %w", what, e)
-		}
-		took = append(took, slog.String(strings.ReplaceAll(what, " ", "_"), time.Since(mark).Round(time.Millisecond).String()))
-		mark = time.Now()
-		return nil
+		return err
 	}
-	defer func() {
-		if err == nil {
-			b.log.Debug("create steps", append([]any{"domain", name}, took...)...)
-		}
-	}()
-	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
+	b.log.Debug("create steps", append([]any{"domain", name}, a.took...)...)
+	return nil
+}
+
+func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) error {
+	overlay, seed, err := b.buildVolumes(a)
+	if err != nil {
+		return err
+	}
+	dom, err := b.define(h, a.conn, a.name, spec, overlay, seed)
+	if dom != nil {
+		a.undo.push("undefine domain", func() error { return onDomain(a.conn, a.name, undefine) })
+		defer dom.Free()
+	}
+	if err := a.step("define domain", err); err != nil {
+		return err
+	}
+	err = dom.Create()
+	if err == nil {
+		a.undo.push("destroy domain", func() error { return onDomain(a.conn, a.name, destroy) })
+	}
+	if err := a.step("start domain", err); err != nil {
+		return err
+	}
+	return a.step("wait running", waitRunning(a.ctx, dom))
+}
+
+// buildVolumes makes (or reuses) the overlay and the optional seed and
+// returns their paths.
+func (b *Backend) buildVolumes(a *attempt) (overlay, seed string, err error) {
+	pool, err := a.conn.LookupStoragePoolByName(b.cfg.Pool)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", b.cfg.Pool, err)
 	}
-	if err := step("storage pool", err); err != nil {
-		return err
+	if err := a.step("storage pool", err); err != nil {
+		return "", "", err
 	}
 	defer pool.Free()
 	g, err := readGolden(pool, b.cfg.Image)
-	if err := step("golden image", err); err != nil {
-		return err
+	if err := a.step("golden image", err); err != nil {
+		return "", "", err
 	}
-	ovName := overlayName(name)
+	ovName := overlayName(a.name)
 	if ovName == b.cfg.Image {
-		return fmt.Errorf("create: overlay volume: name %q: %w", ovName, errGolden)
+		return "", "", fmt.Errorf("create: overlay volume: name %q: %w", ovName, errGolden)
 	}
-	ovPath, created, err := ensureOverlay(pool, ovName, g)
+	overlay, created, err := ensureOverlay(pool, ovName, g)
 	if created {
-		undo.push("delete overlay volume", func() error { return b.deleteVolumeIn(conn, ovName) })
+		a.undo.push("delete overlay volume", func() error { return b.deleteVolumeIn(a.conn, ovName) })
 	}
-	if err := step("overlay volume", err); err != nil {
-		return err
+	if err := a.step("overlay volume", err); err != nil {
+		return "", "", err
 	}
-	seedPath, err := b.ensureSeed(conn, pool, name, &undo)
-	if err := step("seed volume", err); err != nil {
-		return err
+	seed, err = b.ensureSeed(a.conn, pool, a.name, &a.undo)
+	if err := a.step("seed volume", err); err != nil {
+		return "", "", err
 	}
-	dom, err := b.define(h, conn, name, spec, ovPath, seedPath)
-	if dom != nil {
-		undo.push("undefine domain", func() error { return onDomain(conn, name, undefine) })
-	}
-	if err := step("define domain", err); err != nil {
-		return err
-	}
-	defer dom.Free()
-	err = dom.Create()
-	if err == nil {
-		undo.push("destroy domain", func() error { return onDomain(conn, name, destroy) })
-	}
-	if err := step("start domain", err); err != nil {
-		return err
-	}
-	return step("wait running", waitRunning(ctx, dom))
+	return overlay, seed, nil
 }
 
 // define renders the domain XML and defines it.
