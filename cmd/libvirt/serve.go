@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/tlsreload"
 )
 
 // serve wires backend → capacity → store → engine → server, serves until
@@ -27,6 +29,18 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
+	if tlsCfg != nil {
+		// Load above gives the startup refusals their flag-naming messages;
+		// the reloader then serves the files and follows Secret updates, so
+		// rotated certificates apply to new connections without a restart.
+		rl, err := tlsreload.New(tlsreload.Options{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA,
+			Logger: log.With(slog.String("component", "tls"))})
+		if err != nil {
+			return err
+		}
+		tlsCfg = rl.Config()
+		go rl.Run(ctx)
+	}
 	be, err := openBackend(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -36,6 +50,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
+	slots := len(seed) // seed itself must not outlive the engine's start
 
 	var engPtr atomic.Pointer[lifecycle.Engine]
 	metrics := server.NewMetrics(counts(&engPtr))
@@ -56,6 +71,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return fmt.Errorf("start engine: %w", err)
 	}
 	engPtr.Store(eng)
+	// Loading a large state file leaves the decoder's garbage behind; hand
+	// it back now rather than carry a startup-sized heap for hours.
+	debug.FreeOSMemory()
 	defer eng.Close()
 	if err := restoreFakeVMs(ctx, be, eng); err != nil {
 		return err
@@ -85,7 +103,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	log.Info("serving",
 		slog.String("addr", lis.Addr().String()), slog.String("security", string(security)),
-		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", len(seed)),
+		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", slots),
 		slog.String("state", stateDesc(cfg.State)), slog.Bool("reflection", cfg.Reflection),
 		slog.Bool("admin_write", cfg.AdminWrite), slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
 	printBanner(stdout, lis.Addr(), security)

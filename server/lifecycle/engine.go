@@ -87,10 +87,14 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if e.marks == nil {
 		e.marks = make(map[MarkKey]Mark)
 	}
+	interner := newMapInterner()
+	interner.machines(snap.Machines)
+	interner.machines(cfg.Seed)
 	e.idx = newIndex(snap.Machines)
 	if err := e.addSeed(ctx); err != nil {
 		return nil, err
 	}
+	e.cfg.Seed = nil // the slots live in the index now
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
 	return e, nil
 }
@@ -110,7 +114,7 @@ func (e *Engine) addSeed(ctx context.Context) error {
 		chunk := make([]Machine, n)
 		base := e.idx.nextRev()
 		for i, m := range missing[:n] {
-			c := m.Clone()
+			c := m.edit()
 			c.State = Speculative
 			c.StateSince = now
 			c.Revision = base + uint64(i)
@@ -169,6 +173,9 @@ func (e *Engine) Get(_ context.Context, id string) (Machine, error) {
 
 // List returns machines changed after q.Since (all when the cursor is
 // absent or not ours), in revision order, at most q.MaxResults of them.
+// The records share the engine's maps, which callers must treat as
+// read-only (the wire layer copies them into messages anyway): copying
+// every map of a 100k-machine fleet per List would dominate its cost.
 func (e *Engine) List(_ context.Context, q ListQuery) (ListResult, error) {
 	if q.MaxResults < 0 {
 		return ListResult{}, errorf(CodeInvalid, "max_results must not be negative")
@@ -177,7 +184,7 @@ func (e *Engine) List(_ context.Context, q ListQuery) (ListResult, error) {
 	ms, cursor := e.idx.list(from, q.States, q.MaxResults)
 	out := make([]Machine, len(ms))
 	for i, m := range ms {
-		out[i] = m.Clone()
+		out[i] = *m
 	}
 	return ListResult{Machines: out, Revision: encodeCursor(e.instanceID, cursor)}, nil
 }

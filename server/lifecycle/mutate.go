@@ -121,7 +121,7 @@ func (e *Engine) Delete(ctx context.Context, r DeleteRequest) (Ack, error) {
 // never reused, the deadline, and a history entry.
 func (e *Engine) begin(m *Machine, kind OpKind, through State, timeout time.Duration, edit func(*Machine)) decision {
 	now := e.cfg.Now()
-	n := m.Clone()
+	n := m.edit()
 	n.State = through
 	n.OperationID = newOperationID()
 	n.OpKind = kind

@@ -90,7 +90,7 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 		return ""
 	}
 	now := e.cfg.Now()
-	n := cur.Clone()
+	n := cur.edit()
 	var what string
 	switch {
 	case cur.State == Speculative && found:

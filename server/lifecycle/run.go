@@ -18,7 +18,7 @@ type result struct {
 // launch runs an accepted transition in the background. blob is only set
 // for Configure and lives only in this goroutine.
 func (e *Engine) launch(m *Machine, blob []byte) {
-	snap := m.Clone()
+	snap := m.edit()
 	e.goBackground(func() { e.run(snap, blob) })
 }
 
@@ -94,7 +94,7 @@ func (e *Engine) finish(op Machine, r result) {
 		return
 	}
 	now := e.cfg.Now()
-	n := cur.Clone()
+	n := cur.edit()
 	outcome := "succeeded"
 	if r.err != nil {
 		outcome = "failed"
@@ -169,7 +169,7 @@ func (e *Engine) resume(id string) {
 		e.finish(*m, result{err: errors.New("interrupted by a provider restart; the bootstrap blob is never persisted, so it cannot be delivered again")})
 		return
 	}
-	n := m.Clone()
+	n := m.edit()
 	n.OpDeadline = e.cfg.Now().Add(e.timeout(m.OpKind))
 	e.log.Info("resuming transition after restart", "machine", id, "op", n.OperationID, "kind", string(n.OpKind))
 	e.launch(&n, nil)

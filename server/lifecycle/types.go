@@ -113,7 +113,8 @@ type Machine struct {
 }
 
 // Clone returns a deep copy, so a published record never aliases a caller's
-// maps or a later edit.
+// maps or a later edit. The engine hands deep copies across its API (Get,
+// acks, watch); inside, records share their maps (see edit).
 func (m Machine) Clone() Machine {
 	c := m
 	c.Resources = maps.Clone(m.Resources)
@@ -185,4 +186,15 @@ type ListQuery struct {
 type ListResult struct {
 	Machines []Machine
 	Revision []byte
+}
+
+// edit returns a copy to build the next version of a record from. Maps are
+// shared: the engine never writes into a record's map, it only replaces
+// whole maps, so sharing them between versions (and between the slots of
+// one offering) is safe and keeps a large fleet's memory small. History is
+// copied because finish edits its last entry in place.
+func (m Machine) edit() Machine {
+	c := m
+	c.History = append([]Transition(nil), m.History...)
+	return c
 }
