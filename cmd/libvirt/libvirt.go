@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"log/slog"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
@@ -15,7 +15,7 @@ import (
 // Weak transports and malformed host lists are refused here, naming the
 // flag; a host that is down is not: it is retried in the background and
 // its zone reports unavailable until it answers.
-func openLibvirt(ctx context.Context, cfg config) (backend.Backend, error) {
+func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Backend, error) {
 	_ = ctx // libvirt.New does not block on hosts beyond libvirt.StartupWait
 	hosts, err := libvirt.ParseConnect(cfg.Connect, cfg.DefaultZone)
 	if err != nil {
@@ -33,7 +33,7 @@ func openLibvirt(ctx context.Context, cfg config) (backend.Backend, error) {
 		Cmdline:      cfg.Cmdline,
 		// openBackend does not hand its logger down; this one has the same
 		// level, format and destination (stderr).
-		Logger: newLogger(cfg, os.Stderr),
+		Logger: log.With(slog.String("component", "libvirt")),
 	})
 	if err != nil {
 		// Each cause names its own flag; the prefix says which part failed.

@@ -20,7 +20,7 @@ import (
 // for by name, and says so loudly.
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend.Backend, error) {
 	if !cfg.UseFakeBackend {
-		return openLibvirt(ctx, cfg)
+		return openLibvirt(ctx, cfg, log)
 	}
 	zones := fake.DefaultZones
 	if cfg.FakeZones != "" {
