@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
 )
 
 // RequestIDHeader carries the request id in both directions.
@@ -92,7 +94,7 @@ func (o observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 
 func (o observer) record(ctx context.Context, method string, peer connect.Peer, id string, err error, d time.Duration) {
 	code := "ok"
-	level := slog.LevelInfo
+	level := okLevel(method)
 	attrs := []slog.Attr{
 		slog.String("method", method),
 		slog.String("request_id", id),
@@ -110,6 +112,20 @@ func (o observer) record(ctx context.Context, method string, peer connect.Peer, 
 	attrs = append(attrs, slog.String("code", code))
 	o.metrics.observeRPC(method, code, d)
 	o.log.LogAttrs(ctx, level, "rpc", attrs...)
+}
+
+// okLevel: accepted mutations are worth a line each at info; successful
+// reads (a shard polls List every cycle, probes call Check) only at debug,
+// or they would drown everything else.
+func okLevel(method string) slog.Level {
+	switch method {
+	case bigfleetv1alpha1connect.CapacityProviderCreateProcedure,
+		bigfleetv1alpha1connect.CapacityProviderConfigureProcedure,
+		bigfleetv1alpha1connect.CapacityProviderDrainProcedure,
+		bigfleetv1alpha1connect.CapacityProviderDeleteProcedure:
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }
 
 func levelFor(c connect.Code) slog.Level {
