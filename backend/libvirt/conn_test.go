@@ -3,7 +3,10 @@ package libvirt
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,4 +147,78 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestReconnectRereadsFilesNamedInURI: the provider caches no credential.
+// Every (re)dial hands libvirt the URI as configured, and libvirt reads the
+// files it names (keyfile, known_hosts, pkipath certificates) at connect
+// time, so a rotated Secret takes effect at the next reconnect. The test
+// driver's state file stands in for those files: changed on disk, its new
+// content is what the reconnected backend sees.
+func TestReconnectRereadsFilesNamedInURI(t *testing.T) {
+	t.Parallel()
+	orig, err := os.ReadFile("testdata/node.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "node.xml")
+	if err := os.WriteFile(file, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Hosts = []Host{{Zone: "z1", URI: "test://" + file}}
+	var uris []string
+	var mu sync.Mutex
+	b, err := newBackend(cfg, func(uri string) (*libvirt.Connect, error) {
+		mu.Lock()
+		uris = append(uris, uri)
+		mu.Unlock()
+		return libvirt.NewConnect(uri)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	h := b.hosts["z1"]
+	if got := bridgeName(t, h); got != "virbr0" {
+		t.Fatalf("bridge before rotation = %q", got)
+	}
+	rotated := strings.Replace(string(orig), `<bridge name="virbr0"/>`, `<bridge name="virbr9"/>`, 1)
+	if err := os.WriteFile(file, []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := h.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.drop(conn, "simulated loss")
+	h.release(conn)
+	waitFor(t, 5*time.Second, func() bool { return h.ready() == nil })
+	if got := bridgeName(t, h); got != "virbr9" {
+		t.Fatalf("bridge after reconnect = %q: the file was not re-read", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(uris) < 2 || uris[0] != uris[len(uris)-1] || uris[0] != "test://"+file {
+		t.Fatalf("dialled %q, want the configured URI each time", uris)
+	}
+}
+
+func bridgeName(t *testing.T, h *host) string {
+	t.Helper()
+	conn, err := h.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.release(conn)
+	net, err := conn.LookupNetworkByName("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Free()
+	name, err := net.GetBridgeName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
