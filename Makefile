@@ -68,7 +68,7 @@ test-integration: build env-up
 	source $(ENV_FILE) && BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) \
 		$(GO) test -count=1 -tags integration -timeout 30m ./test/integration/...
 
-test: gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration
+test: gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
