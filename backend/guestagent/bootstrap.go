@@ -107,9 +107,19 @@ func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []b
 }
 
 // waitAgent bounds WaitReady by AgentWait so a guest without an agent fails
-// with a clear message instead of eating the whole transition timeout.
+// with a clear message instead of eating the whole transition timeout. When
+// the caller's deadline comes sooner than AgentWait (a short transition
+// timeout), the wait ends a little before it (a tenth of what is left, at
+// most 5 s), so the failure still says the agent never answered rather than
+// only that the transition timed out.
 func (b *Bootstrapper) waitAgent(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, b.cfg.AgentWait)
+	wait := b.cfg.AgentWait
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left > 0 {
+			wait = min(wait, left-min(left/10, 5*time.Second))
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := b.c.WaitReady(wctx); err != nil {
 		if ctx.Err() != nil {

@@ -169,6 +169,25 @@ func TestConfigureNoAgent(t *testing.T) {
 	}
 }
 
+// TestConfigureNoAgentShortDeadline: a caller deadline sooner than
+// AgentWait still ends in the agent's own error, before that deadline.
+func TestConfigureNoAgentShortDeadline(t *testing.T) {
+	t.Parallel()
+	b, g, _ := newTestBootstrapper(t, BootstrapConfig{AgentWait: 2 * time.Minute})
+	g.override = func(string, json.RawMessage) ([]byte, error, bool) {
+		return nil, fmt.Errorf("Guest agent is not responding: %w", ErrAgentUnavailable), true
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err := b.Configure(ctx, cluster, []byte("blob"))
+	if err == nil || !strings.HasPrefix(err.Error(), "configure: guest agent did not answer within 18s") || !IsAgentUnavailable(err) {
+		t.Fatalf("err = %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the agent wait used up the caller's whole deadline")
+	}
+}
+
 func TestConfigureWriteErrorNamesStep(t *testing.T) {
 	t.Parallel()
 	b, g, _ := newTestBootstrapper(t, BootstrapConfig{})
