@@ -4,11 +4,15 @@
 SHELL := /bin/bash
 GO ?= go
 BUF := $(GO) tool -modfile=tools/go.mod buf
+# gotestsum prints go test's usual per-package lines and keeps every test
+# event in out/ for the closing summary (scripts/test-summary.sh).
+GOTEST = $(GO) tool -modfile=tools/go.mod gotestsum --format pkgname-and-test-fails \
+	--jsonfile out/gotest-$@.json --
 ENV_FILE := /run/bigfleet-libvirt-env/env
 export GOFLAGS := -buildvcs=false
 
 .PHONY: all build deps gen gen-check lint vet test test-unit test-integration \
-	test-browser test-polkit chart-check bench demo env-up env-down web web-check clean
+	test-reset test-browser test-polkit chart-check bench demo env-up env-down web web-check clean
 
 all: build
 
@@ -46,17 +50,20 @@ vet: deps
 	$(GO) vet ./...
 
 test-unit: deps
-	$(GO) test -count=1 ./...
+	@mkdir -p out
+	$(GOTEST) -count=1 ./...
 
 test-polkit:
-	@if [ -d deploy/host-setup/polkit ]; then node --test deploy/host-setup/polkit/; fi
+	@mkdir -p out
+	set -o pipefail; node --test --test-reporter=tap deploy/host-setup/polkit/ | tee out/polkit.tap
 
 chart-check:
 	@if [ -x test/chart/check.sh ]; then test/chart/check.sh; fi
 
 test-browser: build
 	@scripts/deps.sh browser
-	@if [ -d test/browser ]; then $(GO) test -count=1 -tags browser ./test/browser/...; fi
+	@mkdir -p out
+	$(GOTEST) -count=1 -tags browser ./test/browser/...
 
 env-up:
 	scripts/libvirt-env.sh up >/dev/null
@@ -65,10 +72,16 @@ env-down:
 	scripts/libvirt-env.sh down
 
 test-integration: build env-up
-	source $(ENV_FILE) && BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) \
-		$(GO) test -count=1 -tags integration -timeout 30m ./test/integration/...
+	@mkdir -p out
+	source $(ENV_FILE) && export BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) && \
+		$(GOTEST) -count=1 -tags integration -timeout 30m ./test/integration/...
 
-test: gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo
+test: test-reset gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo
+	@scripts/test-summary.sh
+
+# Results of an earlier run must not count in this run's summary.
+test-reset:
+	@rm -f out/gotest-*.json out/polkit.tap
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
