@@ -117,3 +117,29 @@ func (c *machinesCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+var hostUpDesc = prometheus.NewDesc("host_up",
+	"1 while the zone's libvirt host is connected, 0 while it is not (mutations there answer Unavailable).",
+	[]string{"zone"}, nil)
+
+// HostsUpFunc reports, per zone, whether its host is reachable right now.
+type HostsUpFunc func() map[string]bool
+
+// RegisterHostsUp adds the host_up gauge, read at scrape time.
+func (m *Metrics) RegisterHostsUp(up HostsUpFunc) {
+	m.Registry.MustRegister(hostsCollector{up: up})
+}
+
+type hostsCollector struct{ up HostsUpFunc }
+
+func (c hostsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hostUpDesc }
+
+func (c hostsCollector) Collect(ch chan<- prometheus.Metric) {
+	for zone, up := range c.up() {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(hostUpDesc, prometheus.GaugeValue, v, zone)
+	}
+}

@@ -239,8 +239,8 @@ func TestReadyz(t *testing.T) {
 		t.Fatalf("metrics log: %v", lines)
 	}
 	base := "http://" + lines[0]["metrics_addr"].(string)
-	for path, want := range map[string]string{"/readyz": "ok", "/healthz": "ok", "/metrics": `machines{state="SPECULATIVE",zone="zone-a"} 1`} {
-		res, err := http.Get(base + path)
+	for path, want := range map[string]string{"/readyz": "ok", "/healthz": "ok", "/metrics": `machines{state="SPECULATIVE",zone="zone-a"} 1`, "/metrics#hosts": `host_up{zone="zone-b"} 1`} {
+		res, err := http.Get(base + strings.Split(path, "#")[0])
 		if err != nil {
 			t.Fatal(err)
 		}

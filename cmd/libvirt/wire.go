@@ -135,3 +135,16 @@ func restoreFakeVMs(ctx context.Context, be backend.Backend, eng *lifecycle.Engi
 	}
 	return nil
 }
+
+// hostsUp reports each zone's host as up unless the backend says it is
+// unreachable right now (a backend without that notion is always up).
+func hostsUp(be backend.Backend) server.HostsUpFunc {
+	return func() map[string]bool {
+		zr, ok := be.(backend.ZoneReadiness)
+		out := make(map[string]bool, len(be.Zones()))
+		for _, z := range be.Zones() {
+			out[z] = !ok || zr.ZoneReady(z) == nil
+		}
+		return out
+	}
+}
