@@ -5,7 +5,7 @@ import (
 	"hash/crc32"
 )
 
-// A cursor is version(1) | instance id(8) | revision(8) | crc32(4). The instance id
+// A cursor is version(1) | store id(8) | revision(8) | crc32(4). The store id
 // makes a cursor from another store foreign; the checksum makes a mutated
 // cursor garbage. Both mean "no cursor": a full list, never an error.
 const (
@@ -15,10 +15,10 @@ const (
 
 var cursorTable = crc32.MakeTable(crc32.Castagnoli)
 
-func encodeCursor(instanceID, rev uint64) []byte {
+func encodeCursor(storeID, rev uint64) []byte {
 	b := make([]byte, cursorLen)
 	b[0] = cursorVersion
-	binary.BigEndian.PutUint64(b[1:9], instanceID)
+	binary.BigEndian.PutUint64(b[1:9], storeID)
 	binary.BigEndian.PutUint64(b[9:17], rev)
 	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[:17], cursorTable))
 	return b
@@ -26,14 +26,14 @@ func encodeCursor(instanceID, rev uint64) []byte {
 
 // decodeCursor returns the revision a cursor carries, or ok=false when the
 // cursor is absent, malformed, mutated or from another store.
-func decodeCursor(b []byte, instanceID uint64) (rev uint64, ok bool) {
+func decodeCursor(b []byte, storeID uint64) (rev uint64, ok bool) {
 	if len(b) != cursorLen || b[0] != cursorVersion {
 		return 0, false
 	}
 	if crc32.Checksum(b[:17], cursorTable) != binary.BigEndian.Uint32(b[17:]) {
 		return 0, false
 	}
-	if binary.BigEndian.Uint64(b[1:9]) != instanceID {
+	if binary.BigEndian.Uint64(b[1:9]) != storeID {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[9:17]), true

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -44,9 +43,9 @@ type Engine struct {
 	st  Store
 	be  backend.Backend
 	log *slog.Logger
-	// instanceID goes into cursors: revisions are numbered per process, so
-	// a cursor from another process (or store) must read as foreign.
-	instanceID uint64
+	// storeID goes into cursors: revisions are numbered per store (and
+	// survive restarts with it), so a cursor from another store is foreign.
+	storeID uint64
 
 	locks keyedMutex
 	idx   *index
@@ -83,7 +82,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, instanceID: newInstanceID(), marks: snap.Marks}
+	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: snap.Marks}
 	if e.marks == nil {
 		e.marks = make(map[MarkKey]Mark)
 	}
@@ -112,15 +111,17 @@ func (e *Engine) addSeed(ctx context.Context) error {
 	for len(missing) > 0 {
 		n := min(len(missing), 2048)
 		chunk := make([]Machine, n)
-		base := e.idx.nextRev()
 		for i, m := range missing[:n] {
 			c := m.edit()
 			c.State = Speculative
 			c.StateSince = now
-			c.Revision = base + uint64(i)
+			c.Revision = e.idx.reserve()
 			chunk[i] = c
 		}
 		if err := e.st.Commit(ctx, Batch{Machines: chunk}); err != nil {
+			for i := range chunk {
+				e.idx.abandon(chunk[i].Revision)
+			}
 			return fmt.Errorf("seed state: %w", err)
 		}
 		for i := range chunk {
@@ -180,13 +181,13 @@ func (e *Engine) List(_ context.Context, q ListQuery) (ListResult, error) {
 	if q.MaxResults < 0 {
 		return ListResult{}, errorf(CodeInvalid, "max_results must not be negative")
 	}
-	from, _ := decodeCursor(q.Since, e.instanceID)
+	from, _ := decodeCursor(q.Since, e.storeID)
 	ms, cursor := e.idx.list(from, q.States, q.MaxResults)
 	out := make([]Machine, len(ms))
 	for i, m := range ms {
 		out[i] = *m
 	}
-	return ListResult{Machines: out, Revision: encodeCursor(e.instanceID, cursor)}, nil
+	return ListResult{Machines: out, Revision: encodeCursor(e.storeID, cursor)}, nil
 }
 
 // Counts returns the number of machines per state and zone.
@@ -194,12 +195,6 @@ func (e *Engine) Counts() map[StateZone]int { return e.idx.countsCopy() }
 
 // Backend returns the substrate (for the admin API's host view).
 func (e *Engine) Backend() backend.Backend { return e.be }
-
-func newInstanceID() uint64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return binary.BigEndian.Uint64(b[:]) | 1
-}
 
 func newOperationID() string {
 	var b [16]byte

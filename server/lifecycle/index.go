@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,73 +21,100 @@ type logEntry struct {
 // index holds the published machine records and the revision log behind
 // incremental List.
 //
-// A record gets its revision when it is published (after its commit), under
-// the index lock, so revisions are handed out in publication order: when a
-// List returns cursor r, every record at or below r is already visible and
-// every later change gets a revision above r. That is what makes cursor
-// paging gap-free without ever hiding a machine from a full List.
-// Revisions are per process (cursors carry the engine's instance id), so a
-// restart turns old cursors into "no cursor": one full List.
+// Every change gets its revision before it is written to the store, so the
+// stored record carries its exact revision and cursors stay valid across
+// restarts. Commits finish in any order, but records are published strictly
+// in revision order (complete holds a finished one back until every lower
+// revision is published or abandoned). So a List never hides a machine — a
+// record whose new version is still being committed shows its old version —
+// and when it returns cursor r, every change at or below r is visible and
+// every later one gets a revision above r: paging has no gap and no
+// duplicate.
 type index struct {
 	mu       sync.RWMutex
 	byID     map[string]*Machine
 	log      []logEntry // sorted by rev; may hold superseded entries
 	stale    int        // superseded entries in log
-	counter  uint64     // highest published revision
+	counter  uint64     // highest reserved revision
+	visible  uint64     // every revision up to here is published or abandoned
+	pending  map[uint64]*pendingRev
 	counts   map[StateZone]int
 	watchers map[*watcher]struct{}
+}
+
+// pendingRev is a reserved revision waiting for its commit and for the
+// revisions below it.
+type pendingRev struct {
+	done      bool
+	m         *Machine // nil: abandoned (the commit failed)
+	published chan struct{}
 }
 
 func newIndex(machines []Machine) *index {
 	ix := &index{
 		byID:     make(map[string]*Machine, len(machines)),
 		log:      make([]logEntry, 0, len(machines)),
+		pending:  make(map[uint64]*pendingRev),
 		counts:   make(map[StateZone]int),
 		watchers: make(map[*watcher]struct{}),
 	}
-	// Keep the previous run's order (by its revisions, then ids),
-	// renumbered from 1.
-	slices.SortFunc(machines, func(a, b Machine) int {
-		switch {
-		case a.Revision < b.Revision:
-			return -1
-		case a.Revision > b.Revision:
-			return 1
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 	for i := range machines {
 		m := &machines[i]
-		ix.counter++
-		m.Revision = ix.counter
 		ix.byID[m.ID] = m
 		ix.log = append(ix.log, logEntry{m.Revision, m.ID})
+		ix.counter = max(ix.counter, m.Revision)
 		ix.counts[StateZone{m.State, m.Zone}]++
 	}
+	ix.visible = ix.counter
+	slices.SortFunc(ix.log, func(a, b logEntry) int {
+		if c := cmp.Compare(a.rev, b.rev); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
 	return ix
 }
 
-// nextRev is the revision the next publication will probably get. It is
-// only stored so a restart can keep the list order; cursors never use it.
-func (ix *index) nextRev() uint64 {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.counter + 1
-}
-
-func (ix *index) get(id string) (*Machine, bool) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	m, ok := ix.byID[id]
-	return m, ok
-}
-
-// publish makes a committed record visible and gives it the next revision.
-func (ix *index) publish(m *Machine) {
+// reserve hands out the next revision for a record about to be committed.
+// Every reservation must be completed (publish or abandon), or publication
+// stops at it.
+func (ix *index) reserve() uint64 {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.counter++
-	m.Revision = ix.counter
+	ix.pending[ix.counter] = &pendingRev{published: make(chan struct{})}
+	return ix.counter
+}
+
+// publish makes a committed record (carrying a reserved revision) visible,
+// once every lower revision is; it returns when m is visible.
+func (ix *index) publish(m *Machine) { ix.complete(m.Revision, m) }
+
+// abandon releases a revision whose commit failed.
+func (ix *index) abandon(rev uint64) { ix.complete(rev, nil) }
+
+func (ix *index) complete(rev uint64, m *Machine) {
+	ix.mu.Lock()
+	p := ix.pending[rev]
+	p.done, p.m = true, m
+	for {
+		next, ok := ix.pending[ix.visible+1]
+		if !ok || !next.done {
+			break
+		}
+		ix.visible++
+		delete(ix.pending, ix.visible)
+		if next.m != nil {
+			ix.apply(next.m)
+		}
+		close(next.published)
+	}
+	ix.mu.Unlock()
+	<-p.published
+}
+
+// apply installs a record; ix.mu is held.
+func (ix *index) apply(m *Machine) {
 	if old, ok := ix.byID[m.ID]; ok {
 		ix.stale++
 		ix.counts[StateZone{old.State, old.Zone}]--
@@ -98,6 +126,13 @@ func (ix *index) publish(m *Machine) {
 		ix.compact()
 	}
 	ix.notify(m)
+}
+
+func (ix *index) get(id string) (*Machine, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	m, ok := ix.byID[id]
+	return m, ok
 }
 
 // compact drops superseded log entries in one linear pass.
@@ -117,7 +152,7 @@ func (ix *index) compact() {
 func (ix *index) list(from uint64, states []State, limit int) (out []*Machine, cursor uint64) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	upto := ix.counter
+	upto := ix.visible
 	if from > upto {
 		from = 0 // a cursor from the future can only be corrupt: full list
 	}

@@ -3,9 +3,11 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestPagingNoGapNoDuplicate(t *testing.T) {
@@ -82,20 +84,28 @@ func TestDeltaAndGarbageCursors(t *testing.T) {
 	}
 }
 
-// Revisions are numbered per process: a cursor from before a restart is
-// foreign and means "no cursor" (a full list), never a gap.
-func TestCursorAfterRestartIsAFullList(t *testing.T) {
+// Revisions are stored with the records, so a cursor stays valid across a
+// restart on the same store: nothing changed → empty delta; one change →
+// exactly that machine.
+func TestCursorSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 5)
+	f.toIdle("m001")
 	full, _ := f.e.List(t.Context(), ListQuery{})
 	f.e.Close()
 	f.start(5)
 	l, _ := f.e.List(t.Context(), ListQuery{Since: full.Revision})
-	if len(l.Machines) != 5 {
-		t.Fatalf("old cursor after restart: %d machines, want the full list", len(l.Machines))
+	if len(l.Machines) != 0 {
+		t.Fatalf("restart with no change: delta has %d machines", len(l.Machines))
 	}
-	if got, want := ids(l.Machines), ids(full.Machines); got != want {
+	again, _ := f.e.List(t.Context(), ListQuery{})
+	if got, want := ids(again.Machines), ids(full.Machines); got != want {
 		t.Fatalf("restart changed the list order:\n%s\n%s", got, want)
+	}
+	f.toIdle("m002")
+	l, _ = f.e.List(t.Context(), ListQuery{Since: full.Revision})
+	if len(l.Machines) != 1 || l.Machines[0].ID != "m002" {
+		t.Fatalf("delta after restart: %v", ids(l.Machines))
 	}
 }
 
@@ -166,4 +176,70 @@ func FuzzValidateConfigure(f *testing.F) {
 		}
 		_ = context.Background
 	})
+}
+
+// jitterStore finishes commits after a random delay, so concurrent commits
+// complete out of revision order, as group commits may.
+type jitterStore struct{ *memStore }
+
+func (s jitterStore) Commit(ctx context.Context, b Batch) error {
+	time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+	return s.memStore.Commit(ctx, b)
+}
+
+// TestCursorsFollowOutOfOrderCommits: while commits finish out of order, a
+// client following the fleet with since_revision misses no change: once
+// the churn stops and it catches up, it holds every machine's final
+// version; and a full List always has every machine.
+func TestCursorsFollowOutOfOrderCommits(t *testing.T) {
+	t.Parallel()
+	st := jitterStore{newMemStore()}
+	e, err := New(Config{Provider: "test", Seed: seed(40)}, st, newTestBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start(t.Context())
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			id := fmt.Sprintf("m%03d", i)
+			for ctx.Err() == nil {
+				e.Create(ctx, CreateRequest{MachineID: id})
+				e.Delete(ctx, DeleteRequest{MachineID: id})
+			}
+		})
+	}
+	seen := map[string]uint64{}
+	var cursor []byte
+	follow := func() {
+		page, err := e.List(t.Context(), ListQuery{Since: cursor, MaxResults: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Machines {
+			seen[m.ID] = m.Revision
+		}
+		cursor = page.Revision
+	}
+	for ctx.Err() == nil {
+		follow()
+		if l, _ := e.List(t.Context(), ListQuery{}); len(l.Machines) != 40 {
+			t.Fatalf("full list has %d machines, want 40", len(l.Machines))
+		}
+	}
+	wg.Wait()
+	e.Close() // no more completions
+	for range 100 {
+		follow()
+	}
+	for i := range 40 {
+		id := fmt.Sprintf("m%03d", i)
+		m, _ := e.Get(t.Context(), id)
+		if seen[id] != m.Revision {
+			t.Fatalf("%s: follower has revision %d, machine is at %d: a change was skipped", id, seen[id], m.Revision)
+		}
+	}
 }

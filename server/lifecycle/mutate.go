@@ -196,12 +196,15 @@ func (e *Engine) commit(ctx context.Context, id, shard string, mark *Mark, next 
 		b.Marks = map[MarkKey]Mark{{ShardID: shard, MachineID: id}: *mark}
 	}
 	if next != nil {
-		next.Revision = e.idx.nextRev()
+		next.Revision = e.idx.reserve()
 		b.Machines = []Machine{*next}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := e.st.Commit(cctx, b); err != nil {
+		if next != nil {
+			e.idx.abandon(next.Revision)
+		}
 		e.log.Error("store commit failed", "machine", id, "err", err)
 		return errorf(CodeUnavailable, "cannot persist the change: store unavailable")
 	}

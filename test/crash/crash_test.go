@@ -182,6 +182,7 @@ func TestSIGKILLLosesNothingAccepted(t *testing.T) {
 			}
 		}
 		ids := freeMachines(t, p, workers)
+		before := mustList(t, p).Revision // a cursor issued before the churn and the kill
 		lasts := make([]acked, len(ids))
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -200,6 +201,24 @@ func TestSIGKILLLosesNothingAccepted(t *testing.T) {
 		}
 		for i, id := range ids {
 			checkAcked(t, q, id, lasts[i])
+		}
+		// The pre-kill cursor is still valid: its delta has every machine
+		// with an acknowledged change, and nothing that did not change.
+		delta, err := q.list(t.Context(), before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := map[string]bool{}
+		for _, m := range delta.Machines {
+			changed[m.Id] = true
+		}
+		for i, id := range ids {
+			if lasts[i].method != "" && !changed[id] {
+				t.Errorf("round %d: delta from a pre-kill cursor lacks %s (acked %s)", round, id, lasts[i].method)
+			}
+		}
+		if len(delta.Machines) >= seed {
+			t.Errorf("round %d: delta from a pre-kill cursor is the full list (%d machines): the cursor did not survive", round, len(delta.Machines))
 		}
 		q.kill()
 	}
