@@ -199,9 +199,7 @@ func (e *Engine) commit(ctx context.Context, id, shard string, mark *Mark, next 
 		next.Revision = e.idx.reserve()
 		b.Machines = []Machine{*next}
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := e.st.Commit(cctx, b); err != nil {
+	if err := e.durable(ctx, b); err != nil {
 		if next != nil {
 			e.idx.abandon(next.Revision)
 		}
@@ -215,6 +213,20 @@ func (e *Engine) commit(ctx context.Context, id, shard string, mark *Mark, next 
 		e.idx.publish(next)
 	}
 	return nil
+}
+
+// durable commits b, turning a panicking store into an error: a reserved
+// revision must always be published or abandoned, or publication of every
+// later one would wait behind it forever.
+func (e *Engine) durable(ctx context.Context, b Batch) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store panicked: %v", p)
+		}
+	}()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return e.st.Commit(cctx, b)
 }
 
 func (e *Engine) zoneReady(zone string) *Error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -90,5 +91,44 @@ func TestCloseDuringMutations(t *testing.T) {
 		if m.State.transitional() {
 			f.waitState(m.ID, map[State]State{Creating: Idle, Deleting: Speculative}[m.State])
 		}
+	}
+}
+
+type panickyStore struct {
+	*memStore
+	panicNext atomic.Bool
+}
+
+func (s *panickyStore) Commit(ctx context.Context, b Batch) error {
+	if s.panicNext.Swap(false) {
+		panic("disk controller on fire")
+	}
+	return s.memStore.Commit(ctx, b)
+}
+
+// A store that panics costs that one mutation (Unavailable), never the
+// publication of every later change.
+func TestStorePanicDoesNotStallPublication(t *testing.T) {
+	t.Parallel()
+	st := &panickyStore{memStore: newMemStore()}
+	e, err := New(Config{Provider: "test", Seed: seed(2)}, st, newTestBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start(t.Context())
+	defer e.Close()
+	st.panicNext.Store(true)
+	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); codeOf(err) != CodeUnavailable {
+		t.Fatalf("create through a panicking store: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := e.Create(context.Background(), CreateRequest{MachineID: "m001"}); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a later mutation waits forever behind the failed one")
 	}
 }
