@@ -52,6 +52,9 @@ type config struct {
 	DrainTimeout      time.Duration // --drain-timeout
 	DeleteTimeout     time.Duration // --delete-timeout
 	ShutdownTimeout   time.Duration // --shutdown-timeout
+	AgentTimeout      time.Duration // --agent-timeout
+	AgentWait         time.Duration // --agent-wait
+	DrainMargin       time.Duration // --drain-margin
 
 	LogLevel   string // --log-level
 	LogFormat  string // --log-format
@@ -102,6 +105,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 15*time.Minute, "a Drain not finished within this goes FAILED")
 	fs.DurationVar(&c.DeleteTimeout, "delete-timeout", 10*time.Minute, "a Delete not finished within this goes FAILED")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs may take to finish")
+	fs.DurationVar(&c.AgentTimeout, "agent-timeout", 10*time.Second, "libvirt: bound on every single guest-agent command")
+	fs.DurationVar(&c.AgentWait, "agent-wait", 2*time.Minute, "libvirt: how long Configure waits for the guest agent's first answer")
+	fs.DurationVar(&c.DrainMargin, "drain-margin", 30*time.Second, "libvirt: time past the grace period before a drain hook is abandoned for the forced mode (also the forced mode's budget)")
 
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
@@ -138,6 +144,7 @@ func (c *config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"--create-timeout": c.CreateTimeout, "--configure-timeout": c.ConfigureTimeout,
 		"--drain-timeout": c.DrainTimeout, "--delete-timeout": c.DeleteTimeout,
+		"--agent-timeout": c.AgentTimeout, "--agent-wait": c.AgentWait, "--drain-margin": c.DrainMargin,
 	} {
 		if d <= 0 {
 			bad("%s must be positive (got %v)", name, d)

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
 )
 
 // openLibvirt builds the libvirt backend from the flags: --connect (a bare
 // URI for --default-zone, or zone=uri,...), --provider, --image,
-// --storage-pool, --network, --base-user-data and --kernel/--initrd/--cmdline.
+// --storage-pool, --network, --base-user-data, --kernel/--initrd/--cmdline
+// and the guest-agent bounds (--agent-timeout, --agent-wait, --drain-margin).
 // Weak transports and malformed host lists are refused here, naming the
 // flag; a host that is down is not: it is retried in the background and
 // its zone reports unavailable until it answers.
@@ -31,6 +33,11 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		Kernel:       cfg.Kernel,
 		Initrd:       cfg.Initrd,
 		Cmdline:      cfg.Cmdline,
+		AgentTimeout: cfg.AgentTimeout,
+		Bootstrap: guestagent.BootstrapConfig{
+			AgentWait:   cfg.AgentWait,
+			DrainMargin: cfg.DrainMargin,
+		},
 		// openBackend does not hand its logger down; this one has the same
 		// level, format and destination (stderr).
 		Logger: log.With(slog.String("component", "libvirt")),
