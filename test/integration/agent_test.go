@@ -150,10 +150,11 @@ func TestConfigureWithoutAgent(t *testing.T) {
 	e := loadEnv(t)
 	const name = "it-noagent"
 	const timeout = 25 * time.Second
+	const agentWait = 10 * time.Second
 	sweepAtEnd(t, e, name)
 	p := startProvider(t, e, provCfg{Name: name, State: filepath.Join(t.TempDir(), "state.db"), Slots: 1,
 		Metrics: true, Cmdline: "console=ttyS0 panic=-1 quiet bigfleet.noagent=1",
-		Args: []string{"--configure-timeout=" + timeout.String()}})
+		Args: []string{"--configure-timeout=" + timeout.String(), "--agent-wait=" + agentWait.String()}})
 	id := p.ids(t)[0]
 	createIdle(t, p, id)
 	blob := newSecretBlob(t)
@@ -165,8 +166,9 @@ func TestConfigureWithoutAgent(t *testing.T) {
 	if m.GetState() != stFailed || !strings.Contains(m.GetLastError(), "agent") {
 		t.Fatalf("no agent: %s %q, want FAILED with a message about the guest agent", m.GetState(), m.GetLastError())
 	}
-	if took >= timeout {
-		t.Fatalf("no agent: FAILED after %s, want within the %s configure timeout", took, timeout)
+	if took >= timeout || !strings.Contains(m.GetLastError(), "did not answer within "+agentWait.String()) {
+		t.Fatalf("no agent: FAILED after %s (%q), want at the %s --agent-wait, within the %s configure timeout",
+			took, m.GetLastError(), agentWait, timeout)
 	}
 	assertUnbound(t, e, name, id)
 	assertNoLeak(t, p, blob)
@@ -186,7 +188,7 @@ func TestReadinessAndDrainEscalation(t *testing.T) {
 	const name = "it-ready"
 	sweepAtEnd(t, e, name)
 	p := startProvider(t, e, provCfg{Name: name, State: filepath.Join(t.TempDir(), "state.db"), Slots: 1,
-		Metrics: true, Args: []string{"--configure-timeout=3m", "--drain-timeout=2m"}})
+		Metrics: true, Args: []string{"--configure-timeout=3m", "--drain-timeout=2m", "--drain-margin=8s"}})
 	id := p.ids(t)[0]
 	createIdle(t, p, id)
 	domain := libvirt.DomainName(name, id)
@@ -236,7 +238,7 @@ func TestReadinessAndDrainEscalation(t *testing.T) {
 	p.accept(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "drainhang", BootstrapBlob: blobs[1].blob})
 	p.awaitOneOf(t, id, 2*time.Minute, stConfigured)
 	const grace = 3 * time.Second
-	margin := 30 * time.Second // guestagent.DefaultDrainMargin: the CLI does not change it
+	const margin = 8 * time.Second // --drain-margin above
 	t0 = time.Now()
 	p.accept(t, "Drain", &pb.DrainRequest{MachineId: id, GracePeriodSeconds: int64(grace / time.Second)})
 	m, seen = p.awaitOneOf(t, id, grace+margin+20*time.Second, stIdle, stFailed)
@@ -245,7 +247,7 @@ func TestReadinessAndDrainEscalation(t *testing.T) {
 	if m.GetState() != stIdle || seen[0] != stDraining {
 		t.Fatalf("hanging drain hook: %s %q (seen %v), want DRAINING then IDLE", m.GetState(), m.GetLastError(), seen)
 	}
-	if took > grace+margin+10*time.Second {
+	if took < grace+margin || took > grace+margin+10*time.Second {
 		t.Fatalf("hanging drain hook: IDLE after %s, want within grace %s + margin %s", took, grace, margin)
 	}
 	if !logLine(p, "graceful drain gave up; forcing", "cluster=drainhang") {
