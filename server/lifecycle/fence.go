@@ -1,5 +1,7 @@
 package lifecycle
 
+import "maps"
+
 // newer reports whether token (e, s) is strictly newer than the mark,
 // comparing (epoch, sequence) lexicographically. Plain comparisons: no
 // arithmetic, so int64 max values cannot overflow.
@@ -37,9 +39,5 @@ func (e *Engine) setMark(machineID, shardID string, m Mark) {
 func (e *Engine) Marks() map[MarkKey]Mark {
 	e.marksMu.RLock()
 	defer e.marksMu.RUnlock()
-	out := make(map[MarkKey]Mark, len(e.marks))
-	for k, v := range e.marks {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(e.marks)
 }

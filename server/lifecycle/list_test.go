@@ -163,8 +163,6 @@ func FuzzDecodeCursor(f *testing.F) {
 func FuzzValidateConfigure(f *testing.F) {
 	f.Add("m", "c", []byte("blob"), "k", "v", "s", int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, id, cluster string, blob []byte, k, v, shard string, e, s int64) {
-		fx := &Engine{}
-		_ = fx
 		r := ConfigureRequest{MachineID: id, ClusterID: cluster, BootstrapBlob: blob,
 			ShardMetadata: map[string]string{k: v}, Token: Token{ShardID: shard, Epoch: e, Sequence: s}}
 		err := firstErr(validateID(r.MachineID), validateToken(r.Token), validateConfigure(r))
@@ -174,7 +172,6 @@ func FuzzValidateConfigure(f *testing.F) {
 		if err == nil && (id == "" || cluster == "" || (shard != "" && (e < 0 || s < 0))) {
 			t.Fatal("invalid request passed validation")
 		}
-		_ = context.Background
 	})
 }
 

@@ -27,6 +27,9 @@ func (e *Engine) launch(m *Machine, blob []byte) {
 // backend returns later is discarded by finish (the operation is no longer
 // current).
 func (e *Engine) run(m Machine, blob []byte) {
+	// The budget is measured from here: a transition resumed after a
+	// restart gets a fresh deadline, and its timeout message must say so.
+	budget := roundBudget(m.OpDeadline.Sub(e.cfg.Now()))
 	ctx, cancel := context.WithDeadline(e.bgCtx, m.OpDeadline)
 	defer cancel()
 	done := make(chan result, 1)
@@ -41,14 +44,22 @@ func (e *Engine) run(m Machine, blob []byte) {
 		if e.bgCtx.Err() != nil {
 			return
 		}
-		timeout := m.OpDeadline.Sub(m.History[len(m.History)-1].Started).Round(time.Second)
-		e.finish(m, result{err: &timeoutError{kind: m.OpKind, after: timeout}})
+		e.finish(m, result{err: &timeoutError{kind: m.OpKind, after: budget}})
 	}
 }
 
 type timeoutError struct {
 	kind  OpKind
 	after time.Duration
+}
+
+// roundBudget keeps timeout messages readable: whole seconds, or whole
+// milliseconds for sub-second budgets (tests).
+func roundBudget(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }
 
 func (t *timeoutError) Error() string {
