@@ -93,8 +93,15 @@ func (o observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 }
 
 func (o observer) record(ctx context.Context, method string, peer connect.Peer, id string, err error, d time.Duration) {
-	code := "ok"
-	level := okLevel(method)
+	code, level := "ok", okLevel(method)
+	if err != nil {
+		c := connect.CodeOf(err)
+		code, level = c.String(), levelFor(c)
+	}
+	o.metrics.observeRPC(method, code, d)
+	if !o.log.Enabled(ctx, level) {
+		return // polled reads at info level: skip building the line at all
+	}
 	attrs := []slog.Attr{
 		slog.String("method", method),
 		slog.String("request_id", id),
@@ -103,14 +110,10 @@ func (o observer) record(ctx context.Context, method string, peer connect.Peer, 
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 	}
 	if err != nil {
-		c := connect.CodeOf(err)
-		code = c.String()
-		level = levelFor(c)
 		// Engine messages name ids and states, never blob or metadata values.
 		attrs = append(attrs, slog.String("error", errorMessage(err)))
 	}
 	attrs = append(attrs, slog.String("code", code))
-	o.metrics.observeRPC(method, code, d)
 	o.log.LogAttrs(ctx, level, "rpc", attrs...)
 }
 
