@@ -96,6 +96,10 @@ type HostStatus struct {
 	PoolCapacity      uint64
 	PoolAllocation    uint64
 	DomainCount       int
+	// DomainType is what the host's guests run under ("kvm", "qemu"), ""
+	// until it connected; DomainTypeNote says why auto fell back to qemu.
+	DomainType     string
+	DomainTypeNote string
 }
 
 // Backend carries out transitions on a substrate. Every method is safe for
@@ -130,4 +134,11 @@ type Backend interface {
 // mutation (Unavailable) for a zone whose host reports an error.
 type ZoneReadiness interface {
 	ZoneReady(zone string) error
+}
+
+// DomainTyper is implemented by backends whose hosts run guests under a
+// chosen accelerator; DomainType is cheap (no RPC) and "" for a zone whose
+// host has not connected yet.
+type DomainTyper interface {
+	DomainType(zone string) string
 }

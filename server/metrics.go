@@ -143,3 +143,27 @@ func (c hostsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(hostUpDesc, prometheus.GaugeValue, v, zone)
 	}
 }
+
+var hostDomainTypeDesc = prometheus.NewDesc("host_domain_type",
+	"1 for the domain type (type label: kvm, or qemu for TCG) the zone's host runs new guests under; absent until the host connected.",
+	[]string{"zone", "type"}, nil)
+
+// DomainTypesFunc reports, per zone, the domain type its host uses ("" unknown).
+type DomainTypesFunc func() map[string]string
+
+// RegisterHostDomainTypes adds the host_domain_type gauge, read at scrape time.
+func (m *Metrics) RegisterHostDomainTypes(f DomainTypesFunc) {
+	m.Registry.MustRegister(domainTypesCollector{f: f})
+}
+
+type domainTypesCollector struct{ f DomainTypesFunc }
+
+func (c domainTypesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hostDomainTypeDesc }
+
+func (c domainTypesCollector) Collect(ch chan<- prometheus.Metric) {
+	for zone, typ := range c.f() {
+		if typ != "" {
+			ch <- prometheus.MustNewConstMetric(hostDomainTypeDesc, prometheus.GaugeValue, 1, zone, typ)
+		}
+	}
+}

@@ -40,7 +40,9 @@ func (c *Client) WaitReady(ctx context.Context) error {
 		waited = waited.Round(time.Second)
 	}
 	return &unavailableError{
-		msg: fmt.Sprintf("guest agent did not answer within %s (is qemu-guest-agent running on the %s channel?): last error: %v",
+		msg: fmt.Sprintf("guest agent did not answer within %s: the guest may not have booted "+
+			"(a KVM guest under nested virtualisation without vmx never does; see --domain-type), "+
+			"or qemu-guest-agent is not running on the %s channel; last error: %v",
 			waited, ChannelName, last),
 		cause: last,
 	}

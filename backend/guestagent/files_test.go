@@ -141,7 +141,7 @@ func TestWaitReadyNoAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	err := c.WaitReady(ctx)
-	if err == nil || !strings.HasPrefix(err.Error(), "guest agent did not answer within 30s") {
+	if err == nil || !strings.HasPrefix(err.Error(), "guest agent did not answer within 30s: the guest may not have booted") {
 		t.Fatalf("err = %v", err)
 	}
 	if !IsAgentUnavailable(err) || !strings.Contains(err.Error(), "not connected") {

@@ -27,6 +27,7 @@ type Backend struct {
 var (
 	_ backend.Backend       = (*Backend)(nil)
 	_ backend.ZoneReadiness = (*Backend)(nil)
+	_ backend.DomainTyper   = (*Backend)(nil)
 )
 
 // StartupWait bounds how long New waits for the first dial of every host,
@@ -45,7 +46,8 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	b := &Backend{cfg: cfg, log: cfg.Logger.With("component", "libvirt"), hosts: map[string]*host{}}
+	// The caller's logger already names the component.
+	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}}
 	b.cfg.Logger = b.log
 	startEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
@@ -79,6 +81,16 @@ func (b *Backend) ZoneReady(zone string) error {
 		return err
 	}
 	return h.ready()
+}
+
+// DomainType reports the domain type the zone's host runs guests under ("" while
+// it has not connected).
+func (b *Backend) DomainType(zone string) string {
+	h, err := b.host(zone)
+	if err != nil {
+		return ""
+	}
+	return h.domainType().Type
 }
 
 // Close stops reconnecting and closes every connection.
@@ -195,7 +207,7 @@ func writeMetadata(dom *libvirt.Domain, md Metadata) error {
 func waitRunning(ctx context.Context, dom *libvirt.Domain) error {
 	delay := 20 * time.Millisecond
 	for {
-		st, _, err := dom.GetState()
+		st, reason, err := dom.GetState()
 		if err != nil {
 			return err
 		}
@@ -203,7 +215,7 @@ func waitRunning(ctx context.Context, dom *libvirt.Domain) error {
 			return nil
 		}
 		if st == libvirt.DOMAIN_SHUTOFF || st == libvirt.DOMAIN_CRASHED {
-			return fmt.Errorf("domain stopped while starting (state %d)", st)
+			return fmt.Errorf("domain stopped while starting (%s)", stopReason(st, reason))
 		}
 		select {
 		case <-ctx.Done():
@@ -212,4 +224,22 @@ func waitRunning(ctx context.Context, dom *libvirt.Domain) error {
 		}
 		delay = min(delay*2, time.Second)
 	}
+}
+
+// stopReason names why a domain is off, in libvirt's words.
+func stopReason(st libvirt.DomainState, reason int) string {
+	if st == libvirt.DOMAIN_CRASHED {
+		return "crashed"
+	}
+	switch libvirt.DomainShutoffReason(reason) {
+	case libvirt.DOMAIN_SHUTOFF_FAILED:
+		return "shut off: failed to start"
+	case libvirt.DOMAIN_SHUTOFF_CRASHED:
+		return "shut off: crashed"
+	case libvirt.DOMAIN_SHUTOFF_SHUTDOWN:
+		return "shut off: the guest powered off"
+	case libvirt.DOMAIN_SHUTOFF_DESTROYED:
+		return "shut off: destroyed"
+	}
+	return fmt.Sprintf("shut off, reason %d", reason)
 }

@@ -49,6 +49,9 @@ type Config struct {
 	// Direct kernel boot (--kernel, --initrd, --cmdline): paths on the host.
 	Kernel, Initrd, Cmdline string
 
+	// DomainType (--domain-type): auto, kvm or qemu; "" means auto.
+	DomainType string
+
 	// AgentTimeout bounds every guest-agent command; Bootstrap tunes the
 	// hooks (zero fields take guestagent's defaults).
 	AgentTimeout time.Duration
@@ -117,6 +120,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.Initrd != "" || c.Cmdline != "") && c.Kernel == "" {
 		errs = append(errs, errors.New("--initrd/--cmdline: need --kernel"))
+	}
+	if err := ValidDomainType(c.DomainType); err != nil {
+		errs = append(errs, err)
 	}
 	if c.BaseUserData != "" {
 		if err := checkUserData(c.BaseUserData); err != nil {

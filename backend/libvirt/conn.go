@@ -49,7 +49,7 @@ type host struct {
 
 	mu      sync.Mutex
 	conn    *libvirt.Connect // nil while down
-	domType string           // domain type for x86_64 guests, read on connect
+	choice  typeChoice       // domain type for guests, chosen on connect
 	lastErr string
 	since   time.Time // when it last went up or down
 	closed  bool
@@ -138,17 +138,58 @@ func (h *host) connect() error {
 	}); err != nil {
 		h.log.Debug("libvirt close callback not registered", "err", scrub(err, h.uri))
 	}
-	domType := pickDomainType(conn)
+	choice, err := h.chooseType(conn)
+	if err != nil {
+		// A host whose capabilities cannot be read, or that cannot run
+		// the domain type asked for, is not usable: every Create would
+		// fail with a misleading error. Keep it down and say why.
+		closeConn(conn)
+		err = scrub(err, h.uri)
+		if h.setDown(err.Error()) {
+			h.log.Warn("libvirt host refused", "err", err)
+		}
+		return err
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		closeConn(conn)
 		return nil
 	}
-	h.conn, h.domType, h.lastErr, h.since = conn, domType, "", time.Now()
+	h.conn, h.choice, h.lastErr, h.since = conn, choice, "", time.Now()
 	h.mu.Unlock()
-	h.log.Info("libvirt host connected", "domain_type", domType)
+	if choice.Fallback != "" {
+		h.log.Warn("kvm is offered but QEMU cannot use it; guests on this host run in qemu (TCG)",
+			"domain_type", choice.Type, "reason", choice.Fallback)
+	}
+	h.log.Info("libvirt host connected", "domain_type", choice.Type)
 	return nil
+}
+
+// chooseType reads the capabilities and applies --domain-type.
+func (h *host) chooseType(conn *libvirt.Connect) (typeChoice, error) {
+	caps, err := readCaps(conn)
+	if err != nil {
+		return typeChoice{}, err
+	}
+	return decideDomainType(h.cfg.DomainType, offeredTypes(caps), func() error {
+		return probeKVM(conn, h.cfg.Provider)
+	})
+}
+
+// fallBackToQEMU switches an auto host to qemu (TCG) after a start failed
+// because QEMU could not use KVM; it reports whether it switched (false
+// when the type was chosen explicitly or is already qemu).
+func (h *host) fallBackToQEMU(reason string) bool {
+	h.mu.Lock()
+	if h.cfg.DomainType == DomainTypeKVM || h.cfg.DomainType == DomainTypeQEMU || h.choice.Type != DomainTypeKVM {
+		h.mu.Unlock()
+		return false
+	}
+	h.choice = typeChoice{Type: DomainTypeQEMU, Fallback: reason}
+	h.mu.Unlock()
+	h.log.Warn("a kvm guest could not start; this host now runs guests in qemu (TCG)", "reason", reason)
+	return true
 }
 
 // setDown records why the host is down; it reports whether that is news
@@ -237,10 +278,10 @@ func (h *host) ready() error {
 	return nil
 }
 
-func (h *host) domainType() string {
+func (h *host) domainType() typeChoice {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.domType
+	return h.choice
 }
 
 // close stops the loop and closes the connection.

@@ -123,14 +123,32 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	if err := a.step("define domain", err); err != nil {
 		return err
 	}
-	err = dom.Create()
+	err = b.start(a, h, dom, spec, overlay, seed)
 	if err == nil {
 		a.undo.push("destroy domain", func() error { return onDomain(a.conn, a.name, destroy) })
 	}
 	if err := a.step("start domain", err); err != nil {
 		return err
 	}
-	return a.step("wait running", waitRunning(a.ctx, dom))
+	return a.step("wait running", h.explainStop(a.name, waitRunning(a.ctx, dom)))
+}
+
+// start starts the defined domain. Under --domain-type=auto, a kvm guest
+// that QEMU cannot start because it cannot use KVM switches the host to
+// qemu (TCG), and the domain is redefined and started again: the Create
+// goes on rather than failing. Any start failure carries the last error
+// line of the domain's QEMU log when the host is local.
+func (b *Backend) start(a *attempt, h *host, dom *libvirt.Domain, spec backend.MachineSpec, overlay, seed string) error {
+	err := dom.Create()
+	if err == nil || !isKVMUnusable(err) || !h.fallBackToQEMU(message(err)) {
+		return h.explainStart(a.name, err)
+	}
+	again, err := b.define(h, a.conn, a.name, spec, overlay, seed)
+	if err != nil {
+		return fmt.Errorf("redefine as qemu after kvm failed: %w", err)
+	}
+	defer again.Free()
+	return h.explainStart(a.name, again.Create())
 }
 
 // buildVolumes makes (or reuses) the overlay and the optional seed and
@@ -173,12 +191,8 @@ func (b *Backend) define(h *host, conn *libvirt.Connect, name string, spec backe
 	if err != nil {
 		return nil, err
 	}
-	domType := h.domainType()
-	if domType == "" {
-		return nil, errors.New("host capabilities offer no x86_64 hvm domain type")
-	}
 	x, err := buildDomain(domainParams{
-		Name: name, Type: domType, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
+		Name: name, Type: h.domainType().Type, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
 		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, Network: b.cfg.Network,
 		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Metadata: md,
 	}).Marshal()

@@ -1,9 +1,6 @@
 package libvirt
 
 import (
-	"slices"
-
-	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 )
 
@@ -101,47 +98,3 @@ func ptySource() *libvirtxml.DomainChardevSource {
 }
 
 func uintp(v uint) *uint { return &v }
-
-// pickDomainType chooses the domain type for hvm guests from the host's
-// capabilities: kvm when offered for x86_64 (production hosts), else qemu
-// (software TCG, as on hosts without /dev/kvm), else whatever the driver
-// offers (the test driver's "test", which lists only i686). "" if the
-// capabilities are unreadable or offer no hvm guest.
-func pickDomainType(conn *libvirt.Connect) string {
-	s, err := conn.GetCapabilities()
-	if err != nil {
-		return ""
-	}
-	var caps libvirtxml.Caps
-	if err := caps.Unmarshal(s); err != nil {
-		return ""
-	}
-	return domainTypeFrom(&caps)
-}
-
-func domainTypeFrom(caps *libvirtxml.Caps) string {
-	offered := func(arch string) []string {
-		var types []string
-		for _, g := range caps.Guests {
-			if g.OSType == "hvm" && (arch == "" || g.Arch.Name == arch) {
-				for _, d := range g.Arch.Domains {
-					types = append(types, d.Type)
-				}
-			}
-		}
-		return types
-	}
-	types := offered("x86_64")
-	for _, want := range []string{"kvm", "qemu"} {
-		if slices.Contains(types, want) {
-			return want
-		}
-	}
-	if len(types) == 0 {
-		types = offered("")
-	}
-	if len(types) == 0 {
-		return ""
-	}
-	return types[0]
-}

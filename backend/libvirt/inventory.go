@@ -135,7 +135,8 @@ func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
 func (h *host) baseStatus() backend.HostStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return backend.HostStatus{Zone: h.zone, URI: h.shown, Connected: h.conn != nil, LastError: h.lastErr}
+	return backend.HostStatus{Zone: h.zone, URI: h.shown, Connected: h.conn != nil, LastError: h.lastErr,
+		DomainType: h.choice.Type, DomainTypeNote: h.choice.Fallback}
 }
 
 func (b *Backend) hostStatus(h *host) backend.HostStatus {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend/libvirt"
 	"github.com/bigfleet/libvirt-provider/server/capacity"
 )
 
@@ -41,6 +42,7 @@ type config struct {
 	Kernel       string // --kernel
 	Initrd       string // --initrd
 	Cmdline      string // --cmdline
+	DomainType   string // --domain-type
 
 	UseFakeBackend bool          // --use-fake-backend
 	FakeDelay      time.Duration // --fake-delay
@@ -94,6 +96,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.Kernel, "kernel", "", "kernel `path` on the host for direct kernel boot (optional)")
 	fs.StringVar(&c.Initrd, "initrd", "", "initrd `path` on the host for direct kernel boot (with --kernel)")
 	fs.StringVar(&c.Cmdline, "cmdline", "", "kernel command line for direct kernel boot (with --kernel)")
+	fs.StringVar(&c.DomainType, "domain-type", libvirt.DomainTypeAuto, "libvirt domain `type`: auto (kvm when QEMU can open /dev/kvm, else qemu/TCG), kvm (refuse hosts where it cannot start) or qemu")
 
 	fs.BoolVar(&c.UseFakeBackend, "use-fake-backend", false, "serve an in-memory fake substrate instead of libvirt (conformance/dev only, NOT for production)")
 	fs.DurationVar(&c.FakeDelay, "fake-delay", 0, "with --use-fake-backend: how long each fake operation takes")
@@ -162,6 +165,9 @@ func (c *config) validate() error {
 	}
 	if (c.Initrd != "" || c.Cmdline != "") && c.Kernel == "" {
 		bad("--initrd and --cmdline need --kernel")
+	}
+	if err := libvirt.ValidDomainType(c.DomainType); err != nil {
+		bad("%v", err)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("%v", err)

@@ -33,6 +33,7 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		Kernel:       cfg.Kernel,
 		Initrd:       cfg.Initrd,
 		Cmdline:      cfg.Cmdline,
+		DomainType:   cfg.DomainType,
 		AgentTimeout: cfg.AgentTimeout,
 		Bootstrap: guestagent.BootstrapConfig{
 			AgentWait:   cfg.AgentWait,

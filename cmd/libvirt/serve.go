@@ -55,6 +55,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	var engPtr atomic.Pointer[lifecycle.Engine]
 	metrics := server.NewMetrics(counts(&engPtr))
 	metrics.RegisterHostsUp(hostsUp(be))
+	metrics.RegisterHostDomainTypes(domainTypes(be))
 	st, err := openStore(cfg, metrics, log)
 	if err != nil {
 		return err

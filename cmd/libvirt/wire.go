@@ -148,3 +148,19 @@ func hostsUp(be backend.Backend) server.HostsUpFunc {
 		return out
 	}
 }
+
+// domainTypes reads each zone's domain type for the host_domain_type gauge;
+// backends without hosts (the fake) report none.
+func domainTypes(be backend.Backend) server.DomainTypesFunc {
+	return func() map[string]string {
+		dt, ok := be.(backend.DomainTyper)
+		if !ok {
+			return nil
+		}
+		out := make(map[string]string, len(be.Zones()))
+		for _, z := range be.Zones() {
+			out[z] = dt.DomainType(z)
+		}
+		return out
+	}
+}

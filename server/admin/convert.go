@@ -85,6 +85,8 @@ func hostToProto(h backend.HostStatus, machines int32, rep lifecycle.ReconcileRe
 		DomainCount:         int32(h.DomainCount),
 		MachineCount:        machines,
 		LastReconcileTime:   ts(rep.At),
+		DomainType:          h.DomainType,
+		DomainTypeNote:      h.DomainTypeNote,
 	}
 	switch zerr, ok := rep.Zones[h.Zone]; {
 	case !ok:

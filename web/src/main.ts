@@ -269,6 +269,14 @@ function kv(m: Record<string, string> | undefined): string {
   return Object.keys(m ?? {}).sort().map((k) => `${k}=${m![k]}`).join(", ");
 }
 
+// domainType says what a host's guests run under; a fallback from kvm
+// says so (its reason is the cell's tooltip).
+function domainType(t: string, note: string): string {
+  if (!t) return "–";
+  const shown = t === "qemu" ? "qemu (TCG)" : t;
+  return note ? `${shown}, kvm unusable` : shown;
+}
+
 async function loadHosts() {
   const body = $("hosts").querySelector("tbody")!;
   try {
@@ -279,6 +287,7 @@ async function loadHosts() {
       el("td", { class: h.connected ? "ok" : "err", text: h.connected ? "yes" : `no: ${h.lastError}` }),
       el("td", { text: h.libvirtVersion || "–" }),
       el("td", { text: h.hypervisorVersion || "–" }),
+      el("td", { class: h.domainTypeNote ? "warn" : "", title: h.domainTypeNote, text: domainType(h.domainType, h.domainTypeNote) }),
       el("td", { text: h.poolCapacityBytes ? `${bytes(h.poolAllocationBytes)} / ${bytes(h.poolCapacityBytes)}` : "–" }),
       el("td", { class: "num", text: String(h.domainCount) }),
       el("td", { class: "num", text: String(h.machineCount) }),

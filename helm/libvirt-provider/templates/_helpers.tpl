@@ -159,6 +159,9 @@ by every template, so `helm template` fails before anything is applied.
 {{- if $v.kernel.cmdline }}
 {{- $args = append $args (printf "--cmdline=%s" $v.kernel.cmdline) }}
 {{- end }}
+{{- if and $v.domainType (ne $v.domainType "auto") }}
+{{- $args = append $args (printf "--domain-type=%s" $v.domainType) }}
+{{- end }}
 {{- if $v.capacity.offerings }}
 {{- $args = append $args (printf "--offerings=%s/offerings.json" $cfg) }}
 {{- end }}

@@ -408,8 +408,14 @@ type Host struct {
 	// "ok", "not reconciled yet", or the error that stopped the last pass
 	// for this host.
 	LastReconcileOutcome string `protobuf:"bytes,12,opt,name=last_reconcile_outcome,json=lastReconcileOutcome,proto3" json:"last_reconcile_outcome,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// What the host's new guests run under: "kvm", or "qemu" (TCG). Empty
+	// until the host connected.
+	DomainType string `protobuf:"bytes,13,opt,name=domain_type,json=domainType,proto3" json:"domain_type,omitempty"`
+	// Set when --domain-type=auto found kvm offered but unusable by QEMU
+	// and fell back to qemu: the reason.
+	DomainTypeNote string `protobuf:"bytes,14,opt,name=domain_type_note,json=domainTypeNote,proto3" json:"domain_type_note,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Host) Reset() {
@@ -522,6 +528,20 @@ func (x *Host) GetLastReconcileTime() *timestamppb.Timestamp {
 func (x *Host) GetLastReconcileOutcome() string {
 	if x != nil {
 		return x.LastReconcileOutcome
+	}
+	return ""
+}
+
+func (x *Host) GetDomainType() string {
+	if x != nil {
+		return x.DomainType
+	}
+	return ""
+}
+
+func (x *Host) GetDomainTypeNote() string {
+	if x != nil {
+		return x.DomainTypeNote
 	}
 	return ""
 }
@@ -1649,7 +1669,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\vadmin_write\x18\x04 \x01(\bR\n" +
 	"adminWrite\x12;\n" +
 	"\vserver_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"\xef\x03\n" +
+	"serverTime\"\xba\x04\n" +
 	"\x04Host\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\x12\x1c\n" +
@@ -1664,7 +1684,10 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\rmachine_count\x18\n" +
 	" \x01(\x05R\fmachineCount\x12J\n" +
 	"\x13last_reconcile_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x11lastReconcileTime\x124\n" +
-	"\x16last_reconcile_outcome\x18\f \x01(\tR\x14lastReconcileOutcome\"\x12\n" +
+	"\x16last_reconcile_outcome\x18\f \x01(\tR\x14lastReconcileOutcome\x12\x1f\n" +
+	"\vdomain_type\x18\r \x01(\tR\n" +
+	"domainType\x12(\n" +
+	"\x10domain_type_note\x18\x0e \x01(\tR\x0edomainTypeNote\"\x12\n" +
 	"\x10ListHostsRequest\"I\n" +
 	"\x11ListHostsResponse\x124\n" +
 	"\x05hosts\x18\x01 \x03(\v2\x1e.libvirtprovider.admin.v1.HostR\x05hosts\"\x89\x03\n" +
