@@ -159,29 +159,3 @@ func TestConfigurationListsEveryFlag(t *testing.T) {
 		}
 	}
 }
-
-// TestDocLinks: relative links between the docs (and to deploy/, helm/)
-// point at files that exist.
-func TestDocLinks(t *testing.T) {
-	t.Parallel()
-	link := regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`)
-	docs, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range docs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
-			target := m[1]
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
-				continue
-			}
-			if _, err := os.Stat(target); err != nil {
-				t.Errorf("%s links to %s, which does not exist", d, target)
-			}
-		}
-	}
-}
