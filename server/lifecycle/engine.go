@@ -30,6 +30,15 @@ type Config struct {
 	// ReconcileInterval: 0 disables the periodic reconcile (the one at
 	// startup still runs).
 	ReconcileInterval time.Duration
+	// ShutdownGrace is how long Close lets in-flight transitions finish
+	// before cancelling them (0: cancel at once, as a crash would).
+	ShutdownGrace time.Duration
+	// CommitRetry bounds how long a transition's outcome commit is retried
+	// before it is parked for the sweep (default 1m).
+	CommitRetry time.Duration
+	// SweepInterval is how often the sweep looks for transitional records
+	// whose run is gone (default 15s; it also runs with every reconcile).
+	SweepInterval time.Duration
 
 	Logger   *slog.Logger
 	Observer Observer
@@ -59,6 +68,17 @@ type Engine struct {
 	bgMu     sync.RWMutex // orders bg.Add against Close's bg.Wait
 	closed   atomic.Bool
 	started  atomic.Bool
+	// stopping refuses mutations from the start of a graceful stop, while
+	// transitions already running may still finish.
+	stopping  atomic.Bool
+	stopOnce  sync.Once
+	recCtx    context.Context // reconcile and sweep: cancelled as a stop begins
+	recCancel context.CancelFunc
+
+	calls  callGate // one backend call per machine, even after a timeout
+	runs   runSet   // live transition runs, by operation id
+	parkMu sync.Mutex
+	parked map[string]parkedOutcome // by operation id
 
 	repMu   sync.Mutex
 	lastRep ReconcileReport
@@ -76,6 +96,12 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		if *d <= 0 {
 			*d = 10 * time.Minute
 		}
+	}
+	if cfg.CommitRetry <= 0 {
+		cfg.CommitRetry = time.Minute
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 15 * time.Second
 	}
 	ctx := context.Background()
 	snap, err := st.Load(ctx)
@@ -95,6 +121,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	}
 	e.cfg.Seed = nil // the slots live in the index now
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
+	e.recCtx, e.recCancel = context.WithCancel(e.bgCtx)
 	return e, nil
 }
 
@@ -147,17 +174,34 @@ func (e *Engine) Start(ctx context.Context) {
 	e.goBackground(e.reconcileLoop)
 }
 
-// Close stops background work and waits for it. Transitions still running
-// stay transitional in the store and are resumed by the next Start.
+// Close stops the engine: Shutdown bounded by Config.ShutdownGrace (0, the
+// default, cancels in-flight transitions at once, as a crash would).
 func (e *Engine) Close() {
-	e.bgMu.Lock()
-	already := e.closed.Swap(true)
-	e.bgMu.Unlock()
-	if already {
-		return
-	}
-	e.bgCancel()
-	e.bg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownGrace)
+	defer cancel()
+	e.Shutdown(ctx)
+}
+
+// Shutdown stops the engine gracefully. From its start, mutations are
+// refused with Unavailable and reconcile and the sweep stop, while reads
+// keep working and transitions already running may finish (their outcome
+// is recorded as usual) until ctx ends. Then whatever still runs is
+// cancelled and stays transitional in the store, to be resumed by the next
+// Start. Later calls wait for the first to complete.
+func (e *Engine) Shutdown(ctx context.Context) {
+	e.stopOnce.Do(func() {
+		e.stopping.Store(true)
+		e.recCancel()
+		if err := e.runs.wait(ctx); err != nil {
+			e.log.Warn("shutdown bound reached; cancelling in-flight transitions (resumed at next start)",
+				"running", e.runs.len())
+		}
+		e.bgMu.Lock()
+		e.closed.Store(true)
+		e.bgMu.Unlock()
+		e.bgCancel()
+		e.bg.Wait()
+	})
 }
 
 // Get returns one machine.
@@ -213,16 +257,17 @@ func (s State) transitional() bool {
 // goBackground runs f as tracked background work, unless the engine is
 // closing: then f is dropped, which is safe because anything it would have
 // carried on is still transitional in the store and resumed by the next
-// Start.
-func (e *Engine) goBackground(f func()) {
+// Start. It reports whether f was started.
+func (e *Engine) goBackground(f func()) bool {
 	e.bgMu.RLock()
 	defer e.bgMu.RUnlock()
 	if e.closed.Load() {
-		return
+		return false
 	}
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
 		f()
 	}()
+	return true
 }

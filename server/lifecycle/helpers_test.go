@@ -19,6 +19,7 @@ type memStore struct {
 	machines map[string]Machine
 	marks    map[MarkKey]Mark
 	commits  int
+	attempts int // Commit calls, failed ones included
 	fail     error
 }
 
@@ -39,6 +40,7 @@ func (s *memStore) Load(context.Context) (Snapshot, error) {
 func (s *memStore) Commit(_ context.Context, b Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.attempts++
 	if s.fail != nil {
 		return s.fail
 	}
@@ -52,6 +54,19 @@ func (s *memStore) Commit(_ context.Context, b Batch) error {
 
 func (s *memStore) Close() error { return nil }
 
+// setFail makes every Commit fail with err (nil: succeed again).
+func (s *memStore) setFail(err error) { s.mu.Lock(); s.fail = err; s.mu.Unlock() }
+
+// stored is the machine's durable record.
+func (s *memStore) stored(id string) Machine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.machines[id].Clone()
+}
+
+// attempted is the number of Commit calls so far.
+func (s *memStore) attempted() int { s.mu.Lock(); defer s.mu.Unlock(); return s.attempts }
+
 // testBackend is a scriptable substrate: each op can be made to fail or to
 // block until released.
 type testBackend struct {
@@ -61,14 +76,19 @@ type testBackend struct {
 	vms   map[string]backend.Observed // by machine id
 	blobs map[string][]byte
 	calls map[OpKind]int
+	delay map[OpKind]time.Duration
 }
 
 func newTestBackend() *testBackend {
 	return &testBackend{fail: map[OpKind]error{}, gate: map[OpKind]chan struct{}{},
-		vms: map[string]backend.Observed{}, blobs: map[string][]byte{}, calls: map[OpKind]int{}}
+		vms: map[string]backend.Observed{}, blobs: map[string][]byte{}, calls: map[OpKind]int{},
+		delay: map[OpKind]time.Duration{}}
 }
 
 func (b *testBackend) setFail(k OpKind, err error) { b.mu.Lock(); b.fail[k] = err; b.mu.Unlock() }
+
+// setDelay makes op k take d (it still honours its context).
+func (b *testBackend) setDelay(k OpKind, d time.Duration) { b.mu.Lock(); b.delay[k] = d; b.mu.Unlock() }
 
 // hold makes op k block until the returned func is called.
 func (b *testBackend) hold(k OpKind) func() {
@@ -83,8 +103,15 @@ func (b *testBackend) hold(k OpKind) func() {
 func (b *testBackend) step(ctx context.Context, k OpKind) error {
 	b.mu.Lock()
 	b.calls[k]++
-	ch, err := b.gate[k], b.fail[k]
+	ch, err, d := b.gate[k], b.fail[k], b.delay[k]
 	b.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if ch != nil {
 		select {
 		case <-ch:
@@ -164,6 +191,8 @@ type fixture struct {
 	e  *Engine
 	st *memStore
 	be *testBackend
+	// wrap, if set, is the backend the engine gets (usually wrapping be).
+	wrap backend.Backend
 }
 
 func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
@@ -180,7 +209,11 @@ func (f *fixture) start(n int, tweak ...func(*Config)) {
 	for _, tw := range tweak {
 		tw(&cfg)
 	}
-	e, err := New(cfg, f.st, f.be)
+	var be backend.Backend = f.be
+	if f.wrap != nil {
+		be = f.wrap
+	}
+	e, err := New(cfg, f.st, be)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -208,3 +208,17 @@ func (ix *index) ids() []string {
 	}
 	return out
 }
+
+// matching returns the ids of the records for which keep is true (keep
+// runs under the index's read lock: it must be cheap and not call back).
+func (ix *index) matching(keep func(*Machine) bool) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var out []string
+	for id, m := range ix.byID {
+		if keep(m) {
+			out = append(out, id)
+		}
+	}
+	return out
+}

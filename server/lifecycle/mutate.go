@@ -153,8 +153,8 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	}
 	unlock := e.locks.Lock(id)
 	defer unlock()
-	if e.closed.Load() {
-		return Ack{}, errorf(CodeUnavailable, "provider is shutting down")
+	if e.stopping.Load() {
+		return Ack{}, errorf(CodeUnavailable, "provider is shutting down; retry against the next instance")
 	}
 	mark, ferr := e.fence(id, t)
 	if ferr != nil {

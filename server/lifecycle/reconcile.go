@@ -16,19 +16,28 @@ type ReconcileReport struct {
 	Zones    map[string]string // zone → "" (ok) or the error that stopped it
 }
 
+// reconcileLoop reconciles at startup and every ReconcileInterval, and
+// sweeps after each reconcile and every SweepInterval (the sweep runs even
+// when periodic reconcile is off: a record must never stay transitional).
+// It stops as soon as a shutdown begins.
 func (e *Engine) reconcileLoop() {
-	e.Reconcile(e.bgCtx)
-	if e.cfg.ReconcileInterval <= 0 {
-		return
+	ctx := e.recCtx
+	e.Reconcile(ctx)
+	var reconcileTick <-chan time.Time
+	if e.cfg.ReconcileInterval > 0 {
+		t := time.NewTicker(e.cfg.ReconcileInterval)
+		defer t.Stop()
+		reconcileTick = t.C
 	}
-	t := time.NewTicker(e.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
+	sweep := time.NewTicker(e.cfg.SweepInterval)
+	defer sweep.Stop()
+	for ctx.Err() == nil {
+		e.Sweep()
 		select {
-		case <-e.bgCtx.Done():
-			return
-		case <-t.C:
-			e.Reconcile(e.bgCtx)
+		case <-ctx.Done():
+		case <-reconcileTick:
+			e.Reconcile(ctx)
+		case <-sweep.C:
 		}
 	}
 }

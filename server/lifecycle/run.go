@@ -16,24 +16,49 @@ type result struct {
 }
 
 // launch runs an accepted transition in the background. blob is only set
-// for Configure and lives only in this goroutine.
+// for Configure and lives only in this goroutine. The run is registered
+// before launch returns (the caller holds the machine's lock), so the sweep
+// never mistakes a transition that is just starting for one whose run is
+// gone.
 func (e *Engine) launch(m *Machine, blob []byte) {
+	// begin set both from one clock reading: this is the exact budget.
+	e.launchFor(m, blob, m.OpDeadline.Sub(m.StateSince))
+}
+
+// launchFor launches with budget as the timeout its message names.
+func (e *Engine) launchFor(m *Machine, blob []byte, budget time.Duration) {
 	snap := m.edit()
-	e.goBackground(func() { e.run(snap, blob) })
+	e.track(snap.OperationID, func() { e.run(snap, blob, roundBudget(budget)) })
+}
+
+// track runs f as the live run of operation op.
+func (e *Engine) track(op string, f func()) {
+	e.runs.add(op)
+	if !e.goBackground(func() { defer e.runs.done(op); f() }) {
+		e.runs.done(op)
+	}
 }
 
 // run executes one transition under its deadline. A timeout ends it FAILED
 // at the deadline even if the backend ignores its context; whatever the
 // backend returns later is discarded by finish (the operation is no longer
-// current).
-func (e *Engine) run(m Machine, blob []byte) {
-	// The budget is measured from here: a transition resumed after a
-	// restart gets a fresh deadline, and its timeout message must say so.
-	budget := roundBudget(m.OpDeadline.Sub(e.cfg.Now()))
+// current), and the machine's next backend call waits for it (callGate).
+func (e *Engine) run(m Machine, blob []byte, budget time.Duration) {
 	ctx, cancel := context.WithDeadline(e.bgCtx, m.OpDeadline)
 	defer cancel()
 	done := make(chan result, 1)
-	go func() { done <- e.execute(ctx, &m, blob) }()
+	started := make(chan struct{})
+	waited := make(chan OpKind, 1)
+	go func() {
+		leave, running, err := e.calls.enter(ctx, m.ID, m.OpKind)
+		if err != nil {
+			waited <- running
+			return
+		}
+		defer leave()
+		close(started)
+		done <- e.execute(ctx, &m, blob)
+	}()
 	select {
 	case r := <-done:
 		if e.bgCtx.Err() != nil {
@@ -44,13 +69,29 @@ func (e *Engine) run(m Machine, blob []byte) {
 		if e.bgCtx.Err() != nil {
 			return
 		}
-		e.finish(m, result{err: &timeoutError{kind: m.OpKind, after: budget}})
+		// enter returns promptly once ctx is done: either the call had
+		// begun, or it was still waiting for an earlier one to return.
+		var waitingFor OpKind
+		select {
+		case <-started:
+		case waitingFor = <-waited:
+		}
+		e.finish(m, result{err: timedOut(m.OpKind, budget, waitingFor)})
 	}
 }
 
-type timeoutError struct {
-	kind  OpKind
-	after time.Duration
+// timeoutError is a transition that ran out of time; its text is the
+// machine's last_error.
+type timeoutError struct{ msg string }
+
+func (t *timeoutError) Error() string { return t.msg }
+
+func timedOut(kind OpKind, after time.Duration, waitingFor OpKind) error {
+	msg := fmt.Sprintf("%s timed out after %s", kind, after)
+	if waitingFor != "" {
+		msg += fmt.Sprintf(" waiting for the earlier %s call on this machine to return", waitingFor)
+	}
+	return &timeoutError{msg: msg}
 }
 
 // roundBudget keeps timeout messages readable: whole seconds, or whole
@@ -60,10 +101,6 @@ func roundBudget(d time.Duration) time.Duration {
 		return d.Round(time.Second)
 	}
 	return d.Round(time.Millisecond)
-}
-
-func (t *timeoutError) Error() string {
-	return fmt.Sprintf("%s timed out after %s", t.kind, t.after)
 }
 
 func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte) result {
@@ -93,83 +130,6 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte) result {
 	return result{err: fmt.Errorf("unknown transition %q", m.OpKind)}
 }
 
-// finish records a transition's outcome, unless the operation is no longer
-// the machine's current one (a late completion of a superseded or already
-// failed operation is discarded).
-func (e *Engine) finish(op Machine, r result) {
-	unlock := e.locks.Lock(op.ID)
-	defer unlock()
-	cur, ok := e.idx.get(op.ID)
-	if !ok || cur.OperationID != op.OperationID || !cur.State.transitional() {
-		e.log.Info("discarding late completion", "machine", op.ID, "op", op.OperationID)
-		return
-	}
-	now := e.cfg.Now()
-	n := cur.edit()
-	outcome := "succeeded"
-	if r.err != nil {
-		outcome = "failed"
-		var te *timeoutError
-		if errors.As(r.err, &te) {
-			outcome = "timed_out"
-		}
-		n.State = Failed
-		n.LastError = lastError(op.OpKind, r.err)
-	} else {
-		applySuccess(&n, r.placement, e.cfg.Provider)
-	}
-	n.StateSince = now
-	n.OpDeadline = time.Time{}
-	if len(n.History) > 0 {
-		h := &n.History[len(n.History)-1]
-		h.Ended, h.Outcome, h.To, h.LastError = now, outcome, n.State, n.LastError
-	}
-	if err := e.commit(context.Background(), n.ID, "", nil, &n); err != nil {
-		e.log.Error("cannot record transition outcome", "machine", n.ID, "op", n.OperationID, "err", err)
-		return
-	}
-	e.log.Info("transition finished", "machine", n.ID, "op", n.OperationID, "kind", string(op.OpKind),
-		"outcome", outcome, "state", n.State.String())
-	if e.cfg.Observer != nil && len(n.History) > 0 {
-		h := n.History[len(n.History)-1]
-		e.cfg.Observer.TransitionFinished(op.OpKind, n.Zone, outcome, h.Ended.Sub(h.Started))
-	}
-}
-
-func applySuccess(n *Machine, p backend.Placement, provider string) {
-	switch n.OpKind {
-	case OpCreate:
-		n.State = Idle
-		if p.Zone == "" {
-			p.Zone = n.Zone
-		}
-		n.Domain = p.Domain
-		n.Host = HostRef{Provider: provider, Ref: p.Ref()}
-	case OpConfigure:
-		n.State = Configured
-	case OpDrain:
-		n.State = Idle
-		n.Cluster, n.ShardMetadata, n.DrainGrace = "", nil, 0
-	case OpDelete, OpRelease:
-		n.State = Speculative
-		n.Host, n.Domain, n.Cluster, n.ShardMetadata = HostRef{}, "", "", nil
-	}
-}
-
-// lastError is what BigFleet sees in last_error: never empty, and saying
-// which transition failed.
-func lastError(kind OpKind, err error) string {
-	var te *timeoutError
-	if errors.As(err, &te) {
-		return te.Error()
-	}
-	msg := err.Error()
-	if msg == "" {
-		msg = "unknown error"
-	}
-	return fmt.Sprintf("%s failed: %s", kind, msg)
-}
-
 // resume restarts a transition that was in flight when the process
 // stopped. Create, Drain and Delete are idempotent on the backend and run
 // again with a fresh deadline; Configure cannot, because the bootstrap blob
@@ -177,13 +137,19 @@ func lastError(kind OpKind, err error) string {
 func (e *Engine) resume(id string) {
 	m, _ := e.idx.get(id)
 	if m.OpKind == OpConfigure {
-		e.finish(*m, result{err: errors.New("interrupted by a provider restart; the bootstrap blob is never persisted, so it cannot be delivered again")})
+		op := *m
+		e.track(op.OperationID, func() {
+			e.finish(op, result{err: errors.New("interrupted by a provider restart; the bootstrap blob is never persisted, so it cannot be delivered again")})
+		})
 		return
 	}
+	// A resumed transition gets a fresh deadline, and its timeout message
+	// must name that budget.
 	n := m.edit()
-	n.OpDeadline = e.cfg.Now().Add(e.timeout(m.OpKind))
+	budget := e.timeout(m.OpKind)
+	n.OpDeadline = e.cfg.Now().Add(budget)
 	e.log.Info("resuming transition after restart", "machine", id, "op", n.OperationID, "kind", string(n.OpKind))
-	e.launch(&n, nil)
+	e.launchFor(&n, nil, budget)
 }
 
 func (e *Engine) timeout(k OpKind) time.Duration {

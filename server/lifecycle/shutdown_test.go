@@ -1,0 +1,85 @@
+package lifecycle
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// blockingInventory's Inventory blocks until its context ends, and says
+// when that happened: it shows whether reconcile is cancelled at once.
+type blockingInventory struct {
+	*testBackend
+	once      sync.Once
+	cancelled chan struct{}
+}
+
+func (b *blockingInventory) Inventory(ctx context.Context) []backend.ZoneInventory {
+	<-ctx.Done()
+	b.once.Do(func() { close(b.cancelled) })
+	return nil
+}
+
+func newShutdownFixture(t *testing.T, grace time.Duration) (*fixture, *blockingInventory) {
+	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
+	bi := &blockingInventory{testBackend: f.be, cancelled: make(chan struct{})}
+	f.wrap = bi
+	f.start(2, func(c *Config) { c.ShutdownGrace = grace })
+	f.toIdle("m000")
+	f.be.setDelay(OpConfigure, 300*time.Millisecond)
+	if _, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	return f, bi
+}
+
+// Rule 3 (issue 10, path 4): Close lets an in-flight Configure finish
+// within the grace; meanwhile mutations get Unavailable, reads work, and
+// reconcile is stopped at once.
+func TestCloseLetsTransitionsFinish(t *testing.T) {
+	t.Parallel()
+	f, bi := newShutdownFixture(t, 5*time.Second)
+	closed := make(chan struct{})
+	go func() { f.e.Close(); close(closed) }()
+	select {
+	case <-bi.cancelled:
+	case <-time.After(200 * time.Millisecond):
+		t.Fatal("reconcile was not cancelled at the start of the shutdown")
+	}
+	_, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m001"})
+	if codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("mutation during shutdown: %v", err)
+	}
+	if m, err := f.e.Get(t.Context(), "m000"); err != nil || m.State != Configuring {
+		t.Fatalf("read during shutdown: %v %s", err, m.State)
+	}
+	<-closed
+	if s := f.st.stored("m000"); s.State != Configured {
+		t.Fatalf("after a graceful Close the machine is %s (%q)", s.State, s.LastError)
+	}
+	if s := f.st.stored("m001"); s.State != Speculative {
+		t.Fatalf("refused mutation changed m001: %s", s.State)
+	}
+}
+
+// Rule 3: past the bound, what still runs is cancelled and stays
+// transitional in the store, for the next Start to resume.
+func TestShutdownBoundCancels(t *testing.T) {
+	t.Parallel()
+	f, _ := newShutdownFixture(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	f.e.Shutdown(ctx)
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Fatalf("Shutdown took %s with a 50ms bound", d)
+	}
+	if s := f.st.stored("m000"); s.State != Configuring {
+		t.Fatalf("cut-off transition stored as %s", s.State)
+	}
+	f.e.Close() // a second stop is a no-op
+}

@@ -1,0 +1,57 @@
+package lifecycle
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Sweep makes every transitional record reach a stable state when its run
+// is gone. Parked outcomes (whose commit gave up while the store was down)
+// are recorded first: the real outcome always beats a FAILED. A record
+// still transitional past its deadline with no live run and no parked
+// outcome is finished FAILED, saying so. Records with a live run are never
+// touched: their run owns them. It returns how many records it changed.
+func (e *Engine) Sweep() int {
+	changed := 0
+	e.parkMu.Lock()
+	parked := slices.Collect(maps.Values(e.parked))
+	e.parkMu.Unlock()
+	for _, p := range parked {
+		err := e.finishOnce(p.op, p.r)
+		if err == nil || err == errStale {
+			e.parkMu.Lock()
+			delete(e.parked, p.op.OperationID)
+			e.parkMu.Unlock()
+			if err == nil {
+				changed++
+			}
+		}
+	}
+	now := e.cfg.Now()
+	for _, id := range e.idx.matching(func(m *Machine) bool {
+		return m.State.transitional() && !m.OpDeadline.After(now)
+	}) {
+		if e.sweepOne(id, now) {
+			changed++
+		}
+	}
+	if changed > 0 {
+		e.log.Info("sweep finished transitional records", "changed", changed)
+	}
+	return changed
+}
+
+func (e *Engine) sweepOne(id string, now time.Time) bool {
+	unlock := e.locks.Lock(id)
+	defer unlock()
+	cur, ok := e.idx.get(id)
+	if !ok || !cur.State.transitional() || cur.OpDeadline.After(now) ||
+		e.runs.has(cur.OperationID) || e.isParked(cur.OperationID) {
+		return false
+	}
+	err := &timeoutError{msg: fmt.Sprintf("%s timed out: its deadline (%s) passed and its outcome could not be recorded",
+		cur.OpKind, cur.OpDeadline.UTC().Format(time.RFC3339))}
+	return e.record(cur, result{err: err}) == nil
+}
