@@ -1,0 +1,266 @@
+//go:build soak
+
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+)
+
+// client is one fenced BigFleet shard: its own shard_id and epoch, one
+// sequence counter (so every token it sends, on any machine, is newer than
+// the last), and the machines it owns.
+type client struct {
+	s     *soak
+	shard string
+	epoch int64
+	mu    sync.Mutex // guards seq and rng
+	seq   int64
+	rng   *rand.Rand
+	n     int // Configure counter, for cluster ids and metadata
+}
+
+func (c *client) next() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	return c.seq
+}
+
+func (c *client) float() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.Float64()
+}
+
+func (c *client) between(lo, hi time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return lo + time.Duration(c.rng.Int64N(int64(hi-lo)+1))
+}
+
+// drive runs one machine's churn until the soak stops. The machine's lock
+// is held for a whole operation (send, retries, outcome), so checks and
+// faults that take it see the machine between operations.
+func (c *client) drive(id string) {
+	for !c.s.stop.Load() {
+		mu := c.s.locks[id]
+		mu.Lock()
+		if !c.s.stop.Load() {
+			c.step(id)
+		}
+		mu.Unlock()
+		time.Sleep(c.between(200*time.Millisecond, 2*time.Second))
+	}
+}
+
+// step moves the machine one edge along Create → Configure → Drain →
+// Delete, as a shard would from what Get shows.
+func (c *client) step(id string) {
+	m, err := c.s.get(id)
+	if err != nil {
+		c.s.violate(clOther, "get|"+err.Error(), fmt.Sprintf("Get %s: %v", id, err), nil)
+		return
+	}
+	switch st := m.GetState(); {
+	case st == pb.MachineState_MACHINE_STATE_SPECULATIVE:
+		c.run(id, "Create")
+	case st == pb.MachineState_MACHINE_STATE_IDLE:
+		if c.float() < 0.35 {
+			c.run(id, "Delete")
+		} else {
+			c.run(id, "Configure")
+		}
+	case st == pb.MachineState_MACHINE_STATE_CONFIGURED:
+		c.run(id, "Drain")
+	case st == pb.MachineState_MACHINE_STATE_FAILED:
+		c.s.judgeFailed(nil, m)
+		c.s.release(id)
+	default: // transitional: an operation resumed by the provider, or adopted
+		c.s.await(&opRecord{Machine: id, Kind: "resumed", Target: stableOf(st), Sent: time.Now()})
+	}
+}
+
+var targets = map[string]pb.MachineState{
+	"Create": pb.MachineState_MACHINE_STATE_IDLE, "Configure": pb.MachineState_MACHINE_STATE_CONFIGURED,
+	"Drain": pb.MachineState_MACHINE_STATE_IDLE, "Delete": pb.MachineState_MACHINE_STATE_SPECULATIVE,
+}
+
+// run sends one mutation (retrying like BigFleet) and waits for its outcome.
+func (c *client) run(id, kind string) {
+	op := &opRecord{Client: c.shard, Machine: id, Kind: kind, Target: targets[kind], Sent: time.Now()}
+	build, b := c.request(id, kind)
+	if kind == "Configure" {
+		op.Cluster = b.Cluster
+		c.s.led.setSent(id, b)
+	}
+	ack, maybe, err := c.send(kind, build)
+	switch {
+	case err == nil:
+		op.OpID, op.Acked = ack.GetOperationId(), time.Now()
+		if got := ack.GetMachine().GetState(); got == pb.MachineState_MACHINE_STATE_FAILED {
+			c.s.violate(clOther, "ackfailed|"+op.OpID, fmt.Sprintf("%s ack for %s shows FAILED", kind, id), ack.GetMachine())
+		}
+	case status.Code(err) == codes.Aborted && maybe:
+		// An earlier attempt may have been accepted before a fault hid its
+		// answer, and the machine has moved on since: judge what it became.
+	case status.Code(err) == codes.Aborted:
+		// The machine changed under us (e.g. reconcile): re-read next step.
+		return
+	default:
+		c.s.violate(clOther, "rpc|"+kind+"|"+status.Code(err).String(),
+			fmt.Sprintf("%s %s: %v", kind, id, err), nil)
+		return
+	}
+	c.s.led.addOp(op)
+	c.s.await(op)
+}
+
+// request builds the mutation with a fresh token per attempt. A Configure
+// sometimes names cluster "exit3", whose bootstrap hook fails on purpose:
+// that FAILED is legitimate and the soak must tell it from false ones.
+func (c *client) request(id, kind string) (func(seq int64) proto.Message, binding) {
+	var b binding
+	var blob []byte
+	grace := int64(c.between(0, 3*time.Second) / time.Second)
+	if kind == "Configure" {
+		c.mu.Lock()
+		c.n++
+		n := c.n
+		blob = make([]byte, 1024+c.rng.IntN(64*1024))
+		for i := range blob {
+			blob[i] = byte(c.rng.UintN(256))
+		}
+		bad := c.rng.IntN(12) == 0
+		c.mu.Unlock()
+		b = binding{Cluster: fmt.Sprintf("%s-c%d", c.shard, n%3),
+			Meta: map[string]string{"shard": c.shard, "n": strconv.Itoa(n), "odd": "ünï\x01 \t", "empty": ""}}
+		if bad {
+			b.Cluster = "exit3"
+		}
+	}
+	return func(seq int64) proto.Message {
+		switch kind {
+		case "Create":
+			return &pb.CreateRequest{MachineId: id, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
+		case "Configure":
+			return &pb.ConfigureRequest{MachineId: id, ClusterId: b.Cluster, BootstrapBlob: blob,
+				ShardMetadata: b.Meta, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
+		case "Drain":
+			return &pb.DrainRequest{MachineId: id, GracePeriodSeconds: grace, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
+		}
+		return &pb.DeleteRequest{MachineId: id, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
+	}, b
+}
+
+// send is BigFleet's retry: on Unavailable or a timeout the same target is
+// asked again with a fresh, higher sequence number. maybe says an earlier
+// attempt's fate is unknown (it may have been accepted).
+func (c *client) send(method string, build func(int64) proto.Message) (ack *pb.TransitionAck, maybe bool, err error) {
+	t0 := time.Now()
+	wait := 200 * time.Millisecond
+	for {
+		ack = &pb.TransitionAck{}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.s.pr.conn.Invoke(ctx, methodPrefix+method, build(c.next()), ack)
+		cancel()
+		switch status.Code(err) {
+		case codes.OK:
+			return ack, maybe, nil
+		case codes.Unavailable, codes.DeadlineExceeded:
+			maybe = true
+			if time.Since(t0) > 4*time.Minute {
+				return nil, maybe, fmt.Errorf("still failing after 4m of retries: %w", err)
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, 2*time.Second)
+		default:
+			return nil, maybe, err
+		}
+	}
+}
+
+// ---- reads -------------------------------------------------------------
+
+// get reads one machine, retrying while the provider is restarting.
+func (s *soak) get(id string) (*pb.Machine, error) {
+	var m *pb.Machine
+	err := s.retry(func(ctx context.Context) error {
+		m = &pb.Machine{}
+		return s.pr.conn.Invoke(ctx, methodPrefix+"Get", &pb.MachineRef{Id: id}, m)
+	})
+	return m, err
+}
+
+// list reads every machine, retrying while the provider is restarting.
+func (s *soak) list() (map[string]*pb.Machine, error) {
+	var l *pb.MachineList
+	err := s.retry(func(ctx context.Context) error {
+		l = &pb.MachineList{}
+		return s.pr.conn.Invoke(ctx, methodPrefix+"List", &pb.ListFilter{}, l)
+	})
+	out := map[string]*pb.Machine{}
+	for _, m := range l.GetMachines() {
+		out[m.GetId()] = m
+	}
+	return out, err
+}
+
+func (s *soak) retry(call func(context.Context) error) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := call(ctx)
+		cancel()
+		c := status.Code(err)
+		if err == nil || (c != codes.Unavailable && c != codes.DeadlineExceeded) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(errors.New("provider unreachable for 3m"), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func stableOf(st pb.MachineState) pb.MachineState {
+	switch st {
+	case pb.MachineState_MACHINE_STATE_CREATING, pb.MachineState_MACHINE_STATE_DRAINING:
+		return pb.MachineState_MACHINE_STATE_IDLE
+	case pb.MachineState_MACHINE_STATE_CONFIGURING:
+		return pb.MachineState_MACHINE_STATE_CONFIGURED
+	}
+	return pb.MachineState_MACHINE_STATE_SPECULATIVE
+}
+
+func transitional(st pb.MachineState) bool {
+	switch st {
+	case pb.MachineState_MACHINE_STATE_CREATING, pb.MachineState_MACHINE_STATE_CONFIGURING,
+		pb.MachineState_MACHINE_STATE_DRAINING, pb.MachineState_MACHINE_STATE_DELETING:
+		return true
+	}
+	return false
+}
+
+func timeoutOf(kind string) time.Duration {
+	switch kind {
+	case "Create":
+		return createTimeout
+	case "Configure", "resumed":
+		return configureTimeout
+	case "Drain":
+		return drainTimeout
+	}
+	return deleteTimeout
+}

@@ -1,0 +1,210 @@
+//go:build soak
+
+// Package soak is the chaos soak of issue 10: a real bin/libvirt on the
+// real libvirtd with TCG test guests, churned by fenced grpc-go clients
+// (Create → Configure → Drain → Delete) while the soak SIGKILLs and
+// SIGTERMs the provider, kills and freezes libvirtd, kills and freezes the
+// guest agent, and deletes the provider's state file. After every fault and
+// at the end it checks the invariants and closes with one line:
+//
+//	soak: K faults, M operations, orphans=0 lost_bindings=0 false_failed=0 stuck=0
+//
+// It kills libvirtd: run it only under the shared lock, e.g.
+// `flock /tmp/bf-real-libvirt.lock make soak-short`. Parameters: see
+// loadParams; docs/reliability.md ("Chaos soak") has the commands.
+package soak
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+)
+
+// TestMain marks every inherited descriptor close-on-exec: the soak runs
+// under flock(1), and a libvirtd it restarts must not inherit (and hold
+// forever) the shared lock's descriptor.
+func TestMain(m *testing.M) {
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, e := range ents {
+			if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+				syscall.CloseOnExec(fd)
+			}
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// soak is one run: the provider, the host, the clients and the ledger.
+type soak struct {
+	p      params
+	h      *host
+	pr     *provider
+	led    *ledger
+	t0     time.Time
+	ids    []string
+	owner  map[string]*client
+	locks  map[string]*sync.Mutex // held by a client for one whole operation
+	domain map[string]string      // machine → the domain name the provider derives
+	stop   atomic.Bool
+	// deadline is go test's -timeout: faults stop early enough for the
+	// teardown, which must always run (it leaves libvirtd thawed and clean).
+	deadline time.Time
+	nfault   atomic.Int64
+}
+
+func (s *soak) logf(format string, args ...any) {
+	fmt.Printf("[%7.1fs] "+format+"\n", append([]any{time.Since(s.t0).Seconds()}, args...)...)
+}
+
+func TestSoak(t *testing.T) {
+	p, err := loadParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := loadEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &soak{p: p, led: newLedger(), t0: time.Now(), owner: map[string]*client{},
+		locks: map[string]*sync.Mutex{}, domain: map[string]string{}}
+	s.deadline, _ = t.Deadline()
+	s.h = &host{env: e, prefix: "bf-" + p.Provider + "-", log: s.logf}
+	s.logf("soak: %s", p)
+	if _, err := os.Stat(p.Bin); err != nil {
+		t.Fatalf("provider binary %s: %v (make build)", p.Bin, err)
+	}
+	// Whatever happens, libvirtd is left running and nothing of ours stays.
+	t.Cleanup(func() {
+		if err := s.h.ensureLibvirtd(); err != nil {
+			t.Errorf("leaving libvirtd: %v", err)
+		}
+		if left := s.h.sweep(); len(left) > 0 {
+			s.logf("cleanup swept %v", left)
+		}
+	})
+	if err := s.h.ensureLibvirtd(); err != nil {
+		t.Fatal(err)
+	}
+	if left := s.h.sweep(); len(left) > 0 {
+		s.logf("swept leftovers of an earlier run: %v", left)
+	}
+	s.pr, err = newProvider(p, e, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pr.kill(); s.pr.conn.Close() })
+	if err := s.pr.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.setupClients(); err != nil {
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	for _, id := range s.ids {
+		wg.Go(func() { s.owner[id].drive(id) })
+	}
+	s.runFaults()
+	s.stop.Store(true)
+	s.lockAll() // every client is between operations from here on
+	s.logf("faults done; settling")
+	s.quiesce("end")
+	s.fullCheck("end")
+	s.teardown()
+	s.unlockAll()
+	wg.Wait()
+	s.report(t)
+}
+
+// setupClients reads the seeded slots and deals them to the clients.
+func (s *soak) setupClients() error {
+	l, err := s.list()
+	if err != nil {
+		return err
+	}
+	for _, m := range l {
+		if m.GetZone() == "local" && m.GetInstanceType() == instanceType {
+			s.ids = append(s.ids, m.GetId())
+		}
+	}
+	slices.Sort(s.ids)
+	if len(s.ids) != s.p.Machines {
+		return fmt.Errorf("provider offers %d %s slots in zone local, want %d", len(s.ids), instanceType, s.p.Machines)
+	}
+	clients := make([]*client, s.p.Clients)
+	for i := range clients {
+		clients[i] = &client{s: s, shard: fmt.Sprintf("soak-shard-%d", i), epoch: int64(i + 1),
+			rng: rand.New(rand.NewPCG(s.p.Seed, uint64(i)))}
+	}
+	for i, id := range s.ids {
+		s.owner[id] = clients[i%len(clients)]
+		s.locks[id] = &sync.Mutex{}
+		s.domain[id] = domainName(s.p.Provider, id)
+	}
+	return nil
+}
+
+func (s *soak) lockAll() {
+	for _, id := range s.ids {
+		s.locks[id].Lock()
+	}
+}
+
+func (s *soak) unlockAll() {
+	for _, id := range s.ids {
+		s.locks[id].Unlock()
+	}
+}
+
+// violate records a violation with what an engineer needs to chase it:
+// the machine as the provider shows it, the faults just before, and the
+// provider's log lines about that machine.
+func (s *soak) violate(class, key, what string, m *pb.Machine) {
+	detail := what
+	if m != nil {
+		detail += fmt.Sprintf("\n    machine %s state=%s last_error=%q host=%s cluster=%q",
+			m.GetId(), m.GetState(), m.GetLastError(), m.GetHost().GetRef(), m.GetCluster())
+	}
+	now := time.Now()
+	detail += fmt.Sprintf("\n    at %.1fs; faults in the 3 minutes before: %s", now.Sub(s.t0).Seconds(),
+		s.led.recentFaults(now, 3*time.Minute, s.t0))
+	if m != nil {
+		detail += "\n    provider log about it:\n" + s.pr.tail(12, m.GetId())
+	}
+	detail += "\n    provider log tail:\n" + s.pr.tail(8, "")
+	if s.led.violate(class, key, detail) {
+		s.logf("VIOLATION [%s] %s", class, what)
+	}
+}
+
+// report prints the violations and the closing line, and fails the test
+// on any violation.
+func (s *soak) report(t *testing.T) {
+	l := s.led
+	for _, o := range l.unsettled() {
+		s.violate(clOther, "unsettled|"+o.OpID, fmt.Sprintf("acknowledged %s of %s (op %s) has no outcome", o.Kind, o.Machine, o.OpID), nil)
+	}
+	s.logf("operations by outcome: %s", l.outcomes())
+	for _, d := range l.details {
+		fmt.Println(d)
+	}
+	if n := l.count(clOther); n > 0 {
+		t.Errorf("soak: %d other violations (listed above as [other])", n)
+	}
+	line := fmt.Sprintf("soak: %d faults, %d operations, orphans=%d lost_bindings=%d false_failed=%d stuck=%d",
+		s.nfault.Load(), l.acked(), l.count(clOrphan), l.count(clBinding), l.count(clFalse), l.count(clStuck))
+	s.logf("wall time %s (seed %d)", time.Since(s.t0).Round(time.Second), s.p.Seed)
+	fmt.Println(line)
+	if len(l.details) > 0 {
+		t.Fail()
+	}
+}
