@@ -107,7 +107,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.ConfigureTimeout, "configure-timeout", 15*time.Minute, "a Configure (bootstrap + readiness) not finished within this goes FAILED")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 15*time.Minute, "a Drain not finished within this goes FAILED")
 	fs.DurationVar(&c.DeleteTimeout, "delete-timeout", 10*time.Minute, "a Delete not finished within this goes FAILED")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs may take to finish")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs and transitions may take to finish before they are cancelled")
 	fs.DurationVar(&c.AgentTimeout, "agent-timeout", 10*time.Second, "libvirt: bound on every single guest-agent command")
 	fs.DurationVar(&c.AgentWait, "agent-wait", 2*time.Minute, "libvirt: how long Configure waits for the guest agent's first answer")
 	fs.DurationVar(&c.DrainMargin, "drain-margin", 30*time.Second, "libvirt: time past the grace period before a drain hook is abandoned for the forced mode (also the forced mode's budget)")

@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +23,19 @@ import (
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
+
+// runMainEnv makes the test binary run the real main() instead of the
+// tests, so a test can send a real SIGTERM to a real provider process
+// without building the binary separately.
+const runMainEnv = "LIBVIRT_PROVIDER_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func TestHelpListsEveryFlag(t *testing.T) {
 	t.Parallel()
@@ -248,6 +264,125 @@ func TestReadyz(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("%s: %d, lacks %q", path, res.StatusCode, want)
+		}
+	}
+}
+
+// TestSIGTERMLetsConfigureFinish (issue 10, path 4): a real provider
+// process SIGTERMed in the middle of a Configure lets it finish within
+// --shutdown-timeout, exits cleanly, and comes back with the machine
+// CONFIGURED (it used to come back FAILED, "interrupted by a provider
+// restart").
+func TestSIGTERMLetsConfigureFinish(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "state.db")
+	args := []string{"--use-fake-backend", "--seed-count=1", "--state=" + state, "--metrics-addr=",
+		"--addr=127.0.0.1:0", "--fake-delay=1s", "--shutdown-timeout=10s"}
+	cmd, addr := startChild(t, args)
+	c := dial(t, addr)
+	id := c.list(t).GetMachines()[0].GetId()
+	c.call(t, "Create", &pb.CreateRequest{MachineId: id})
+	c.waitState(t, id, pb.MachineState_MACHINE_STATE_IDLE)
+	c.call(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c1", BootstrapBlob: []byte("join")})
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("provider exit after SIGTERM: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("graceful stop took %s", d)
+	}
+	_, addr = startChild(t, args)
+	m := dial(t, addr).get(t, id)
+	if m.GetState() != pb.MachineState_MACHINE_STATE_CONFIGURED || m.GetCluster() != "c1" {
+		t.Fatalf("after SIGTERM mid-Configure and restart: %s %q", m.GetState(), m.GetLastError())
+	}
+}
+
+// startChild runs the provider as a child process (this test binary running
+// main) and returns it with the address it listens on.
+func startChild(t *testing.T, args []string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`listening on (\S+) `)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case addr := <-found:
+		return cmd, addr
+	case <-time.After(20 * time.Second):
+		t.Fatal("child provider did not start")
+	}
+	return nil, ""
+}
+
+type client struct{ conn *grpc.ClientConn }
+
+func dial(t *testing.T, addr string) client {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return client{conn}
+}
+
+func (c client) call(t *testing.T, method string, req any) *pb.TransitionAck {
+	t.Helper()
+	out := new(pb.TransitionAck)
+	if err := c.conn.Invoke(t.Context(), "/bigfleet.v1alpha1.CapacityProvider/"+method, req, out); err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	return out
+}
+
+func (c client) list(t *testing.T) *pb.MachineList {
+	t.Helper()
+	out := new(pb.MachineList)
+	if err := c.conn.Invoke(t.Context(), "/bigfleet.v1alpha1.CapacityProvider/List", &pb.ListFilter{}, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (c client) get(t *testing.T, id string) *pb.Machine {
+	t.Helper()
+	out := new(pb.Machine)
+	if err := c.conn.Invoke(t.Context(), "/bigfleet.v1alpha1.CapacityProvider/Get", &pb.MachineRef{Id: id}, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (c client) waitState(t *testing.T, id string, s pb.MachineState) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m := c.get(t, id)
+		if m.GetState() == s {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s (%q), want %s", id, m.GetState(), m.GetLastError(), s)
 		}
 	}
 }

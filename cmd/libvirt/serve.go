@@ -22,7 +22,8 @@ import (
 
 // serve wires backend → capacity → store → engine → server, serves until
 // ctx ends, then shuts down in the order that loses nothing: not-ready
-// first, then drain RPCs, then stop the engine, then close the store.
+// first, then (within --shutdown-timeout) drain RPCs and let in-flight
+// transitions finish, then stop the engine, then close the store.
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
 	start := time.Now()
 	tlsCfg, security, err := server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}.Load()
@@ -112,20 +113,27 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	select {
 	case <-ctx.Done():
-		log.Info("shutdown requested: not ready, draining in-flight RPCs", slog.String("bound", cfg.ShutdownTimeout.String()))
+		log.Info("shutdown requested: not ready, refusing mutations, letting in-flight RPCs and transitions finish",
+			slog.String("bound", cfg.ShutdownTimeout.String()))
 	case err = <-serveErr:
 		log.Error("listener failed; shutting down", slog.Any("error", err))
 	}
 	status.BeginShutdown()
 	adm.Close() // end admin watch streams: an open admin page must not hold the drain
+	// One bound for both: in-flight RPCs drain while in-flight transitions
+	// (a Configure's bootstrap hook, say) finish; only past the bound is
+	// anything cancelled. Mutations arriving meanwhile get Unavailable.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
+	engineDone := make(chan struct{})
+	go func() { eng.Shutdown(shutdownCtx); close(engineDone) }()
 	if derr := lis.Shutdown(shutdownCtx); derr != nil {
 		log.Warn("in-flight RPCs cut off at the shutdown bound", slog.Any("error", derr))
 	}
-	_ = ops.Shutdown(shutdownCtx)
+	<-engineDone
+	_ = ops.Shutdown(shutdownCtx) // last: metrics stay scrapeable while transitions finish
 	log.Info("stopped")
-	return err // deferred: engine.Close, store Close, backend Close
+	return err // deferred: engine.Close (a no-op after Shutdown), store Close, backend Close
 }
 
 func stateDesc(path string) string {
