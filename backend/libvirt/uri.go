@@ -9,12 +9,22 @@ import (
 	"libvirt.org/go/libvirt"
 )
 
-// ValidateURI refuses libvirt URIs whose transport is unauthenticated or
-// skips verifying the peer:
-//   - the tcp transport (qemu+tcp://, tcp://): no encryption, weak auth;
-//   - SSH transports (ssh, libssh, libssh2) with known_hosts_verify=auto or
-//     ignore: the host key is accepted blindly (auto adds unknown keys);
-//   - no_verify=1 on any transport: TLS or SSH without peer verification.
+// transports is the allow-list of libvirt transports (the part after '+'
+// in the scheme; "" is the default: local unix socket, or tls with a host).
+// tcp (no encryption) and ext (runs a local command) are not on it.
+var transports = map[string]bool{"": true, "unix": true, "tls": true, "libssh": true, "libssh2": true, "ssh": true}
+
+// ValidateURI refuses libvirt URIs whose transport is not on the allow-list
+// or whose parameters would switch peer verification off, judged by
+// libvirt's own rules rather than Go's (see libvirtParams):
+//   - a transport other than unix, tls, libssh, libssh2 or ssh (tcp is
+//     unencrypted, ext runs an arbitrary local command);
+//   - no_verify with any value but 0 (TLS or SSH without verification);
+//   - known_hosts_verify other than normal (auto adds unknown keys, ignore
+//     accepts any);
+//   - command= (the ssh transports run it as the local ssh binary);
+//   - any parameter given twice, whatever its case: libvirt uses the last,
+//     a reader of the URI sees the first.
 //
 // Messages name the flag and show the URI redacted.
 func ValidateURI(raw string) error {
@@ -24,21 +34,91 @@ func ValidateURI(raw string) error {
 	}
 	shown := Redact(raw)
 	driver, transport, _ := strings.Cut(strings.ToLower(u.Scheme), "+")
-	if transport == "tcp" || driver == "tcp" {
+	switch {
+	case transport == "tcp" || driver == "tcp":
 		return fmt.Errorf("--connect: %s: the tcp transport is unencrypted and refused; use qemu+tls:// or qemu+libssh://", shown)
+	case transport == "ext":
+		return fmt.Errorf("--connect: %s: the ext transport runs an arbitrary local command and is refused", shown)
+	case !transports[transport]:
+		return fmt.Errorf("--connect: %s: transport %q is not allowed; use unix, tls, libssh, libssh2 or ssh", shown, transport)
 	}
-	q := u.Query()
-	if v := q.Get("no_verify"); v != "" && v != "0" {
-		return fmt.Errorf("--connect: %s: no_verify=%s disables peer verification and is refused", shown, v)
+	params, err := libvirtParams(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("--connect: %s: %w", shown, err)
 	}
-	switch transport {
-	case "ssh", "libssh", "libssh2":
-		switch v := strings.ToLower(q.Get("known_hosts_verify")); v {
-		case "auto", "ignore":
-			return fmt.Errorf("--connect: %s: known_hosts_verify=%s does not verify the host key and is refused; use normal with a known_hosts file", shown, v)
+	for _, p := range params {
+		if err := checkParam(p); err != nil {
+			return fmt.Errorf("--connect: %s: %w", shown, err)
 		}
 	}
 	return nil
+}
+
+// checkParam judges one parameter (name already lowercased).
+func checkParam(p uriParam) error {
+	switch p.Name {
+	case "no_verify":
+		if p.Value != "0" {
+			return fmt.Errorf("no_verify=%s disables peer verification and is refused", shortValue(p.Value))
+		}
+	case "known_hosts_verify":
+		if v := strings.ToLower(p.Value); v != "normal" {
+			return fmt.Errorf("known_hosts_verify=%s does not verify the host key and is refused; use normal with a known_hosts file", shortValue(v))
+		}
+	case "command":
+		return errors.New("command= runs a local program in place of ssh and is refused")
+	}
+	return nil
+}
+
+func shortValue(v string) string {
+	if len(v) > 16 {
+		return v[:16] + "…"
+	}
+	return v
+}
+
+// uriParam is one query parameter as libvirt sees it.
+type uriParam struct{ Name, Value string }
+
+// libvirtParams splits a query the way libvirt's virURIParseParams does
+// (see splitParams). The remote driver then matches names
+// case-insensitively and lets the last occurrence win, so names are
+// lowercased here and a repeated name is an error: its meaning would depend
+// on which reader you ask.
+func libvirtParams(rawQuery string) ([]uriParam, error) {
+	params, err := splitParams(rawQuery)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i := range params {
+		params[i].Name = strings.ToLower(params[i].Name)
+		if seen[params[i].Name] {
+			return nil, fmt.Errorf("query parameter %q is given more than once (libvirt would use the last); refused", shortValue(params[i].Name))
+		}
+		seen[params[i].Name] = true
+	}
+	return params, nil
+}
+
+// splitParams splits on '&' and ';' and percent-decodes each name and
+// value, '+' being a space, as libvirt does.
+func splitParams(rawQuery string) ([]uriParam, error) {
+	var out []uriParam
+	for _, item := range strings.FieldsFunc(rawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		rawName, rawValue, _ := strings.Cut(item, "=")
+		name, err := url.QueryUnescape(rawName)
+		if err != nil {
+			return nil, fmt.Errorf("query parameter name %q: bad escape", shortValue(rawName))
+		}
+		value, err := url.QueryUnescape(rawValue)
+		if err != nil {
+			return nil, fmt.Errorf("query parameter %q: bad escape in its value", shortValue(name))
+		}
+		out = append(out, uriParam{Name: name, Value: value})
+	}
+	return out, nil
 }
 
 // Redact shows a libvirt URI without userinfo, query string or fragment:
@@ -70,11 +150,10 @@ func secrets(raw string) []string {
 	if u.RawQuery != "" {
 		out = append(out, u.RawQuery)
 	}
-	for _, vs := range u.Query() {
-		for _, v := range vs {
-			if len(v) >= 3 { // shorter values ("1", "0") are no secret and too common to scrub
-				out = append(out, v)
-			}
+	params, _ := splitParams(u.RawQuery)
+	for _, p := range params {
+		if len(p.Value) >= 3 { // shorter values ("1", "0") are no secret and too common to scrub
+			out = append(out, p.Value)
 		}
 	}
 	return out
