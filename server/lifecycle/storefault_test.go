@@ -68,10 +68,13 @@ func ops(e *lc.Engine, seq int64) map[string]func() error {
 	tok := lc.Token{ShardID: "shard", Epoch: 1, Sequence: seq}
 	ctx := context.Background()
 	return map[string]func() error{
-		"create":    func() error { _, err := e.Create(ctx, lc.CreateRequest{MachineID: "m0", Token: tok}); return err },
-		"configure": func() error { _, err := e.Configure(ctx, lc.ConfigureRequest{MachineID: "m1", ClusterID: "c", Token: tok}); return err },
-		"drain":     func() error { _, err := e.Drain(ctx, lc.DrainRequest{MachineID: "m2", Token: tok}); return err },
-		"delete":    func() error { _, err := e.Delete(ctx, lc.DeleteRequest{MachineID: "m3", Token: tok}); return err },
+		"create": func() error { _, err := e.Create(ctx, lc.CreateRequest{MachineID: "m0", Token: tok}); return err },
+		"configure": func() error {
+			_, err := e.Configure(ctx, lc.ConfigureRequest{MachineID: "m1", ClusterID: "c", Token: tok})
+			return err
+		},
+		"drain":  func() error { _, err := e.Drain(ctx, lc.DrainRequest{MachineID: "m2", Token: tok}); return err },
+		"delete": func() error { _, err := e.Delete(ctx, lc.DeleteRequest{MachineID: "m3", Token: tok}); return err },
 	}
 }
 
