@@ -49,6 +49,14 @@ func TestTransitionFinishedLogLevels(t *testing.T) {
 	f.be.setFail(OpConfigure, errors.New("hook exited with status 3"))
 	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"})
 	failed := f.waitState("m000", Failed)
+	waitFor(t, "the failure's log line", func() bool {
+		for _, r := range logs.records("transition finished") {
+			if r["outcome"] == "failed" {
+				return true
+			}
+		}
+		return false
+	})
 	want := map[string][2]string{"succeeded": {"INFO", ""}, "failed": {"WARN", failed.LastError}}
 	got := map[string][2]string{}
 	for _, r := range logs.records("transition finished") {
@@ -85,9 +93,15 @@ func TestEveryFailedPathHasLastError(t *testing.T) {
 	delete(f.be.vms, "m000") // vanishes while the provider is down
 	delete(f.be.gate, OpConfigure)
 	f.be.mu.Unlock()
-	f.start(5) // resume fails m003's Configure; reconcile finds m000 gone
+	logs := &logBuf{}
+	// resume fails m003's Configure; reconcile finds m000 gone
+	f.start(5, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
 	f.waitState("m003", Failed)
-	f.waitState("m000", Failed)
+	m0 := f.waitState("m000", Failed)
+	waitFor(t, "the vanished log line", func() bool { return len(logs.records("reconcile")) > 0 })
+	if r := logs.records("reconcile"); len(r) != 1 || r[0]["level"] != "WARN" || r[0]["err"] != m0.LastError {
+		t.Errorf("vanished log lines: %v", r)
+	}
 
 	// The sweep path: a record transitional past its deadline with no run.
 	f.e.Close()

@@ -131,7 +131,11 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 	if err := e.commit(context.Background(), id, "", nil, &n); err != nil {
 		return ""
 	}
-	e.log.Warn("reconcile", "machine", id, "change", what, "state", n.State.String())
+	attrs := []any{"machine", id, "change", what, "state", n.State.String()}
+	if n.LastError != "" {
+		attrs = append(attrs, "err", n.LastError)
+	}
+	e.log.Warn("reconcile", attrs...)
 	return what
 }
 
