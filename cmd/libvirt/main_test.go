@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
@@ -276,17 +278,36 @@ func TestReadyz(t *testing.T) {
 func TestSIGTERMLetsConfigureFinish(t *testing.T) {
 	t.Parallel()
 	state := filepath.Join(t.TempDir(), "state.db")
-	args := []string{"--use-fake-backend", "--seed-count=1", "--state=" + state, "--metrics-addr=",
+	args := []string{"--use-fake-backend", "--seed-count=2", "--state=" + state, "--metrics-addr=",
 		"--addr=127.0.0.1:0", "--fake-delay=1s", "--shutdown-timeout=10s"}
 	cmd, addr := startChild(t, args)
 	c := dial(t, addr)
-	id := c.list(t).GetMachines()[0].GetId()
+	ms := c.list(t).GetMachines()
+	id, other := ms[0].GetId(), ms[1].GetId()
 	c.call(t, "Create", &pb.CreateRequest{MachineId: id})
 	c.waitState(t, id, pb.MachineState_MACHINE_STATE_IDLE)
 	c.call(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c1", BootstrapBlob: []byte("join")})
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	// Mutations are accepted until the signal is handled; from then on they
+	// are Unavailable, saying why, while reads still work: the listener
+	// stays open while the Configure finishes.
+	for {
+		err := c.conn.Invoke(t.Context(), "/bigfleet.v1alpha1.CapacityProvider/Create",
+			&pb.CreateRequest{MachineId: other}, new(pb.TransitionAck))
+		if err == nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+			t.Fatalf("mutation during shutdown: %v, want Unavailable saying it is shutting down", err)
+		}
+		break
+	}
+	if s := c.get(t, id).GetState(); s != pb.MachineState_MACHINE_STATE_CONFIGURING {
+		t.Fatalf("read during shutdown: %s", s)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("provider exit after SIGTERM: %v", err)

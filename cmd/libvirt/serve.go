@@ -21,9 +21,9 @@ import (
 )
 
 // serve wires backend → capacity → store → engine → server, serves until
-// ctx ends, then shuts down in the order that loses nothing: not-ready
-// first, then (within --shutdown-timeout) drain RPCs and let in-flight
-// transitions finish, then stop the engine, then close the store.
+// ctx ends, then shuts down in the order that loses nothing: not-ready and
+// refusing mutations first, then (within --shutdown-timeout) letting
+// in-flight transitions finish, then draining RPCs, then closing the store.
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
 	start := time.Now()
 	tlsCfg, security, err := server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}.Load()
@@ -119,21 +119,44 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		log.Error("listener failed; shutting down", slog.Any("error", err))
 	}
 	status.BeginShutdown()
-	adm.Close() // end admin watch streams: an open admin page must not hold the drain
-	// One bound for both: in-flight RPCs drain while in-flight transitions
-	// (a Configure's bootstrap hook, say) finish; only past the bound is
-	// anything cancelled. Mutations arriving meanwhile get Unavailable.
+	eng.StopAccepting() // from here a mutation is Unavailable ("shutting down"), never half-accepted
+	adm.Close()         // end admin watch streams: an open admin page must not hold the drain
+	// In-flight transitions (a Configure's bootstrap hook, say) get up to
+	// the bound to finish, while the listener stays open so clients still
+	// connected can read their outcome and are told why mutations fail.
+	// Only past the bound is anything cancelled.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	engineDone := make(chan struct{})
-	go func() { eng.Shutdown(shutdownCtx); close(engineDone) }()
-	if derr := lis.Shutdown(shutdownCtx); derr != nil {
+	eng.Shutdown(shutdownCtx)
+	// Then the RPCs still in flight (reads and refusals, milliseconds each)
+	// drain within what is left of the bound, with a small floor so a bound
+	// used up by transitions does not cut them mid-reply.
+	rpcCtx, rpcCancel := drainContext(shutdownCtx)
+	defer rpcCancel()
+	if derr := lis.Shutdown(rpcCtx); derr != nil {
 		log.Warn("in-flight RPCs cut off at the shutdown bound", slog.Any("error", derr))
 	}
-	<-engineDone
-	_ = ops.Shutdown(shutdownCtx) // last: metrics stay scrapeable while transitions finish
+	_ = ops.Shutdown(rpcCtx)
 	log.Info("stopped")
-	return err // deferred: engine.Close (a no-op after Shutdown), store Close, backend Close
+	return err // deferred: store Close, backend Close (engine.Close is a no-op after Shutdown)
+}
+
+// minRPCDrain is the floor of the RPC drain after transitions used the
+// shutdown bound.
+const minRPCDrain = 2 * time.Second
+
+// drainContext is the RPC drain's context: parent's deadline, but at least
+// minRPCDrain from now.
+func drainContext(parent context.Context) (context.Context, context.CancelFunc) {
+	deadline, _ := parent.Deadline()
+	return context.WithDeadline(context.WithoutCancel(parent), later(deadline, time.Now().Add(minRPCDrain)))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func stateDesc(path string) string {

@@ -190,8 +190,7 @@ func (e *Engine) Close() {
 // Start. Later calls wait for the first to complete.
 func (e *Engine) Shutdown(ctx context.Context) {
 	e.stopOnce.Do(func() {
-		e.stopping.Store(true)
-		e.recCancel()
+		e.StopAccepting()
 		if err := e.runs.wait(ctx); err != nil {
 			e.log.Warn("shutdown bound reached; cancelling in-flight transitions (resumed at next start)",
 				"running", e.runs.len())
@@ -202,6 +201,15 @@ func (e *Engine) Shutdown(ctx context.Context) {
 		e.bgCancel()
 		e.bg.Wait()
 	})
+}
+
+// StopAccepting is the first step of Shutdown, for callers that must order
+// it before other steps: from now on mutations are refused with
+// Unavailable, and reconcile and the sweep stop. Reads and transitions
+// already running carry on. It is idempotent.
+func (e *Engine) StopAccepting() {
+	e.stopping.Store(true)
+	e.recCancel()
 }
 
 // Get returns one machine.
