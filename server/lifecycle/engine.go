@@ -208,8 +208,29 @@ func (e *Engine) Shutdown(ctx context.Context) {
 // Unavailable, and reconcile and the sweep stop. Reads and transitions
 // already running carry on. It is idempotent.
 func (e *Engine) StopAccepting() {
+	e.bgMu.Lock()
 	e.stopping.Store(true)
+	e.bgMu.Unlock()
 	e.recCancel()
+}
+
+// acceptingKey stands in the run set for mutations being accepted, so a
+// graceful stop waits for them too (and then for the runs they launch):
+// an acknowledged transition is never dropped by a stop that did not use
+// its whole bound.
+const acceptingKey = "\x00accepting"
+
+// beginAccept registers a mutation about to be accepted, unless a stop has
+// begun. Registration and StopAccepting are ordered by bgMu, so after
+// StopAccepting every mutation is either counted or refused.
+func (e *Engine) beginAccept() bool {
+	e.bgMu.RLock()
+	defer e.bgMu.RUnlock()
+	if e.stopping.Load() {
+		return false
+	}
+	e.runs.add(acceptingKey)
+	return true
 }
 
 // Get returns one machine.

@@ -153,9 +153,10 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	}
 	unlock := e.locks.Lock(id)
 	defer unlock()
-	if e.stopping.Load() {
+	if !e.beginAccept() {
 		return Ack{}, errorf(CodeUnavailable, "provider is shutting down; retry against the next instance")
 	}
+	defer e.runs.done(acceptingKey) // after start has registered the run it launched
 	mark, ferr := e.fence(id, t)
 	if ferr != nil {
 		return Ack{}, ferr

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,4 +83,52 @@ func TestShutdownBoundCancels(t *testing.T) {
 		t.Fatalf("cut-off transition stored as %s", s.State)
 	}
 	f.e.Close() // a second stop is a no-op
+}
+
+// gatedStore blocks the next Commit until released.
+type gatedStore struct {
+	*memStore
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *gatedStore) Commit(ctx context.Context, b Batch) error {
+	if s.armed.Swap(false) {
+		close(s.entered)
+		<-s.gate
+	}
+	return s.memStore.Commit(ctx, b)
+}
+
+// Rule 3: a mutation being accepted when the stop begins (its commit in
+// the store) is waited for, and so is the transition it starts: a quick
+// exit promises nothing acknowledged was cut short.
+func TestShutdownWaitsForAcceptanceInProgress(t *testing.T) {
+	t.Parallel()
+	st := &gatedStore{memStore: newMemStore(), entered: make(chan struct{}), gate: make(chan struct{})}
+	e, err := New(Config{Provider: "test", Seed: seed(1), ShutdownGrace: 5 * time.Second}, st, newTestBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start(t.Context())
+	st.armed.Store(true)
+	acked := make(chan error, 1)
+	go func() { _, err := e.Create(context.Background(), CreateRequest{MachineID: "m000"}); acked <- err }()
+	<-st.entered
+	closed := make(chan struct{})
+	go func() { e.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a mutation was being accepted")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(st.gate)
+	if err := <-acked; err != nil {
+		t.Fatalf("the mutation that began before the stop: %v", err)
+	}
+	<-closed
+	if s := st.stored("m000"); s.State != Idle {
+		t.Fatalf("acknowledged Create stored as %s after a graceful stop", s.State)
+	}
 }
