@@ -83,6 +83,12 @@ func TestShutdownBoundCancels(t *testing.T) {
 		t.Fatalf("cut-off transition stored as %s", s.State)
 	}
 	f.e.Close() // a second stop is a no-op
+	// The next start resumes it; a Configure cannot be re-driven (the blob
+	// is never stored), so it ends FAILED saying why, never stuck.
+	f.start(2)
+	if m := f.waitState("m000", Failed); !strings.Contains(m.LastError, "restart") {
+		t.Fatalf("resumed Configure: %q", m.LastError)
+	}
 }
 
 // gatedStore blocks the next Commit until released.
