@@ -101,3 +101,18 @@ func TestSweepFinishesOrphans(t *testing.T) {
 		t.Fatalf("sweep touched a live run: %s %q", m1.State, m1.LastError)
 	}
 }
+
+// BenchmarkSweepIdleFleet is the sweep's cost every SweepInterval on a
+// 100k-machine fleet with nothing to do (one scan of the index).
+func BenchmarkSweepIdleFleet(b *testing.B) {
+	e, err := New(Config{Provider: "test", Seed: seed(100_000)}, newMemStore(), newTestBackend())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	for b.Loop() {
+		if e.Sweep() != 0 {
+			b.Fatal("sweep changed an idle fleet")
+		}
+	}
+}

@@ -40,6 +40,9 @@ type index struct {
 	pending  map[uint64]*pendingRev
 	counts   map[StateZone]int
 	watchers map[*watcher]struct{}
+	// transit holds the ids of transitional records, so the sweep visits
+	// those few instead of scanning the fleet under the lock.
+	transit map[string]struct{}
 }
 
 // pendingRev is a reserved revision waiting for its commit and for the
@@ -57,6 +60,7 @@ func newIndex(machines []Machine) *index {
 		pending:  make(map[uint64]*pendingRev),
 		counts:   make(map[StateZone]int),
 		watchers: make(map[*watcher]struct{}),
+		transit:  make(map[string]struct{}),
 	}
 	for i := range machines {
 		m := &machines[i]
@@ -64,6 +68,7 @@ func newIndex(machines []Machine) *index {
 		ix.log = append(ix.log, logEntry{m.Revision, m.ID})
 		ix.counter = max(ix.counter, m.Revision)
 		ix.counts[StateZone{m.State, m.Zone}]++
+		ix.track(m)
 	}
 	ix.visible = ix.counter
 	slices.SortFunc(ix.log, func(a, b logEntry) int {
@@ -121,6 +126,7 @@ func (ix *index) apply(m *Machine) {
 	}
 	ix.byID[m.ID] = m
 	ix.counts[StateZone{m.State, m.Zone}]++
+	ix.track(m)
 	ix.log = append(ix.log, logEntry{m.Revision, m.ID})
 	if ix.stale > len(ix.byID)+1024 {
 		ix.compact()
@@ -209,16 +215,22 @@ func (ix *index) ids() []string {
 	return out
 }
 
-// matching returns the ids of the records for which keep is true (keep
-// runs under the index's read lock: it must be cheap and not call back).
-func (ix *index) matching(keep func(*Machine) bool) []string {
+// track keeps transit in step with m; ix.mu is held.
+func (ix *index) track(m *Machine) {
+	if m.State.transitional() {
+		ix.transit[m.ID] = struct{}{}
+	} else {
+		delete(ix.transit, m.ID)
+	}
+}
+
+// transitional returns the ids of the transitional records.
+func (ix *index) transitional() []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	var out []string
-	for id, m := range ix.byID {
-		if keep(m) {
-			out = append(out, id)
-		}
+	out := make([]string, 0, len(ix.transit))
+	for id := range ix.transit {
+		out = append(out, id)
 	}
 	return out
 }

@@ -30,9 +30,11 @@ func (e *Engine) Sweep() int {
 		}
 	}
 	now := e.cfg.Now()
-	for _, id := range e.idx.matching(func(m *Machine) bool {
-		return m.State.transitional() && !m.OpDeadline.After(now)
-	}) {
+	for _, id := range e.idx.transitional() {
+		// A cheap look first: most transitional records are running.
+		if m, ok := e.idx.get(id); !ok || m.OpDeadline.After(now) || e.runs.has(m.OperationID) {
+			continue
+		}
 		if e.sweepOne(id, now) {
 			changed++
 		}
