@@ -104,7 +104,8 @@ clean:
 
 # The chaos soak of issue 10 on the real libvirtd (docs/reliability.md,
 # "Chaos soak"). It kills and freezes libvirtd, so run it under the shared
-# lock: `flock /tmp/bf-real-libvirt.lock make soak-short`. soak-short is the
+# lock: `flock -o /tmp/bf-real-libvirt.lock make soak-short` (-o: a libvirtd
+# restarted under it must not inherit the lock). soak-short is the
 # CI form (10 faults of each kind); soak is the long documented run. Knobs:
 # SOAK_* variables (test/soak/params_test.go). Whatever the outcome,
 # libvirtd is left thawed.

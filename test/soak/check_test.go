@@ -19,10 +19,16 @@ func domainName(provider, id string) string { return libvirt.DomainName(provider
 // can lock (their clients are between operations), so a domain that is
 // being created or deleted right now is never mistaken for an orphan.
 func (s *soak) liveCheck(when string) {
+	// Gather machines for up to 2 s: a client pauses 0.2–2 s between two
+	// operations, and a held machine's client waits for the check.
 	var held []string
-	for _, id := range s.ids {
-		if s.locks[id].TryLock() {
-			held = append(held, id)
+	got := map[string]bool{}
+	for t0 := time.Now(); time.Since(t0) < 2*time.Second && len(held) < len(s.ids); time.Sleep(50 * time.Millisecond) {
+		for _, id := range s.ids {
+			if !got[id] && s.locks[id].TryLock() {
+				got[id] = true
+				held = append(held, id)
+			}
 		}
 	}
 	defer func() {

@@ -39,6 +39,12 @@ func (s *soak) runFaults() {
 				s.logf("libvirtd cannot be brought back: stopping the faults")
 				return
 			}
+			if _, done := s.pr.running(); isClosed(done) {
+				if err := s.pr.start(); err != nil {
+					s.violate(clOther, "restart", fmt.Sprintf("provider cannot be restarted: %v", err), nil)
+					return
+				}
+			}
 			continue
 		}
 		s.led.addFault(ev)
@@ -102,6 +108,8 @@ func (s *soak) inject(ev *faultEvent, rng *rand.Rand, span func([2]time.Duration
 // the agent is down). No machine may go FAILED for it, and the next
 // Configure or Drain on it must work once the agent is back.
 func (s *soak) agentFault(ev *faultEvent, rng *rand.Rand, span func([2]time.Duration) time.Duration) error {
+	// Clients hold a machine for a whole operation and pause 0.2–2 s
+	// between two: polling often catches those pauses.
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, i := range rng.Perm(len(s.ids)) {
@@ -115,7 +123,7 @@ func (s *soak) agentFault(ev *faultEvent, rng *rand.Rand, span func([2]time.Dura
 				return err
 			}
 		}
-		time.Sleep(time.Second)
+		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("no IDLE or CONFIGURED machine with a live guest agent within 90s")
 }
@@ -219,5 +227,14 @@ func (s *soak) awaitState(id string, want pb.MachineState, within time.Duration)
 			return &pb.Machine{Id: id}
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

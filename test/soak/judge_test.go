@@ -1,0 +1,91 @@
+//go:build soak
+
+package soak
+
+import (
+	"testing"
+	"time"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+)
+
+// The soak's own judgement is tested first, without libvirt: a soak that
+// could not tell a provoked failure from a false one would prove nothing.
+
+func TestProfiles(t *testing.T) {
+	t.Setenv("SOAK_PROFILE", "short")
+	p, err := loadParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []faultKind{provKill, provTerm, virtKill, virtFreeze, agentFault} {
+		if p.Faults[k] < 10 {
+			t.Errorf("short profile: %d %s faults, CI needs at least 10 of each kind", p.Faults[k], k)
+		}
+	}
+	if p.Faults[lostState] < 1 || p.Freeze[0] < 10*time.Second || p.Freeze[1] > 30*time.Second {
+		t.Errorf("short profile: lost-state %d, freeze %v", p.Faults[lostState], p.Freeze)
+	}
+	t.Setenv("SOAK_PROFILE", "long")
+	t.Setenv("SOAK_LIBVIRTD_FREEZES", "3")
+	t.Setenv("SOAK_FREEZE", "11s-12s")
+	t.Setenv("SOAK_SEED", "42")
+	if p, err = loadParams(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Faults[provKill] != 100 || p.Faults[virtKill] != 20 || p.Faults[virtFreeze] != 3 ||
+		p.Freeze != [2]time.Duration{11 * time.Second, 12 * time.Second} || p.Seed != 42 {
+		t.Errorf("long profile with overrides: %s", p)
+	}
+	for env, bad := range map[string]string{"SOAK_FREEZE": "30s-10s", "SOAK_CLIENTS": "-1", "SOAK_PROFILE": "medium"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, bad)
+			if _, err := loadParams(); err == nil {
+				t.Errorf("%s=%s accepted", env, bad)
+			}
+		})
+	}
+}
+
+func TestJudgement(t *testing.T) {
+	s := &soak{led: newLedger(), t0: time.Now(), pr: &provider{logPath: "/nonexistent"}}
+	s.h = &host{log: s.logf}
+	now := time.Now()
+	op := &opRecord{Kind: "Configure", Machine: "m", Sent: now.Add(-time.Minute)}
+	failed := func(le string) *pb.Machine {
+		return &pb.Machine{Id: "m", State: pb.MachineState_MACHINE_STATE_FAILED, LastError: le}
+	}
+	const interrupted = "configure failed: interrupted by a provider restart; the bootstrap blob is never persisted"
+
+	s.led.setSent("m", binding{Cluster: "exit3"})
+	if why := s.explain(op, failed("configure failed: bootstrap hook exited with status 3: bootstrap failed on purpose")); why == "" {
+		t.Error("the exit3 hook's failure was not recognised as provoked")
+	}
+	s.led.setSent("m", binding{Cluster: "c1"})
+	if why := s.explain(op, failed("configure failed: bootstrap hook exited with status 3")); why != "" {
+		t.Errorf("status 3 on a normal cluster explained as %q", why)
+	}
+	if why := s.explain(op, failed(interrupted)); why != "" {
+		t.Errorf("interrupted with no fault explained as %q", why)
+	}
+	s.led.addFault(faultEvent{Kind: provTerm, Start: now.Add(-30 * time.Second), End: now.Add(-29 * time.Second)})
+	if why := s.explain(op, failed(interrupted)); why != "" {
+		t.Errorf("a SIGTERM that exited within --shutdown-timeout explained the interruption as %q", why)
+	}
+	s.led.addFault(faultEvent{Kind: provKill, Start: now.Add(-20 * time.Second), End: now.Add(-19 * time.Second)})
+	if why := s.explain(op, failed(interrupted)); why == "" {
+		t.Error("a SIGKILL mid-Configure did not explain the interruption")
+	}
+	if why := s.explain(&opRecord{Kind: "Create", Sent: op.Sent}, failed("create failed: connection reset")); why != "" {
+		t.Errorf("a Create failure explained as %q", why)
+	}
+
+	if !s.led.violate(clFalse, "k", "x") || s.led.violate(clFalse, "k", "x") || s.led.count(clFalse) != 1 {
+		t.Error("a lasting violation must count once")
+	}
+	s.judgeFailed(op, failed("drain failed: boom"))
+	s.judgeFailed(nil, failed("drain failed: boom"))
+	if n := s.led.count(clFalse); n != 2 {
+		t.Errorf("false_failed=%d after one new false failure judged twice, want 2", n)
+	}
+}
