@@ -93,14 +93,17 @@ func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []b
 	if err := b.c.WriteFile(ctx, b.cfg.BlobPath, blob, b.cfg.ChunkSize); err != nil {
 		return fmt.Errorf("configure: write blob: %w", err)
 	}
+	// What the hooks print may echo the blob; it is redacted before it
+	// can reach last_error, a log line or the admin API.
+	forms := newSecretForms(blob)
 	res, err := b.c.RunHook(ctx, []string{b.cfg.BootstrapHook, clusterID}, b.cfg.BootstrapBudget)
 	if err != nil {
 		return fmt.Errorf("configure: run bootstrap hook: %w", err)
 	}
-	if err := res.Err("bootstrap hook"); err != nil {
+	if err := forms.redactResult(res).Err("bootstrap hook"); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	if err := b.awaitReady(ctx, clusterID); err != nil {
+	if err := b.awaitReady(ctx, clusterID, forms); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
 	return nil
@@ -131,7 +134,7 @@ func (b *Bootstrapper) waitAgent(ctx context.Context) error {
 }
 
 // awaitReady polls the ready hook with backoff until it exits 0.
-func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string) error {
+func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, forms secretForms) error {
 	present := b.probe(ctx, b.cfg.ReadyHook)
 	if present == absent {
 		return nil
@@ -150,7 +153,7 @@ func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string) error {
 			return nil
 		}
 		if last = err; err == nil {
-			last = res.Err("ready hook")
+			last = forms.redactResult(res).Err("ready hook")
 		}
 		if ctx.Err() != nil || b.c.clock.Sleep(ctx, delay) != nil {
 			break
