@@ -191,11 +191,16 @@ func (b *Backend) define(h *host, conn *libvirt.Connect, name string, spec backe
 	if err != nil {
 		return nil, err
 	}
-	x, err := buildDomain(domainParams{
-		Name: name, Type: h.domainType().Type, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
+	hostType := h.domainType().Type
+	d := buildDomain(domainParams{
+		Name: name, Type: hostType, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
 		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, Network: b.cfg.Network,
 		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Metadata: md,
-	}).Marshal()
+	})
+	if err := b.policyFor(hostType, overlay, seed).check(d); err != nil {
+		return nil, err
+	}
+	x, err := d.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("render xml: %w", err)
 	}

@@ -1,0 +1,251 @@
+package libvirt
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"libvirt.org/go/libvirtxml"
+)
+
+// xmlPolicy is what a domain we define may contain. libvirt's polkit rules
+// can limit the provider's account to domains named bf-*, but not what such
+// a domain holds: with domain.write it could point a disk at any host file,
+// boot a host kernel or pass <qemu:commandline>. So every definition is
+// checked against this allow-list before DomainDefineXML, and anything the
+// provider does not itself generate is refused. A field of libvirtxml that
+// is not named here is refused too, so new fields never slip through.
+type xmlPolicy struct {
+	Types   []string // domain types the host may use
+	Files   []string // disk sources: this machine's overlay and seed
+	Network string   // the one libvirt network NICs may join ("" = no NIC)
+	Kernel  string   // --kernel/--initrd/--cmdline, exactly
+	Initrd  string
+	Cmdline string
+}
+
+// policyFor is the policy of one Create: the host's domain type (kvm or
+// qemu on a real host), its own volumes, the configured network and boot
+// files.
+func (b *Backend) policyFor(hostType, overlay, seed string) xmlPolicy {
+	files := []string{overlay}
+	if seed != "" {
+		files = append(files, seed)
+	}
+	return xmlPolicy{
+		Types: []string{hostType}, Files: files, Network: b.cfg.Network,
+		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline,
+	}
+}
+
+// check reports every way d strays from the policy.
+func (p xmlPolicy) check(d *libvirtxml.Domain) error {
+	c := *d
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !slices.Contains(p.Types, c.Type) {
+		bad("domain type %q", c.Type)
+	}
+	if !strings.HasPrefix(c.Name, "bf-") {
+		bad("name %q lacks the bf- prefix", c.Name)
+	}
+	errs = append(errs, p.checkOS(c.OS), checkFeatures(c.Features), p.checkDevices(c.Devices))
+	c.XMLName, c.Type, c.Name, c.Metadata, c.Memory, c.VCPU = xml.Name{}, "", "", nil, nil, nil
+	c.OnPoweroff, c.OnReboot, c.OnCrash = "", "", ""
+	c.OS, c.Features, c.Devices = nil, nil, nil
+	if left := setFields(c); len(left) > 0 {
+		bad("sets %s, which the provider never generates", strings.Join(left, ", "))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("domain XML refused by the definition policy: %w", err)
+	}
+	return nil
+}
+
+func (p xmlPolicy) checkOS(os *libvirtxml.DomainOS) error {
+	if os == nil {
+		return nil
+	}
+	c := *os
+	var errs []error
+	if c.Type == nil || c.Type.Type != "hvm" {
+		errs = append(errs, errors.New("os type is not hvm"))
+	}
+	if c.Kernel != p.Kernel || c.Initrd != p.Initrd || c.Cmdline != p.Cmdline {
+		errs = append(errs, fmt.Errorf("boots kernel %q initrd %q, not the configured --kernel/--initrd/--cmdline", c.Kernel, c.Initrd))
+	}
+	for _, bd := range c.BootDevices {
+		if bd.Dev != "hd" {
+			errs = append(errs, fmt.Errorf("boot device %q", bd.Dev))
+		}
+	}
+	if c.Type != nil {
+		t := *c.Type
+		t.Type = ""
+		if left := setFields(t); len(left) > 0 {
+			errs = append(errs, fmt.Errorf("os type sets %s", strings.Join(left, ", ")))
+		}
+	}
+	c.Type, c.Kernel, c.Initrd, c.Cmdline, c.BootDevices = nil, "", "", "", nil
+	if left := setFields(c); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("os sets %s", strings.Join(left, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+func checkFeatures(f *libvirtxml.DomainFeatureList) error {
+	if f == nil {
+		return nil
+	}
+	c := *f
+	c.ACPI = nil
+	if left := setFields(c); len(left) > 0 {
+		return fmt.Errorf("features set %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+func (p xmlPolicy) checkDevices(dv *libvirtxml.DomainDeviceList) error {
+	if dv == nil {
+		return nil
+	}
+	c := *dv
+	var errs []error
+	for _, d := range c.Disks {
+		errs = append(errs, p.checkDisk(d))
+	}
+	for _, n := range c.Interfaces {
+		errs = append(errs, p.checkInterface(n))
+	}
+	for _, ch := range c.Channels {
+		errs = append(errs, checkChannel(ch))
+	}
+	for _, sr := range c.Serials {
+		errs = append(errs, checkSerial(sr))
+	}
+	for _, co := range c.Consoles {
+		errs = append(errs, checkConsole(co))
+	}
+	c.Disks, c.Interfaces, c.Channels, c.Serials, c.Consoles = nil, nil, nil, nil, nil
+	if left := setFields(c); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("devices include %s", strings.Join(left, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+func (p xmlPolicy) checkDisk(d libvirtxml.DomainDisk) error {
+	if d.Device != "disk" || d.Source == nil || d.Source.File == nil || !slices.Contains(p.Files, d.Source.File.File) {
+		src := "a non-file source"
+		if d.Source != nil && d.Source.File != nil {
+			src = d.Source.File.File
+		}
+		return fmt.Errorf("disk %s is not one of this machine's volumes", src)
+	}
+	c, src, file := d, *d.Source, *d.Source.File
+	c.Device, c.Driver, c.Source, c.Target, c.ReadOnly, src.File, file.File = "", nil, nil, nil, nil, nil, ""
+	left := append(append(setFields(c), setFields(src)...), setFields(file)...)
+	if d.Driver != nil {
+		drv := *d.Driver
+		if drv.Name != "qemu" || (drv.Type != "qcow2" && drv.Type != "raw") {
+			left = append(left, fmt.Sprintf("driver %s/%s", drv.Name, drv.Type))
+		}
+		drv.Name, drv.Type = "", ""
+		left = append(left, setFields(drv)...)
+	}
+	if d.Target != nil {
+		t := *d.Target
+		if t.Bus != "virtio" {
+			left = append(left, "bus "+t.Bus)
+		}
+		t.Dev, t.Bus = "", ""
+		left = append(left, setFields(t)...)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("disk %s sets %s", d.Source.File.File, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+func (p xmlPolicy) checkInterface(n libvirtxml.DomainInterface) error {
+	if p.Network == "" || n.Source == nil || n.Source.Network == nil || n.Source.Network.Network != p.Network {
+		return fmt.Errorf("a NIC that is not on network %q", p.Network)
+	}
+	c, src, net := n, *n.Source, *n.Source.Network
+	c.Source, c.Model, src.Network, net.Network = nil, nil, nil, ""
+	if n.Model != nil && n.Model.Type != "virtio" {
+		return fmt.Errorf("a NIC of model %q", n.Model.Type)
+	}
+	if left := append(append(setFields(c), setFields(src)...), setFields(net)...); len(left) > 0 {
+		return fmt.Errorf("a NIC that sets %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// checkChannel allows only the guest-agent channel, on a socket libvirt
+// places itself (no path of our choosing on the host).
+func checkChannel(ch libvirtxml.DomainChannel) error {
+	if ch.Target == nil || ch.Target.VirtIO == nil || ch.Target.VirtIO.Name != AgentChannel ||
+		ch.Source == nil || ch.Source.UNIX == nil || ch.Source.UNIX.Path != "" {
+		return errors.New("a channel other than the guest agent's")
+	}
+	c, src, tgt := ch, *ch.Source, *ch.Target
+	c.Source, c.Target, src.UNIX, tgt.VirtIO = nil, nil, nil, nil
+	if left := append(append(setFields(c), setFields(src)...), setFields(tgt)...); len(left) > 0 {
+		return fmt.Errorf("the agent channel sets %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+func checkSerial(sr libvirtxml.DomainSerial) error {
+	c := sr
+	c.Source = nil
+	var left []string
+	if sr.Target != nil {
+		t := *sr.Target
+		t.Port = nil
+		left = setFields(t)
+		c.Target = nil
+	}
+	return ptyOnly("serial", sr.Source, append(left, setFields(c)...))
+}
+
+func checkConsole(co libvirtxml.DomainConsole) error {
+	c := co
+	c.Source = nil
+	var left []string
+	if co.Target != nil {
+		t := *co.Target
+		t.Port, t.Type = nil, ""
+		left = setFields(t)
+		c.Target = nil
+	}
+	return ptyOnly("console", co.Source, append(left, setFields(c)...))
+}
+
+// ptyOnly: a serial or console device on a pty libvirt allocates.
+func ptyOnly(what string, src *libvirtxml.DomainChardevSource, left []string) error {
+	if src == nil || src.Pty == nil || src.Pty.Path != "" {
+		return fmt.Errorf("a %s that is not a pty", what)
+	}
+	c := *src
+	c.Pty = nil
+	if left = append(left, setFields(c)...); len(left) > 0 {
+		return fmt.Errorf("a %s that sets %s", what, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// setFields names the fields of struct v that are not their zero value.
+func setFields(v any) []string {
+	rv := reflect.ValueOf(v)
+	var out []string
+	for i := range rv.NumField() {
+		if f := rv.Type().Field(i); f.IsExported() && !rv.Field(i).IsZero() {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
