@@ -82,9 +82,9 @@ func TestPolicyRefusesTamperedDefinitions(t *testing.T) {
 		"graphics": {func(p *domainParams, d *libvirtxml.Domain) {
 			d.Devices.Graphics = []libvirtxml.DomainGraphic{{}}
 		}, "Graphics"},
-		"xen": {func(p *domainParams, d *libvirtxml.Domain) { d.Type = "xen" }, `domain type "xen"`},
+		"xen":          {func(p *domainParams, d *libvirtxml.Domain) { d.Type = "xen" }, `domain type "xen"`},
 		"foreign name": {func(p *domainParams, d *libvirtxml.Domain) { d.Name = "prod-db" }, "bf- prefix"},
-		"emulator": {func(p *domainParams, d *libvirtxml.Domain) { d.Devices.Emulator = "/tmp/evil" }, "Emulator"},
+		"emulator":     {func(p *domainParams, d *libvirtxml.Domain) { d.Devices.Emulator = "/tmp/evil" }, "Emulator"},
 		"disk cache option": {func(p *domainParams, d *libvirtxml.Domain) {
 			d.Devices.Disks[0].Driver.Cache = "unsafe"
 		}, "Cache"},
