@@ -96,7 +96,7 @@ func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []b
 	// What the hooks print may echo the blob; it is redacted before it
 	// can reach last_error, a log line or the admin API.
 	forms := newSecretForms(blob)
-	res, err := b.c.RunHook(ctx, []string{b.cfg.BootstrapHook, clusterID}, b.cfg.BootstrapBudget)
+	res, err := b.c.RunHook(ctx, []string{b.cfg.BootstrapHook, "--", clusterID}, b.cfg.BootstrapBudget)
 	if err != nil {
 		return fmt.Errorf("configure: run bootstrap hook: %w", err)
 	}
@@ -139,7 +139,7 @@ func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, forms s
 	if present == absent {
 		return nil
 	}
-	argv := []string{b.cfg.ReadyHook, clusterID}
+	argv := []string{b.cfg.ReadyHook, "--", clusterID}
 	delay := b.cfg.ReadyPollStart
 	var last error
 	checks := 0

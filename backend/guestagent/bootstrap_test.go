@@ -44,10 +44,10 @@ func TestConfigureHappyPath(t *testing.T) {
 	if !bytes.Equal(g.files[DefaultBlobPath], blob) {
 		t.Fatal("blob not delivered byte for byte")
 	}
-	if got := g.execsOf(DefaultBootstrapHook); !reflect.DeepEqual(got, [][]string{{cluster}}) {
+	if got := g.execsOf(DefaultBootstrapHook); !reflect.DeepEqual(got, [][]string{{"--", cluster}}) {
 		t.Fatalf("bootstrap argv %q", got)
 	}
-	if got := g.execsOf(DefaultReadyHook); len(got) != 3 || !reflect.DeepEqual(got[2], []string{cluster}) {
+	if got := g.execsOf(DefaultReadyHook); len(got) != 3 || !reflect.DeepEqual(got[2], []string{"--", cluster}) {
 		t.Fatalf("ready runs %q, want 3 with the cluster id", got)
 	}
 	// Readiness backoff: 50 ms, then 100 ms, between the three checks.
@@ -251,5 +251,21 @@ func TestBlobNeverInErrors(t *testing.T) {
 				t.Fatalf("redaction lost the classification: %v", err)
 			}
 		})
+	}
+}
+
+// TestHookArgvEndsOptions: caller-supplied values come after "--", so a
+// cluster id that looks like an option ("--help") reaches the hook as a value.
+func TestHookArgvEndsOptions(t *testing.T) {
+	t.Parallel()
+	b, g, _ := newTestBootstrapper(t, BootstrapConfig{})
+	g.programs[DefaultReadyHook] = readyOn(1)
+	if err := b.Configure(t.Context(), "--help", []byte("blob")); err != nil {
+		t.Fatal(err)
+	}
+	for _, hook := range []string{DefaultBootstrapHook, DefaultReadyHook} {
+		if got := g.execsOf(hook); len(got) == 0 || !reflect.DeepEqual(got[0], []string{"--", "--help"}) {
+			t.Errorf("%s argv tails %q, want [-- --help]", hook, got)
+		}
 	}
 }

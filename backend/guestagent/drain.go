@@ -29,7 +29,7 @@ func (b *Bootstrapper) Drain(ctx context.Context, clusterID string, grace time.D
 	}
 	cause := errNoGrace
 	if grace > 0 {
-		argv := []string{b.cfg.DrainHook, clusterID, graceSeconds(grace)}
+		argv := []string{b.cfg.DrainHook, "--", clusterID, graceSeconds(grace)}
 		res, err := b.c.RunHook(ctx, argv, grace+b.cfg.DrainMargin)
 		switch {
 		case missingHook(p, res, err):
@@ -53,7 +53,7 @@ func (b *Bootstrapper) Drain(ctx context.Context, clusterID string, grace time.D
 
 // forceDrain runs the forced mode after the graceful one gave up.
 func (b *Bootstrapper) forceDrain(ctx context.Context, clusterID string, cause error) error {
-	argv := []string{b.cfg.DrainHook, "--force", clusterID, "0"}
+	argv := []string{b.cfg.DrainHook, "--force", "--", clusterID, "0"}
 	res, err := b.c.RunHook(ctx, argv, b.cfg.DrainMargin)
 	if err == nil && res.OK() {
 		return nil

@@ -25,7 +25,7 @@ func TestDrainGraceful(t *testing.T) {
 	if err := b.Drain(t.Context(), cluster, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := g.execsOf(DefaultDrainHook); !reflect.DeepEqual(got, [][]string{{cluster, "90"}}) {
+	if got := g.execsOf(DefaultDrainHook); !reflect.DeepEqual(got, [][]string{{"--", cluster, "90"}}) {
 		t.Fatalf("drain argv %q", got)
 	}
 }
@@ -38,7 +38,7 @@ func TestDrainGraceZeroGoesStraightToForced(t *testing.T) {
 	if err := b.Drain(t.Context(), cluster, 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := g.execsOf(DefaultDrainHook); !reflect.DeepEqual(got, [][]string{{"--force", cluster, "0"}}) {
+	if got := g.execsOf(DefaultDrainHook); !reflect.DeepEqual(got, [][]string{{"--force", "--", cluster, "0"}}) {
 		t.Fatalf("drain argv %q, want only the forced mode", got)
 	}
 	if cause != errNoGrace {
@@ -58,7 +58,7 @@ func TestDrainHangEscalates(t *testing.T) {
 	if err := b.Drain(t.Context(), cluster, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	want := [][]string{{cluster, "20"}, {"--force", cluster, "0"}}
+	want := [][]string{{"--", cluster, "20"}, {"--force", "--", cluster, "0"}}
 	if got := g.execsOf(DefaultDrainHook); !reflect.DeepEqual(got, want) {
 		t.Fatalf("drain argv %q, want %q", got, want)
 	}
