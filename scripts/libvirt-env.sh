@@ -9,6 +9,17 @@
 #                                  daemons THIS script started (and only those)
 #   scripts/libvirt-env.sh status  show what is running
 #   scripts/libvirt-env.sh env     print the env file
+#   scripts/libvirt-env.sh restart-libvirtd
+#                                  clear libvirt's QEMU capability cache and
+#                                  restart libvirtd (after changing /dev/kvm)
+#
+# `up` also prepares /dev/kvm as udev would and proves the accelerator by
+# booting the test guest once under KVM (scripts/libvirt-env-kvm.sh); the env
+# file says which: BIGFLEET_ACCEL ('kvm' or 'tcg (why)') and
+# BIGFLEET_DOMAIN_TYPE (kvm|qemu).
+# Env: BIGFLEET_KVM_PREPARE=0 leaves /dev/kvm as found; BIGFLEET_ACCEL_REPROBE=1
+#      ignores the cached verdict; BIGFLEET_ACCEL_WAIT (s, default 45) bounds
+#      the boot probe.
 #
 # Use: eval "$(scripts/libvirt-env.sh up)"   or   . /run/bigfleet-libvirt-env/env
 # Needs root (Debian 12). Never installs libvirt-daemon-system (it pulls systemd).
@@ -24,6 +35,7 @@ GOLDEN=bigfleet-golden.qcow2
 GOLDEN_SIZE=64M
 BOOT_DIR=/var/lib/libvirt/bigfleet-boot
 CMDLINE='console=ttyS0 panic=-1 quiet'
+CAPS_CACHE=/var/cache/libvirt/qemu/capabilities
 export BIGFLEET_GUEST_CACHE=${BIGFLEET_GUEST_CACHE:-/var/cache/bigfleet-libvirt/guest}
 export DEBIAN_FRONTEND=noninteractive
 
@@ -63,10 +75,11 @@ ensure_packages() {
 }
 
 # ---- (2) user ----------------------------------------------------------------
+# (`useradd -G kvm` used to drop the group silently where it did not exist:
+# membership of kvm is prepare_kvm's job.)
 ensure_user() {
 	getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
 	getent passwd libvirt-qemu >/dev/null ||
-		useradd --system -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu 2>/dev/null ||
 		useradd --system -g libvirt-qemu -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
 	getent group libvirt >/dev/null || groupadd --system libvirt
 }
@@ -75,12 +88,62 @@ ensure_user() {
 pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 daemon_answers() { timeout 10 virsh -c "$URI" version >/dev/null 2>&1; }
 
+# libvirt re-probes QEMU on every call when its cached capabilities disagree
+# with /dev/kvm (seen with a root-only /dev/kvm: `virsh version` 3.9 s).
+# Two calls in a row tell whether the cache holds.
+check_reprobe() {
+	local t
+	daemon_answers
+	t=$(now)
+	daemon_answers
+	t=$(since "$t")
+	if awk -v t="${t%s}" 'BEGIN{exit !(t > 2)}'; then
+		log "WARNING: libvirtd re-probes QEMU on every call (virsh version took $t): /dev/kvm changed under it?"
+	else
+		log "virsh version answers in $t"
+	fi
+}
+
+# Restarts the libvirtd at /run/libvirtd.pid with an empty capability cache
+# (`restart-libvirtd`: host-kinds.sh, after changing /dev/kvm under the
+# lock). A daemon this script did not start stays "not ours" afterwards.
+cmd_restart_libvirtd() {
+	lock
+	local pid ours=0
+	rm -rf "$CAPS_CACHE"/*
+	if pid_alive /run/libvirtd.pid; then
+		pid=$(cat /run/libvirtd.pid)
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = libvirtd ] || die "pid $pid in /run/libvirtd.pid is not libvirtd"
+		[ "$(cat "$STATE/libvirtd.started" 2>/dev/null)" = "$pid" ] && ours=1
+		stop_pid libvirtd "$pid" || die "libvirtd (pid $pid) does not stop"
+		rm -f "$STATE/libvirtd.started"
+	elif pgrep -x libvirtd >/dev/null; then
+		die "libvirtd runs without /run/libvirtd.pid (not a plain daemon): restart it yourself"
+	fi
+	start_daemons
+	[ "$ours" = 1 ] || rm -f "$STATE/libvirtd.started"
+	check_reprobe
+}
+
+# daemon CMD...: starts a daemon with no descriptor but 0-2 (the caller's
+# locks, e.g. `flock /tmp/bf-real-libvirt.lock`, must not live on in a
+# daemon: it would hold the lock for good).
+daemon() {
+	(
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			[ "$fd" -gt 2 ] && eval "exec $fd>&-"
+		done
+		exec setsid "$@" </dev/null
+	)
+}
+
 start_daemons() {
 	mkdir -p /var/log/libvirt/qemu /var/lib/libvirt /run/libvirt
 	if ! pid_alive /run/virtlogd.pid && ! pgrep -x virtlogd >/dev/null 2>&1; then
 		log "starting virtlogd"
 		rm -f /run/virtlogd.pid
-		setsid virtlogd -d 8>&- 9>&- </dev/null >>"$STATE/virtlogd.out" 2>&1
+		daemon virtlogd -d >>"$STATE/virtlogd.out" 2>&1
 		local i
 		for i in $(seq 50); do pid_alive /run/virtlogd.pid && break; sleep 0.1; done
 		pid_alive /run/virtlogd.pid || die "virtlogd did not start (see $STATE/virtlogd.out)"
@@ -92,7 +155,7 @@ start_daemons() {
 	else
 		log "starting libvirtd"
 		rm -f /run/libvirtd.pid
-		setsid libvirtd -d -p /run/libvirtd.pid 8>&- 9>&- </dev/null >>"$STATE/libvirtd.out" 2>&1
+		daemon libvirtd -d -p /run/libvirtd.pid >>"$STATE/libvirtd.out" 2>&1
 		local i
 		for i in $(seq 50); do pid_alive /run/libvirtd.pid && break; sleep 0.1; done
 		pid_alive /run/libvirtd.pid || die "libvirtd did not start (see $STATE/libvirtd.out, /var/log/libvirt)"
@@ -106,6 +169,8 @@ start_daemons() {
 	done
 	die "libvirtd did not answer within 60 s"
 }
+
+. "$here/libvirt-env-kvm.sh"
 
 # ---- (4) pool and network -----------------------------------------------------------
 ensure_pool() {
@@ -212,6 +277,8 @@ export BIGFLEET_NETWORK=$1
 export BIGFLEET_KERNEL=$BOOT_DIR/vmlinuz
 export BIGFLEET_INITRD=$BOOT_DIR/initrd.img
 export BIGFLEET_CMDLINE='$CMDLINE'
+export BIGFLEET_ACCEL='$ACCEL'
+export BIGFLEET_DOMAIN_TYPE=$DOMAIN_TYPE
 ENV
 	mv "$STATE/env.tmp" "$STATE/env"
 }
@@ -222,12 +289,17 @@ cmd_up() {
 	lock
 	t=$(now); ensure_packages; log "packages ok ($(since "$t"))"
 	ensure_user
+	prepare_kvm
+	[ "$KVM_CHANGED" = 1 ] && refresh_libvirtd
 	t=$(now); start_daemons; log "daemons ok ($(since "$t"))"
+	[ "$KVM_CHANGED" = 1 ] && check_reprobe
 	ensure_pool
 	net=$(ensure_network)
 	t=$(now); stage_guest; log "guest ok ($(since "$t"))"
 	ensure_golden
+	t=$(now); probe_accel; log "accelerator decided ($(since "$t"))"
 	write_env "$net"
+	echo "accelerator: $ACCEL" >&2
 	log "up in $(since "$t0"); env file $STATE/env (network: $net)"
 	cat "$STATE/env"
 }
@@ -297,7 +369,11 @@ cmd_status() {
 	else
 		echo "libvirtd does not answer on $URI"
 	fi
-	[ -s "$STATE/env" ] && { echo "env ($STATE/env):"; sed 's/^/  /' "$STATE/env"; }
+	if [ -s "$STATE/env" ]; then
+		echo "accelerator: $(sed -n "s/^export BIGFLEET_ACCEL='\(.*\)'$/\1/p" "$STATE/env")"
+		echo "env ($STATE/env):"
+		sed 's/^/  /' "$STATE/env"
+	fi
 	return 0
 }
 
@@ -306,5 +382,6 @@ up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) cat "$STATE/env" ;;
-*) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+restart-libvirtd) cmd_restart_libvirtd ;;
+*) echo "usage: $0 up|down|status|env|restart-libvirtd" >&2; exit 2 ;;
 esac

@@ -97,7 +97,7 @@ func startBinary(t *testing.T, e env) *binProc {
 		"--connect=local="+e.URI+",dead=qemu+unix:///system?socket=/nonexistent/libvirt-sock",
 		"--image="+e.Image, "--storage-pool="+e.Pool, "--network="+e.Network,
 		"--kernel="+e.Kernel, "--initrd="+e.Initrd, "--cmdline="+e.Cmdline,
-		"--seed-count=4", "--reconcile-interval=1s", "--log-format=text")
+		"--seed-count=4", "--reconcile-interval=1s", "--log-format=text", "--domain-type="+e.DomainType)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -169,15 +169,16 @@ func (p *binProc) await(t *testing.T, ctx context.Context, id string, want pb.Ma
 		if err := p.call(ctx, "Get", &pb.MachineRef{Id: id}, &m); err != nil {
 			t.Fatalf("Get %s: %v", id, err)
 		}
+		domain := strings.TrimPrefix(m.GetHost().GetRef(), "local/")
 		switch m.GetState() {
 		case want:
 			return &m
 		case pb.MachineState_MACHINE_STATE_FAILED:
-			t.Fatalf("%s FAILED: %s", id, m.GetLastError())
+			t.Fatalf("%s FAILED while waiting for %s: last_error %q%s", id, want, m.GetLastError(), qemuLogTail(domain))
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s stuck in %s waiting for %s", id, m.GetState(), want)
+			t.Fatalf("%s stuck in %s waiting for %s%s", id, m.GetState(), want, qemuLogTail(domain))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -26,17 +27,20 @@ import (
 // env is the environment file written by scripts/libvirt-env.sh up.
 type env struct {
 	URI, Pool, Image, Network, Kernel, Initrd, Cmdline string
+	// Accel is the env script's proven accelerator ("kvm" or "tcg (why)");
+	// DomainType what the provider is told (--domain-type / DomainType):
+	// the env's kvm|qemu, or BIGFLEET_DOMAIN_TYPE_OVERRIDE (e.g. auto, so
+	// the provider's own fallback is what the suite exercises).
+	Accel, DomainType string
 }
 
-func loadEnv(t *testing.T) env {
-	t.Helper()
-	path := os.Getenv("BIGFLEET_LIBVIRT_ENV")
-	if path == "" {
-		t.Skip("BIGFLEET_LIBVIRT_ENV is not set: run `make test-integration` (it runs scripts/libvirt-env.sh up and points this at its env file)")
-	}
+// envPath is the env file, "" when the suite is not meant to run.
+func envPath() string { return os.Getenv("BIGFLEET_LIBVIRT_ENV") }
+
+func readEnv(path string) (env, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		t.Fatalf("BIGFLEET_LIBVIRT_ENV=%s: %v", path, err)
+		return env{}, fmt.Errorf("BIGFLEET_LIBVIRT_ENV=%s: %v", path, err)
 	}
 	defer f.Close()
 	kv := map[string]string{}
@@ -51,9 +55,28 @@ func loadEnv(t *testing.T) env {
 	}
 	e := env{URI: kv["BIGFLEET_LIBVIRT_URI"], Pool: kv["BIGFLEET_POOL"], Image: kv["BIGFLEET_IMAGE"],
 		Network: kv["BIGFLEET_NETWORK"], Kernel: kv["BIGFLEET_KERNEL"], Initrd: kv["BIGFLEET_INITRD"],
-		Cmdline: kv["BIGFLEET_CMDLINE"]}
+		Cmdline: kv["BIGFLEET_CMDLINE"], Accel: kv["BIGFLEET_ACCEL"], DomainType: kv["BIGFLEET_DOMAIN_TYPE"]}
+	if o := os.Getenv("BIGFLEET_DOMAIN_TYPE_OVERRIDE"); o != "" {
+		e.DomainType = o
+	}
 	if e.URI == "" || e.Pool == "" || e.Image == "" {
-		t.Fatalf("%s lacks BIGFLEET_LIBVIRT_URI/POOL/IMAGE", path)
+		return env{}, fmt.Errorf("%s lacks BIGFLEET_LIBVIRT_URI/POOL/IMAGE", path)
+	}
+	if e.Accel == "" || e.DomainType == "" {
+		return env{}, fmt.Errorf("%s lacks BIGFLEET_ACCEL/BIGFLEET_DOMAIN_TYPE: rerun scripts/libvirt-env.sh up", path)
+	}
+	return e, nil
+}
+
+func loadEnv(t *testing.T) env {
+	t.Helper()
+	path := envPath()
+	if path == "" {
+		t.Skip("BIGFLEET_LIBVIRT_ENV is not set: run `make test-integration` (it runs scripts/libvirt-env.sh up and points this at its env file)")
+	}
+	e, err := readEnv(path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return e
 }
@@ -71,7 +94,7 @@ func newBackendWith(t *testing.T, e env, provider string, mutate func(*libvirt.C
 	cfg := libvirt.Config{
 		Hosts:    []libvirt.Host{{Zone: "local", URI: e.URI}},
 		Provider: provider, Image: e.Image, Pool: e.Pool, Network: e.Network,
-		Kernel: e.Kernel, Initrd: e.Initrd, Cmdline: e.Cmdline,
+		Kernel: e.Kernel, Initrd: e.Initrd, Cmdline: e.Cmdline, DomainType: e.DomainType,
 		Bootstrap:    guestagent.BootstrapConfig{AgentWait: 90 * time.Second, DrainMargin: 10 * time.Second},
 		ReconnectMax: 2 * time.Second,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -111,7 +134,7 @@ func createGuest(t *testing.T, b *libvirt.Backend, id string) (backend.Placement
 	t0 := time.Now()
 	pl, err := b.Create(ctx, machine(id))
 	if err != nil {
-		t.Fatalf("Create: %v", err)
+		t.Fatalf("Create: %v%s", err, qemuLogTail(pl.Domain))
 	}
 	created := time.Since(t0)
 	t.Cleanup(func() {
@@ -123,7 +146,7 @@ func createGuest(t *testing.T, b *libvirt.Backend, id string) (backend.Placement
 	}
 	t1 := time.Now()
 	if err := c.WaitReady(ctx); err != nil {
-		t.Fatalf("guest agent never answered: %v", err)
+		t.Fatalf("guest agent never answered (accelerator %s, domain type %s): %v%s", accel.Accel, accel.DomainType, err, qemuLogTail(pl.Domain))
 	}
 	return pl, created, time.Since(t1)
 }

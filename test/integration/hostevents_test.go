@@ -114,6 +114,8 @@ func libvirtdPID(t *testing.T) int {
 // hands the new pid to that script's record so `down` still stops it.
 func startLibvirtd(t *testing.T) {
 	t.Helper()
+	// TestMain marked inherited descriptors close-on-exec, so the daemon
+	// does not keep the caller's lock (flock /tmp/bf-real-libvirt.lock).
 	cmd := exec.Command("libvirtd", "-d", "-p", libvirtdPidFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if out, err := cmd.CombinedOutput(); err != nil {

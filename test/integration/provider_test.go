@@ -40,6 +40,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if path := envPath(); path != "" {
+		e, err := readEnv(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		accel = e
+		// The first line of the suite: which accelerator every guest runs on.
+		fmt.Printf("accelerator: %s (provider --domain-type=%s)\n", e.Accel, e.DomainType)
+	}
+	closeInheritedFDs()
 	code := m.Run()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
@@ -142,7 +153,8 @@ func startProvider(t *testing.T, e env, cfg provCfg) *provider {
 		"--connect=local=" + e.URI, "--image=" + e.Image, "--storage-pool=" + e.Pool, "--network=" + e.Network,
 		"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + cmdline,
 		"--instance-types=" + types, "--offerings=" + offers, "--state=" + cfg.State,
-		"--reconcile-interval=2s", "--admin-write", "--log-format=text", "--log-level=debug"}
+		"--reconcile-interval=2s", "--admin-write", "--log-format=text", "--log-level=debug",
+		"--domain-type=" + e.DomainType}
 	cmd := exec.Command(bin, append(args, cfg.Args...)...)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -222,7 +234,7 @@ func (p *provider) ids(t *testing.T) []string {
 	return ids
 }
 
-func (p *provider) get(t *testing.T, id string) *pb.Machine {
+func (p *provider) get(t testing.TB, id string) *pb.Machine {
 	t.Helper()
 	var m pb.Machine
 	if err := p.call(t.Context(), "Get", &pb.MachineRef{Id: id}, &m); err != nil {
@@ -243,8 +255,10 @@ func (p *provider) accept(t *testing.T, method string, req proto.Message) *pb.Tr
 }
 
 // awaitOneOf polls Get (every 50 ms) until the machine is in one of want,
-// and returns it with the distinct states seen on the way.
-func (p *provider) awaitOneOf(t *testing.T, id string, within time.Duration, want ...pb.MachineState) (*pb.Machine, []pb.MachineState) {
+// and returns it with the distinct states seen on the way. A FAILED machine
+// that is not wanted fails the test at once, with its last_error and the
+// tail of its QEMU log (waiting on would only hide the cause).
+func (p *provider) awaitOneOf(t testing.TB, id string, within time.Duration, want ...pb.MachineState) (*pb.Machine, []pb.MachineState) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	var seen []pb.MachineState
@@ -256,8 +270,13 @@ func (p *provider) awaitOneOf(t *testing.T, id string, within time.Duration, wan
 		if slices.Contains(want, m.GetState()) {
 			return m, seen
 		}
+		if m.GetState() == stFailed {
+			t.Fatalf("%s went FAILED (seen %v) while waiting for %v: last_error %q%s",
+				id, seen, want, m.GetLastError(), qemuLogTail(p.domainOf(m)))
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s still %s after %s (seen %v), want one of %v", id, m.GetState(), within, seen, want)
+			t.Fatalf("%s still %s after %s (seen %v), want one of %v%s", id, m.GetState(), within, seen, want,
+				qemuLogTail(p.domainOf(m)))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
