@@ -73,6 +73,7 @@ env-down:
 
 test-integration: build env-up
 	@mkdir -p out
+	@source $(ENV_FILE) && echo "accelerator: $$BIGFLEET_ACCEL (provider --domain-type=$${BIGFLEET_DOMAIN_TYPE_OVERRIDE:-$$BIGFLEET_DOMAIN_TYPE})"
 	source $(ENV_FILE) && export BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) && \
 		$(GOTEST) -count=1 -tags integration -timeout 30m ./test/integration/...
 
@@ -88,6 +89,14 @@ bench: build
 
 demo: build env-up
 	scripts/demo.sh
+
+# Every kind of KVM host this machine can play (no /dev/kvm, /dev/kvm the
+# QEMU user cannot open, the real /dev/kvm prepared as udev would): each gets
+# test-integration and demo, and the host is restored as found
+# (docs/test-guest.md#accelerator). Changes /dev/kvm and restarts libvirtd.
+.PHONY: test-host-kinds
+test-host-kinds: build
+	MAKE="$(MAKE)" scripts/host-kinds.sh
 
 # Rebuilds the admin page bundle (committed in server/admin/ui/dist, so the
 # Go build needs no Node).

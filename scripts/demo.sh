@@ -8,49 +8,117 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV_FILE=${BIGFLEET_ENV_FILE:-/run/bigfleet-libvirt-env/env}
-[ -r "$ENV_FILE" ] || scripts/libvirt-env.sh up >/dev/null
+# An env file from before the accelerator probe lacks BIGFLEET_ACCEL: redo it.
+grep -q '^export BIGFLEET_ACCEL=' "$ENV_FILE" 2>/dev/null || scripts/libvirt-env.sh up >/dev/null
 # shellcheck disable=SC1090
 source "$ENV_FILE"
+# BIGFLEET_DOMAIN_TYPE_OVERRIDE=auto lets the provider choose (host-kinds.sh
+# uses it where /dev/kvm is listed but unusable, to exercise the fallback).
+domain_type=${BIGFLEET_DOMAIN_TYPE_OVERRIDE:-$BIGFLEET_DOMAIN_TYPE}
+echo "accelerator: $BIGFLEET_ACCEL (provider --domain-type=$domain_type)"
 
 work=$(mktemp -d)
 addr=127.0.0.1:${DEMO_PORT:-9400}
+name=demo # --provider: its domains are bf-demo-*
 ctl() { bin/libvirtctl --addr "$addr" "$@"; }
+v() { virsh -q -c "$BIGFLEET_LIBVIRT_URI" "$@"; }
 t0=$(date +%s.%N)
 stamp() { awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%7.2fs", b-a}'; }
 say() { echo "[$(stamp)] $*"; }
-fail() { echo "demo: FAILED: $*" >&2; tail -n 20 "$work/provider.log" >&2 || true; exit 1; }
 
+# field ID NAME: one row of `libvirtctl get` (FIELD, then VALUE after two or
+# more spaces; "-" is empty). The table carries the full last_error.
+field() {
+	local val
+	val=$(ctl get "$1" 2>/dev/null | sed -n "s/^$2 \{2,\}//p" | head -n 1) || true
+	[ "$val" = - ] && val=
+	echo "$val"
+}
+state() { field "$id" state; }
+
+# qemu_log_tail: the end of the machine's QEMU log, where QEMU's own reason
+# for dying is (e.g. "Could not access KVM kernel module").
+qemu_log_tail() {
+	local d log
+	d=$(field "$id" domain)
+	if [ -n "$d" ]; then log=/var/log/libvirt/qemu/$d.log; else
+		log=$(ls -t /var/log/libvirt/qemu/bf-$name-*.log 2>/dev/null | grep -v -- -console.log | head -n 1) || true
+	fi
+	[ -r "$log" ] || return 0
+	echo "--- last 20 lines of $log ---"
+	tail -n 20 "$log"
+}
+
+fail() {
+	echo "demo: FAILED: $*" >&2
+	[ -n "${id:-}" ] && qemu_log_tail >&2
+	echo "--- last 20 lines of the provider's log ---" >&2
+	tail -n 20 "$work/provider.log" >&2 || true
+	exit 1
+}
+
+# settle: back to SPECULATIVE through the provider (release a FAILED
+# machine, drain then delete a configured one), within about a minute.
+settle() {
+	local s i
+	for i in $(seq 600); do
+		s=$(state)
+		case "$s" in
+		SPECULATIVE) return 0 ;;
+		FAILED) ctl release "$id" >/dev/null 2>&1 || true ;;
+		IDLE) ctl delete "$id" >/dev/null 2>&1 || true ;;
+		CONFIGURED) ctl drain "$id" --grace 0 >/dev/null 2>&1 || true ;;
+		"") return 1 ;; # the provider does not answer
+		esac
+		sleep 0.1
+	done
+	return 1
+}
+
+# cleanup removes every VM the demo made, even when it failed: through the
+# provider first, then whatever bf-demo-* domain or volume is left, by hand.
 cleanup() {
+	local rc=$? d p
+	if [ -n "${id:-}" ] && [ -n "${pid:-}" ] && kill -0 "$pid" 2>/dev/null; then
+		settle || echo "demo: cleanup: $id did not return to SPECULATIVE through the provider" >&2
+	fi
 	[ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	for d in $(v list --all --name 2>/dev/null | grep "^bf-$name-" || true); do
+		v destroy "$d" >/dev/null 2>&1 || true
+		v undefine "$d" --nvram >/dev/null 2>&1 || v undefine "$d" >/dev/null 2>&1 || true
+		echo "demo: cleanup: removed leftover domain $d" >&2
+	done
+	for p in $(v vol-list "$BIGFLEET_POOL" 2>/dev/null | awk '{print $1}' | grep "^bf-$name-" || true); do
+		v vol-delete --pool "$BIGFLEET_POOL" "$p" >/dev/null 2>&1 && echo "demo: cleanup: removed leftover volume $p" >&2
+	done
 	rm -rf "$work"
+	exit "$rc"
 }
 trap cleanup EXIT
 
-bin/libvirt --addr "$addr" --metrics-addr= --provider demo \
-	--connect "$BIGFLEET_LIBVIRT_URI" --default-zone local \
+bin/libvirt --addr "$addr" --metrics-addr= --provider "$name" --admin-write \
+	--connect "$BIGFLEET_LIBVIRT_URI" --default-zone local --domain-type "$domain_type" \
 	--storage-pool "$BIGFLEET_POOL" --image "$BIGFLEET_IMAGE" --network "$BIGFLEET_NETWORK" \
 	--kernel "$BIGFLEET_KERNEL" --initrd "$BIGFLEET_INITRD" --cmdline "$BIGFLEET_CMDLINE" \
 	--seed-count 2 --state "$work/state.db" --reconcile-interval 30s \
 	--create-timeout 3m --configure-timeout 3m --drain-timeout 2m --delete-timeout 2m \
 	>"$work/provider.out" 2>"$work/provider.log" &
 pid=$!
-for _ in $(seq 100); do ctl list >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 600); do ctl list >/dev/null 2>&1 && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 ctl list >/dev/null || fail "the provider did not start"
 say "provider up on $addr (libvirt $BIGFLEET_LIBVIRT_URI)"
 
-id=$(ctl list --state SPECULATIVE -o json | grep -o '"id": *"[^"]*"' | awk 'NR==1' | sed 's/.*"\([^"]*\)"$/\1/')
+id=$(ctl list --state SPECULATIVE | awk 'NR==2{print $1}')
 [ -n "$id" ] || fail "no SPECULATIVE machine to use"
-
-state() { ctl get "$id" -o json | grep -o '"state": *"[^"]*"' | awk 'NR==1' | sed 's/.*"\([^"]*\)"$/\1/; s/^MACHINE_STATE_//'; }
 
 # wait_for TARGET: print every state change with its time until TARGET.
 wait_for() {
 	local want=$1 last="" s
 	for _ in $(seq 1800); do
 		s=$(state)
-		if [ "$s" != "$last" ]; then say "  $id: $s"; last=$s; fi
+		if [ "$s" != "$last" ]; then say "  $id: ${s:-?}"; last=$s; fi
 		[ "$s" = "$want" ] && return 0
-		[ "$s" = FAILED ] && fail "$id went FAILED: $(ctl get "$id" -o json | grep -o '"lastError": *"[^"]*"')"
+		[ "$s" = FAILED ] && fail "$id went FAILED: $(field "$id" 'last error')"
 		sleep 0.1
 	done
 	fail "$id did not reach $want"
@@ -59,7 +127,7 @@ wait_for() {
 say "Create $id"
 ctl create "$id" >/dev/null
 wait_for IDLE
-domain=$(ctl get "$id" -o json | grep -o '"ref": *"[^"]*"' | awk 'NR==1' | sed 's/.*"[^/]*\/\([^"]*\)"$/\1/')
+domain=$(field "$id" domain)
 say "  VM is domain $domain"
 
 head -c 65536 /dev/urandom >"$work/blob"
@@ -70,7 +138,7 @@ ctl configure "$id" --cluster demo --blob-file "$work/blob" --metadata owner=dem
 wait_for CONFIGURED
 
 # Read the hook's record of the blob from inside the guest, through the agent.
-agent() { virsh -q -c "$BIGFLEET_LIBVIRT_URI" qemu-agent-command "$domain" "$1"; }
+agent() { v qemu-agent-command "$domain" "$1"; }
 gpid=$(agent '{"execute":"guest-exec","arguments":{"path":"/bin/cat","arg":["/run/bigfleet/blob.sha256"],"capture-output":true}}' |
 	grep -o '"pid":[0-9]*' | cut -d: -f2)
 for _ in $(seq 50); do
@@ -89,7 +157,7 @@ wait_for IDLE
 say "Delete $id"
 ctl delete "$id" >/dev/null
 wait_for SPECULATIVE
-if virsh -q -c "$BIGFLEET_LIBVIRT_URI" list --all --name | grep -x "$domain" >/dev/null; then
+if v list --all --name | grep -x "$domain" >/dev/null; then
 	fail "domain $domain still exists after Delete"
 fi
 say "  domain $domain and its volumes are gone"

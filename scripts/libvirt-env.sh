@@ -9,7 +9,7 @@
 #                                  daemons THIS script started (and only those)
 #   scripts/libvirt-env.sh status  show what is running
 #   scripts/libvirt-env.sh env     print the env file
-#   scripts/libvirt-env.sh restart-libvirtd
+#   scripts/libvirt-env.sh restart-libvirtd [keep-cache]
 #                                  clear libvirt's QEMU capability cache and
 #                                  restart libvirtd (after changing /dev/kvm)
 #
@@ -106,11 +106,12 @@ check_reprobe() {
 
 # Restarts the libvirtd at /run/libvirtd.pid with an empty capability cache
 # (`restart-libvirtd`: host-kinds.sh, after changing /dev/kvm under the
-# lock). A daemon this script did not start stays "not ours" afterwards.
+# lock; `restart-libvirtd keep-cache` after restoring a saved cache). A
+# daemon this script did not start stays "not ours" afterwards.
 cmd_restart_libvirtd() {
 	lock
 	local pid ours=0
-	rm -rf "$CAPS_CACHE"/*
+	[ "${1:-}" = keep-cache ] || rm -rf "${CAPS_CACHE:?}"/*
 	if pid_alive /run/libvirtd.pid; then
 		pid=$(cat /run/libvirtd.pid)
 		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = libvirtd ] || die "pid $pid in /run/libvirtd.pid is not libvirtd"
@@ -382,6 +383,6 @@ up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) cat "$STATE/env" ;;
-restart-libvirtd) cmd_restart_libvirtd ;;
+restart-libvirtd) cmd_restart_libvirtd "${2:-}" ;;
 *) echo "usage: $0 up|down|status|env|restart-libvirtd" >&2; exit 2 ;;
 esac

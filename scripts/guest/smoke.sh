@@ -61,8 +61,8 @@ gexec() { # path args...
 	ERR=$(json_str err-data <<<"$st" | base64 -d)
 }
 
-dtype=qemu
-[ -w /dev/kvm ] && v capabilities | grep "<domain type='kvm'" >/dev/null && dtype=kvm
+# The accelerator libvirt-env.sh proved (kvm only if a kvm guest booted).
+dtype=${BIGFLEET_DOMAIN_TYPE:-qemu}
 
 echo "smoke: domain $DOM (type $dtype, network $BIGFLEET_NETWORK)"
 # make_domain NAME CMDLINE: overlay volume on the golden image + domain, defined and started
