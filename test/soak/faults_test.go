@@ -30,9 +30,16 @@ func (s *soak) runFaults() {
 			return
 		}
 		time.Sleep(span(s.p.Gap))
-		ev := faultEvent{Kind: k, Start: time.Now()}
-		err := s.inject(&ev, rng, span)
+		shared := s.led.beginFault(k)
+		ev := faultEvent{Kind: k, Start: shared.Start}
+		err := s.inject(&ev, shared, rng, span)
 		ev.End = time.Now()
+		s.led.editFault(shared, func(f *faultEvent) {
+			f.End, f.Note, f.CutShort = ev.End, ev.Note, ev.CutShort
+			if err != nil {
+				f.Note += fmt.Sprintf(" (injection failed: %v)", err)
+			}
+		})
 		if err != nil {
 			s.violate(clOther, "inject|"+string(k)+"|"+err.Error(), fmt.Sprintf("fault %s: %v", k, err), nil)
 			if s.h.ensureLibvirtd() != nil {
@@ -47,7 +54,6 @@ func (s *soak) runFaults() {
 			}
 			continue
 		}
-		s.led.addFault(ev)
 		n := s.nfault.Add(1)
 		s.logf("fault %d/%d %s (%s) took %s", i+1, len(plan), k, ev.Note, ev.End.Sub(ev.Start).Round(100*time.Millisecond))
 		s.settle()
@@ -68,7 +74,7 @@ func (s *soak) settle() {
 	}
 }
 
-func (s *soak) inject(ev *faultEvent, rng *rand.Rand, span func([2]time.Duration) time.Duration) error {
+func (s *soak) inject(ev, shared *faultEvent, rng *rand.Rand, span func([2]time.Duration) time.Duration) error {
 	switch ev.Kind {
 	case provKill:
 		s.pr.kill()
@@ -77,6 +83,9 @@ func (s *soak) inject(ev *faultEvent, rng *rand.Rand, span func([2]time.Duration
 	case provTerm:
 		took, self := s.pr.term(s.p.ShutdownTimeout + 20*time.Second)
 		ev.CutShort = !self || took >= s.p.ShutdownTimeout-500*time.Millisecond
+		// Known before the restart, so a Configure that the restart finds
+		// interrupted is judged with it.
+		s.led.editFault(shared, func(f *faultEvent) { f.CutShort = ev.CutShort })
 		ev.Note = fmt.Sprintf("exited after %s", took.Round(100*time.Millisecond))
 		if !self {
 			s.violate(clOther, "term|"+ev.Start.String(), fmt.Sprintf("provider ignored SIGTERM for %s", took.Round(time.Second)), nil)

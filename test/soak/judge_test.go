@@ -68,11 +68,15 @@ func TestJudgement(t *testing.T) {
 	if why := s.explain(op, failed(interrupted)); why != "" {
 		t.Errorf("interrupted with no fault explained as %q", why)
 	}
-	s.led.addFault(faultEvent{Kind: provTerm, Start: now.Add(-30 * time.Second), End: now.Add(-29 * time.Second)})
+	s.led.addFault(&faultEvent{Kind: provTerm, Start: now.Add(-30 * time.Second), End: now.Add(-29 * time.Second)})
 	if why := s.explain(op, failed(interrupted)); why != "" {
 		t.Errorf("a SIGTERM that exited within --shutdown-timeout explained the interruption as %q", why)
 	}
-	s.led.addFault(faultEvent{Kind: provKill, Start: now.Add(-20 * time.Second), End: now.Add(-19 * time.Second)})
+	kill := s.led.beginFault(provKill) // judged while the restart is still under way
+	if why := s.explain(op, failed(interrupted)); why == "" {
+		t.Error("a SIGKILL mid-Configure (injection under way) did not explain the interruption")
+	}
+	s.led.editFault(kill, func(f *faultEvent) { f.End = time.Now() })
 	if why := s.explain(op, failed(interrupted)); why == "" {
 		t.Error("a SIGKILL mid-Configure did not explain the interruption")
 	}

@@ -56,7 +56,7 @@ type binding struct {
 type ledger struct {
 	mu         sync.Mutex
 	ops        []*opRecord
-	faults     []faultEvent
+	faults     []*faultEvent      // End is zero while the fault is under way
 	sent       map[string]binding // machine → last Configure sent
 	classified map[string]bool    // machine → its current FAILED state is already judged
 	seen       map[string]bool    // violation keys, so a lasting problem counts once
@@ -106,9 +106,25 @@ func (l *ledger) isClassified(id string) bool {
 	return l.classified[id]
 }
 
-func (l *ledger) addFault(ev faultEvent) {
+// beginFault records a fault before it is injected: a failure it causes
+// may be judged while the injection is still under way (a provider SIGKILL
+// mid-Configure is judged as soon as the restarted provider answers).
+func (l *ledger) beginFault(kind faultKind) *faultEvent {
+	ev := &faultEvent{Kind: kind, Start: time.Now()}
+	l.addFault(ev)
+	return ev
+}
+
+func (l *ledger) addFault(ev *faultEvent) {
 	l.mu.Lock()
 	l.faults = append(l.faults, ev)
+	l.mu.Unlock()
+}
+
+// editFault changes a recorded fault under the ledger's lock.
+func (l *ledger) editFault(ev *faultEvent, edit func(*faultEvent)) {
+	l.mu.Lock()
+	edit(ev)
 	l.mu.Unlock()
 }
 
@@ -118,8 +134,12 @@ func (l *ledger) faultsBetween(kind faultKind, from, to time.Time) []faultEvent 
 	defer l.mu.Unlock()
 	var out []faultEvent
 	for _, f := range l.faults {
-		if f.Kind == kind && !f.Start.After(to) && !f.End.Before(from) {
-			out = append(out, f)
+		end := f.End
+		if end.IsZero() {
+			end = to
+		}
+		if f.Kind == kind && !f.Start.After(to) && !end.Before(from) {
+			out = append(out, *f)
 		}
 	}
 	return out
@@ -131,8 +151,12 @@ func (l *ledger) recentFaults(at time.Time, window time.Duration, t0 time.Time) 
 	defer l.mu.Unlock()
 	var s []string
 	for _, f := range l.faults {
-		if f.End.After(at.Add(-window)) && !f.Start.After(at) {
-			s = append(s, fmt.Sprintf("%s@%.1fs-%.1fs(%s)", f.Kind, f.Start.Sub(t0).Seconds(), f.End.Sub(t0).Seconds(), f.Note))
+		end := f.End
+		if end.IsZero() {
+			end = at
+		}
+		if end.After(at.Add(-window)) && !f.Start.After(at) {
+			s = append(s, fmt.Sprintf("%s@%.1fs-%.1fs(%s)", f.Kind, f.Start.Sub(t0).Seconds(), end.Sub(t0).Seconds(), f.Note))
 		}
 	}
 	if len(s) == 0 {
