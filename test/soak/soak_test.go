@@ -175,8 +175,8 @@ func (s *soak) violate(class, key, what string, m *pb.Machine) {
 			m.GetId(), m.GetState(), m.GetLastError(), m.GetHost().GetRef(), m.GetCluster())
 	}
 	now := time.Now()
-	detail += fmt.Sprintf("\n    at %.1fs; faults in the 3 minutes before: %s", now.Sub(s.t0).Seconds(),
-		s.led.recentFaults(now, 3*time.Minute, s.t0))
+	detail += fmt.Sprintf("\n    at %.1fs; faults in the minute before: %s", now.Sub(s.t0).Seconds(),
+		s.led.recentFaults(now, time.Minute, s.t0))
 	if m != nil {
 		detail += "\n    provider log about it:\n" + s.pr.tail(12, m.GetId())
 	}
