@@ -12,7 +12,7 @@ ENV_FILE := /run/bigfleet-libvirt-env/env
 export GOFLAGS := -buildvcs=false
 
 .PHONY: all build deps gen gen-check lint vet test test-unit test-integration \
-	test-reset test-browser test-polkit chart-check bench demo env-up env-down web web-check clean
+	test-reset test-browser test-polkit node-deps chart-check bench demo env-up env-down web web-check clean
 
 all: build
 
@@ -24,10 +24,15 @@ build: deps
 	@if [ -d cmd/libvirtctl ]; then $(GO) build -o bin/libvirtctl ./cmd/libvirtctl; fi
 
 # protoc-gen-es (TypeScript for the admin page) comes pinned from web/'s
-# package-lock.json; the Go plugins come from tools/go.mod.
+# package-lock.json; the Go plugins come from tools/go.mod. Node 18 (Debian
+# 12's) or newer runs all of it; scripts/deps.sh installs Debian's when
+# there is none.
 WEB_DEPS := web/node_modules/.package-lock.json
 
-$(WEB_DEPS): web/package.json web/package-lock.json
+node-deps:
+	@scripts/deps.sh node
+
+$(WEB_DEPS): web/package.json web/package-lock.json | node-deps
 	cd web && npm ci --no-audit --no-fund
 
 gen: $(WEB_DEPS)
@@ -53,7 +58,7 @@ test-unit: deps
 	@mkdir -p out
 	$(GOTEST) -count=1 ./...
 
-test-polkit:
+test-polkit: node-deps
 	@mkdir -p out
 	set -o pipefail; node --test --test-reporter=tap deploy/host-setup/polkit/ | tee out/polkit.tap
 
