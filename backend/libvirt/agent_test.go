@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,10 +83,15 @@ func (a *fakeAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]b
 		a.next++
 		code := 0
 		if args.Path == "/opt/bigfleet/bootstrap" {
-			if args.Arg[0] == "exit3" {
+			// The cluster id is the value after "--" (argv ends options).
+			cluster := ""
+			if i := slices.Index(args.Arg, "--"); i >= 0 && i+1 < len(args.Arg) {
+				cluster = args.Arg[i+1]
+			}
+			if cluster == "exit3" {
 				code = 3
 			} else {
-				a.cluster = args.Arg[0]
+				a.cluster = cluster
 			}
 		}
 		if _, ok := a.files[args.Path]; !ok {
