@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BUF := $(GO) tool -modfile=tools/go.mod buf
 # gotestsum prints go test's usual per-package lines and keeps every test
-# event in out/ for the closing summary (scripts/test-summary.sh).
+# event in out/ for the closing summary (scripts/test-stages.sh).
 GOTEST = $(GO) tool -modfile=tools/go.mod gotestsum --format pkgname-and-test-fails \
 	--jsonfile out/gotest-$@.json --
 ENV_FILE := /run/bigfleet-libvirt-env/env
@@ -82,12 +82,18 @@ test-integration: build env-up
 	source $(ENV_FILE) && export BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) && \
 		$(GOTEST) -count=1 -tags integration -timeout 30m ./test/integration/...
 
-test: test-reset gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo
-	@scripts/test-summary.sh
+# make test's stages, in order; each is a make target. Every stage runs even
+# after one fails, then one closing line counts every test they ran (each
+# out/gotest-*.json and out/*.tap) and names the failed stages; make test
+# fails if anything did. A stage that runs Go tests uses $(GOTEST).
+TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo
+
+test:
+	@MAKE="$(MAKE)" GO="$(GO)" scripts/test-stages.sh $(TEST_STAGES)
 
 # Results of an earlier run must not count in this run's summary.
 test-reset:
-	@rm -f out/gotest-*.json out/polkit.tap
+	@rm -f out/gotest-*.json out/*.tap
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/

@@ -10,7 +10,9 @@
 #   - the Dockerfile against the chart and the binary's shared libraries.
 #
 # The provider binary is built here (cgo, libvirt-dev; see scripts/deps.sh)
-# unless LIBVIRT_BIN names one. Extra arguments go to `go test`.
+# unless LIBVIRT_BIN names one. Extra arguments go to `go test`. Every test
+# event is kept in out/gotest-chart-check.json, which make test's closing
+# line counts (scripts/test-stages.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -25,6 +27,11 @@ if [ -z "${LIBVIRT_BIN:-}" ]; then
 fi
 export CHART_REQUIRE_BINARY=1
 
+mkdir -p out
+json="$root/out/gotest-chart-check.json"
 cd test/chart
 go vet ./...
-go test -count=1 "$@" ./...
+# gotestsum comes from the main module's tools/go.mod; the tests it runs
+# are this module's.
+go tool -modfile="$root/tools/go.mod" gotestsum --format pkgname-and-test-fails \
+	--jsonfile "$json" -- -count=1 "$@" ./...
