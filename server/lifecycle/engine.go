@@ -44,6 +44,9 @@ type Config struct {
 	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// UnknownMarkLimit bounds the fence marks kept, in memory only, for
+	// machine ids that do not exist (0: DefaultUnknownMarkLimit).
+	UnknownMarkLimit int
 }
 
 // Engine runs BigFleet's lifecycle rules over a Store and a Backend.
@@ -60,7 +63,8 @@ type Engine struct {
 	idx   *index
 
 	marksMu sync.RWMutex
-	marks   map[MarkKey]Mark
+	marks   map[MarkKey]Mark // durable: machines that exist
+	unknown *unknownMarks    // in memory, bounded: ids that do not exist
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -103,12 +107,18 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 15 * time.Second
 	}
+	for i := range cfg.Seed {
+		if err := validateID("seed machine id", cfg.Seed[i].ID); err != nil {
+			return nil, fmt.Errorf("capacity model: %v", err)
+		}
+	}
 	ctx := context.Background()
 	snap, err := st.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: snap.Marks}
+	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: snap.Marks,
+		unknown: newUnknownMarks(cfg.UnknownMarkLimit)}
 	if e.marks == nil {
 		e.marks = make(map[MarkKey]Mark)
 	}
@@ -120,6 +130,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		return nil, err
 	}
 	e.cfg.Seed = nil // the slots live in the index now
+	e.adoptUnknownMarks()
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
 	e.recCtx, e.recCancel = context.WithCancel(e.bgCtx)
 	return e, nil
@@ -176,8 +187,8 @@ func (e *Engine) Start(ctx context.Context) {
 
 // Get returns one machine.
 func (e *Engine) Get(_ context.Context, id string) (Machine, error) {
-	if id == "" {
-		return Machine{}, errorf(CodeInvalid, "id is required")
+	if err := validateID("id", id); err != nil {
+		return Machine{}, err
 	}
 	m, ok := e.idx.get(id)
 	if !ok {

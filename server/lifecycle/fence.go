@@ -1,6 +1,10 @@
 package lifecycle
 
-import "maps"
+import (
+	"fmt"
+	"maps"
+	"strconv"
+)
 
 // newer reports whether token (e, s) is strictly newer than the mark,
 // comparing (epoch, sequence) lexicographically. Plain comparisons: no
@@ -9,24 +13,42 @@ func newer(m Mark, epoch, seq int64) bool {
 	return epoch > m.Epoch || (epoch == m.Epoch && seq > m.Sequence)
 }
 
-// fence checks a token against the mark of (shard, machine). It must run
-// with the machine's lock held. It returns the mark to store when the token
-// passes (nil when there is no token) or the fencing error: the only place
+// fence checks a token against the mark of (shard, machine), then the
+// token's own values, in the order the contract fixes: a token that is not
+// newer than its mark is FailedPrecondition even when a part is negative or
+// its shard_id is over the cap; only a token that passes the fence is
+// checked for those (InvalidArgument, and the mark stays). It must run with
+// the machine's lock held; known says whether the machine exists, which
+// decides where its mark lives. It returns the mark to set when the token
+// passes (nil when there is no token) or the error: the only place
 // CodeFenced is produced.
-func (e *Engine) fence(machineID string, t Token) (*Mark, *Error) {
+func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, *Error) {
 	if t.ShardID == "" {
 		return nil, nil
 	}
 	key := MarkKey{ShardID: t.ShardID, MachineID: machineID}
-	e.marksMu.RLock()
-	m, seen := e.marks[key]
-	e.marksMu.RUnlock()
+	m, seen := e.markOf(key, known)
 	if seen && !newer(m, t.Epoch, t.Sequence) {
 		return nil, errorf(CodeFenced,
-			"stale fencing token for machine %q: shard %q (epoch %d, sequence %d) is not newer than (epoch %d, sequence %d)",
-			machineID, t.ShardID, t.Epoch, t.Sequence, m.Epoch, m.Sequence)
+			"stale fencing token for machine %q: shard %s (epoch %d, sequence %d) is not newer than (epoch %d, sequence %d)",
+			machineID, quoteClipped(t.ShardID), t.Epoch, t.Sequence, m.Epoch, m.Sequence)
+	}
+	if err := validateToken(t); err != nil {
+		return nil, err
 	}
 	return &Mark{Epoch: t.Epoch, Sequence: t.Sequence}, nil
+}
+
+// markOf finds the mark of key: durable for a machine that exists, in the
+// bounded in-memory set for one that does not (see unknownMarks).
+func (e *Engine) markOf(key MarkKey, known bool) (Mark, bool) {
+	if !known {
+		return e.unknown.get(key)
+	}
+	e.marksMu.RLock()
+	defer e.marksMu.RUnlock()
+	m, ok := e.marks[key]
+	return m, ok
 }
 
 func (e *Engine) setMark(machineID, shardID string, m Mark) {
@@ -35,9 +57,31 @@ func (e *Engine) setMark(machineID, shardID string, m Mark) {
 	e.marksMu.Unlock()
 }
 
-// Marks returns a copy of every fence mark (for the admin API).
+// adoptUnknownMarks moves loaded marks of machine ids the engine does not
+// know (stored by versions that kept them durably) into the bounded
+// in-memory set, so the two never disagree about one key.
+func (e *Engine) adoptUnknownMarks() {
+	for k, m := range e.marks {
+		if _, ok := e.idx.get(k.MachineID); !ok {
+			e.unknown.put(k, m)
+			delete(e.marks, k)
+		}
+	}
+}
+
+// Marks returns a copy of every durable fence mark, those of existing
+// machines (for the admin API).
 func (e *Engine) Marks() map[MarkKey]Mark {
 	e.marksMu.RLock()
 	defer e.marksMu.RUnlock()
 	return maps.Clone(e.marks)
+}
+
+// quoteClipped quotes s for a message, clipped if it is over the shard_id
+// cap: a refused value may be as long as the RPC layer allows.
+func quoteClipped(s string) string {
+	if len(s) <= MaxShardIDBytes {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:64]), len(s))
 }

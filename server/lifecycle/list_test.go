@@ -165,7 +165,7 @@ func FuzzValidateConfigure(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, cluster string, blob []byte, k, v, shard string, e, s int64) {
 		r := ConfigureRequest{MachineID: id, ClusterID: cluster, BootstrapBlob: blob,
 			ShardMetadata: map[string]string{k: v}, Token: Token{ShardID: shard, Epoch: e, Sequence: s}}
-		err := firstErr(validateID(r.MachineID), validateToken(r.Token), validateConfigure(r))
+		err := firstErr(validateID("machine_id", r.MachineID), validateToken(r.Token), validateConfigure(r))
 		if err != nil && err.Code != CodeInvalid {
 			t.Fatalf("validation produced code %d", err.Code)
 		}

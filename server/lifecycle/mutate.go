@@ -143,12 +143,16 @@ func (e *Engine) mutate(ctx context.Context, id string, t Token, invalid *Error,
 }
 
 // mutateWith is the one accept path of every mutating RPC, in the order the
-// contract fixes: validation, then the fence (before not-found and before
-// the idempotent-retry short-circuit), then the machine's own rules. The
-// fence mark and the new record are committed together before the ack.
+// contract fixes: the request's own fields (the machine id and invalid,
+// which hold no token part), then the fence (before the token's own
+// values, before not-found and before the idempotent-retry short-circuit),
+// then the machine's own rules. An InvalidArgument changes nothing, not
+// even the mark. The fence mark and the new record are committed together
+// before the ack; the mark of a machine id that does not exist is kept in
+// memory only (see unknownMarks).
 func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Error,
 	decide func(*Machine) decision, start func(*Machine)) (Ack, error) {
-	if err := firstErr(validateID(id), validateToken(t), invalid); err != nil {
+	if err := firstErr(validateID("machine_id", id), invalid); err != nil {
 		return Ack{}, err
 	}
 	unlock := e.locks.Lock(id)
@@ -157,17 +161,18 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 		return Ack{}, errorf(CodeUnavailable, "provider is shutting down; retry against the next instance")
 	}
 	defer e.runs.done(acceptingKey) // after start has registered the run it launched
-	mark, ferr := e.fence(id, t)
+	cur, known := e.idx.get(id)
+	mark, ferr := e.fence(id, t, known)
 	if ferr != nil {
 		return Ack{}, ferr
 	}
-	var d decision
-	cur, ok := e.idx.get(id)
-	if !ok {
-		d = refuse(CodeNotFound, "machine %q not found", id)
-	} else {
-		d = decide(cur)
+	if !known {
+		if mark != nil {
+			e.unknown.put(MarkKey{ShardID: t.ShardID, MachineID: id}, *mark)
+		}
+		return Ack{}, errorf(CodeNotFound, "machine %q not found", id)
 	}
+	d := decide(cur)
 	if d.next != nil {
 		if err := e.zoneReady(cur.Zone); err != nil {
 			d = decision{err: err}
@@ -204,6 +209,12 @@ func (e *Engine) commit(ctx context.Context, id, shard string, mark *Mark, next 
 	if err := e.durable(ctx, b); err != nil {
 		if next != nil {
 			e.idx.abandon(next.Revision)
+		}
+		if errors.Is(err, ErrTooLarge) {
+			// The request, not the store, is at fault: retrying cannot help,
+			// so it must not read as an outage (Unavailable).
+			e.log.Warn("store refused a record as too large", "machine", id, "err", err)
+			return errorf(CodeInvalid, "cannot persist the change: %v", err)
 		}
 		e.log.Error("store commit failed", "machine", id, "err", err)
 		return errorf(CodeUnavailable, "cannot persist the change: store unavailable")

@@ -1,6 +1,16 @@
 package lifecycle
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrTooLarge is what a Store's Commit wraps when a record is over what the
+// store can hold (a key or value limit). The engine answers the request
+// InvalidArgument, naming what was too large, never Unavailable: a retry of
+// the same request cannot succeed. The documented caps (validate.go) keep
+// every record far below such limits; this is defence in depth.
+var ErrTooLarge = errors.New("too large for the store")
 
 // Batch is one atomic, durable change: machine records and fence marks.
 type Batch struct {

@@ -2,31 +2,61 @@ package lifecycle
 
 import "unicode/utf8"
 
-// Documented caps on what a Configure may carry. Over a cap the request is
-// InvalidArgument and nothing changes.
+// Documented caps on what a request may carry (docs/contract.md, "Caps").
+// Over a cap the request is InvalidArgument, naming the field and the cap,
+// and nothing changes. They keep every record and fence-mark key far below
+// the store's own limits (bbolt: 32 KiB keys), so a caller's mistake is
+// answered as the caller's mistake, never as a store outage that BigFleet
+// would retry forever.
 const (
 	MaxBootstrapBlobBytes   = 4 << 20  // 4 MiB
 	MaxShardMetadataEntries = 256      // keys per machine
 	MaxShardMetadataKey     = 256      // bytes per key
+	MaxShardMetadataValue   = 4 << 10  // bytes per value
 	MaxShardMetadataBytes   = 64 << 10 // keys + values, in total
-	MaxClusterIDBytes       = 253
-	MaxMachineIDBytes       = 253
+	MaxClusterIDBytes       = 253      // a DNS name
+	// MaxMachineIDBytes bounds machine ids. Seeded ids are
+	// "<zone>-[bm-]<type>-<index>", well under it (zone and type names
+	// are at most 63 bytes); New refuses a seed id over it.
+	MaxMachineIDBytes = 253
+	MaxShardIDBytes   = 256
 )
 
-func validateID(id string) *Error {
+func overCap(field string, n, limit int) *Error {
+	return errorf(CodeInvalid, "%s is %d bytes; the limit is %d", field, n, limit)
+}
+
+// validateID checks a machine id (field names it on the wire). It runs
+// before the fence: an id that is empty or over the cap names no machine
+// and can hold no mark (no id over the cap was ever accepted, and seed ids
+// are checked against it), so the fence could only pass it as first
+// contact; refusing it first changes no answer and keeps it out of every
+// map and lock.
+func validateID(field, id string) *Error {
 	switch {
 	case id == "":
-		return errorf(CodeInvalid, "machine_id is required")
+		return errorf(CodeInvalid, "%s is required", field)
 	case len(id) > MaxMachineIDBytes:
-		return errorf(CodeInvalid, "machine_id is longer than %d bytes", MaxMachineIDBytes)
+		return overCap(field, len(id), MaxMachineIDBytes)
 	}
 	return nil
 }
 
-// validateToken: an empty shard_id means "no token"; with a shard_id, the
-// epoch and sequence must not be negative.
+// validateToken checks the token's own values. It runs AFTER the fence
+// (contract: the fence runs before any check of the token's own values):
+// a token that is not newer than its mark is FailedPrecondition whatever
+// its parts. Only a token that passes the fence is refused here, and then
+// its mark does not advance. The shard_id length is checked here too, not
+// before the fence, because a store written before the cap existed may
+// hold a mark for a longer shard id; the fence lookup is a map read, cheap
+// whatever the length. An empty shard_id means "no token".
 func validateToken(t Token) *Error {
-	if t.ShardID != "" && (t.Epoch < 0 || t.Sequence < 0) {
+	switch {
+	case t.ShardID == "":
+		return nil
+	case len(t.ShardID) > MaxShardIDBytes:
+		return overCap("shard_id", len(t.ShardID), MaxShardIDBytes)
+	case t.Epoch < 0 || t.Sequence < 0:
 		return errorf(CodeInvalid, "shard_epoch and sequence_number must not be negative (got %d, %d)", t.Epoch, t.Sequence)
 	}
 	return nil
@@ -37,23 +67,32 @@ func validateConfigure(r ConfigureRequest) *Error {
 	case r.ClusterID == "":
 		return errorf(CodeInvalid, "cluster_id is required")
 	case len(r.ClusterID) > MaxClusterIDBytes:
-		return errorf(CodeInvalid, "cluster_id is longer than %d bytes", MaxClusterIDBytes)
+		return overCap("cluster_id", len(r.ClusterID), MaxClusterIDBytes)
 	case !utf8.ValidString(r.ClusterID):
 		return errorf(CodeInvalid, "cluster_id is not valid UTF-8")
 	case len(r.BootstrapBlob) > MaxBootstrapBlobBytes:
-		return errorf(CodeInvalid, "bootstrap_blob is %d bytes, over the %d-byte cap", len(r.BootstrapBlob), MaxBootstrapBlobBytes)
+		return overCap("bootstrap_blob", len(r.BootstrapBlob), MaxBootstrapBlobBytes)
 	case len(r.ShardMetadata) > MaxShardMetadataEntries:
-		return errorf(CodeInvalid, "shard_metadata has %d entries, over the cap of %d", len(r.ShardMetadata), MaxShardMetadataEntries)
+		return errorf(CodeInvalid, "shard_metadata has %d entries; the limit is %d", len(r.ShardMetadata), MaxShardMetadataEntries)
 	}
+	return validateMetadata(r.ShardMetadata)
+}
+
+// validateMetadata checks each key and value, then the total. Messages name
+// a key by its length only: keys may be long and hold any bytes.
+func validateMetadata(md map[string]string) *Error {
 	total := 0
-	for k, v := range r.ShardMetadata {
+	for k, v := range md {
 		if len(k) > MaxShardMetadataKey {
-			return errorf(CodeInvalid, "a shard_metadata key is %d bytes, over the %d-byte cap", len(k), MaxShardMetadataKey)
+			return overCap("a shard_metadata key", len(k), MaxShardMetadataKey)
+		}
+		if len(v) > MaxShardMetadataValue {
+			return overCap("a shard_metadata value", len(v), MaxShardMetadataValue)
 		}
 		total += len(k) + len(v)
 	}
 	if total > MaxShardMetadataBytes {
-		return errorf(CodeInvalid, "shard_metadata is %d bytes, over the %d-byte cap", total, MaxShardMetadataBytes)
+		return overCap("shard_metadata (keys and values)", total, MaxShardMetadataBytes)
 	}
 	return nil
 }

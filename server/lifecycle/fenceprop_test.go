@@ -1,0 +1,153 @@
+package lifecycle
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// fenceModel is an independent model of the contract's fencing section,
+// written from the text, not from fence.go: marks per (shard, machine),
+// lexicographic comparison, the fence before any check of the token's own
+// values, and a negative part that passes the fence refused (InvalidArgument)
+// without advancing the mark.
+type fenceModel struct {
+	marks map[[2]string][2]int64
+}
+
+type verdict int
+
+const (
+	vOther   verdict = iota // neither fenced nor invalid
+	vFenced                 // FailedPrecondition
+	vInvalid                // InvalidArgument
+)
+
+func (m *fenceModel) call(id string, t Token) verdict {
+	if t.ShardID == "" && t.Epoch == 0 && t.Sequence == 0 {
+		return vOther
+	}
+	k := [2]string{t.ShardID, id}
+	if mark, ok := m.marks[k]; ok {
+		c := cmp.Compare(t.Epoch, mark[0])
+		if c == 0 {
+			c = cmp.Compare(t.Sequence, mark[1])
+		}
+		if c <= 0 {
+			return vFenced
+		}
+	}
+	if t.Epoch < 0 || t.Sequence < 0 {
+		return vInvalid
+	}
+	m.marks[k] = [2]int64{t.Epoch, t.Sequence}
+	return vOther
+}
+
+// restart forgets what the provider keeps only in memory: marks for machine
+// ids that do not exist.
+func (m *fenceModel) restart(known map[string]bool) {
+	for k := range m.marks {
+		if !known[k[1]] {
+			delete(m.marks, k)
+		}
+	}
+}
+
+// part draws a token part: mostly next to the current mark (where the
+// comparison's edges are), else small values incl. negatives, rarely the
+// int64 extremes (which saturate a mark, so they must stay rare).
+func part(rng *rand.Rand, near int64, has bool) int64 {
+	switch r := rng.IntN(200); {
+	case r < 1:
+		return math.MaxInt64 - int64(rng.IntN(2))
+	case r < 2:
+		return math.MinInt64
+	case r < 120 && has:
+		d := int64(rng.IntN(3) - 1)
+		if (d > 0 && near == math.MaxInt64) || (d < 0 && near == math.MinInt64) {
+			d = 0
+		}
+		return near + d
+	default:
+		return int64(rng.IntN(7) - 2)
+	}
+}
+
+// TestFenceAgainstModel drives the engine with random token sequences and
+// checks each answer against fenceModel. Reproduce a failure with
+// FENCE_SEED=<seed printed in the failure>.
+func TestFenceAgainstModel(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	if s := os.Getenv("FENCE_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("FENCE_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+
+	f := newFixture(t, 3)
+	known := map[string]bool{"m000": true, "m001": true, "m002": true}
+	ids := []string{"m000", "m001", "m002", "ghost-a", "ghost-b"}
+	shards := []string{"s1", "s2", "s3"}
+	model := &fenceModel{marks: map[[2]string][2]int64{}}
+	counts := map[verdict]int{}
+	maxPassed := 0
+
+	for step := range 4000 {
+		if rng.IntN(1000) == 0 {
+			f.e.Close()
+			f.start(3)
+			model.restart(known)
+		}
+		id := ids[rng.IntN(len(ids))]
+		var tk Token
+		if rng.IntN(8) > 0 {
+			shard := shards[rng.IntN(len(shards))]
+			mark, has := model.marks[[2]string{shard, id}]
+			tk = tok(shard, part(rng, mark[0], has), part(rng, mark[1], has))
+		}
+		want := model.call(id, tk)
+		counts[want]++
+		if want == vOther && (tk.Epoch == math.MaxInt64 || tk.Sequence == math.MaxInt64) {
+			maxPassed++
+		}
+		var err error
+		switch rng.IntN(3) {
+		case 0:
+			_, err = f.e.Create(t.Context(), CreateRequest{MachineID: id, Token: tk})
+		case 1:
+			_, err = f.e.Drain(t.Context(), DrainRequest{MachineID: id, Token: tk})
+		case 2:
+			_, err = f.e.Delete(t.Context(), DeleteRequest{MachineID: id, Token: tk})
+		}
+		got := codeOf(err)
+		bad := false
+		switch want {
+		case vFenced:
+			bad = got != CodeFenced
+		case vInvalid:
+			bad = got != CodeInvalid
+		case vOther:
+			bad = got == CodeFenced || got == CodeInvalid
+		}
+		if bad {
+			t.Fatalf("FENCE_SEED=%d step %d: %s %+v: engine %v (code %d), model says %v",
+				seed, step, id, tk, err, got, []string{"neither fenced nor invalid", "FailedPrecondition", "InvalidArgument"}[want])
+		}
+	}
+	t.Logf("verdicts (other, fenced, invalid): %d %d %d; passing tokens with an int64-max part: %d",
+		counts[vOther], counts[vFenced], counts[vInvalid], maxPassed)
+	// The sequence must have exercised every verdict, or it proved little.
+	for v := vOther; v <= vInvalid; v++ {
+		if counts[v] < 25 {
+			t.Fatalf("FENCE_SEED=%d: only %d calls of verdict %d: %v", seed, counts[v], v, counts)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package lifecycle
+
+import (
+	"container/list"
+	"sync"
+)
+
+// DefaultUnknownMarkLimit is how many fence marks for machine ids that do
+// not exist the engine keeps (in memory), unless Config says otherwise. At
+// most ~600 bytes each (shard_id and machine id at their caps), that is
+// about 6 MB at worst.
+const DefaultUnknownMarkLimit = 10_000
+
+// unknownMarks holds the fence marks of (shard, machine) pairs whose
+// machine id does not exist, least recently used first out.
+//
+// Why not the store: the contract makes the fence answer before not-found
+// (a stale token aimed at an unknown id is FailedPrecondition), so such a
+// token must leave a mark; but anyone can send fresh tokens for endless
+// invented ids, and durable marks for them would grow the state file
+// without bound (100 NotFound calls stored 100 marks). A mark protects a
+// machine's state from a stale writer; an unknown id has no state, and
+// every call on it is NotFound, which changes nothing. So forgetting such
+// a mark (on eviction or restart) can only turn a later stale replay from
+// FailedPrecondition into NotFound: still refused, still nothing changed.
+// The set of known ids is fixed for the engine's life (the seed), so a
+// mark never has to move between here and the durable marks.
+type unknownMarks struct {
+	mu    sync.Mutex
+	limit int
+	order *list.List // of *unknownMark, most recently used at the front
+	byKey map[MarkKey]*list.Element
+}
+
+type unknownMark struct {
+	key  MarkKey
+	mark Mark
+}
+
+func newUnknownMarks(limit int) *unknownMarks {
+	if limit <= 0 {
+		limit = DefaultUnknownMarkLimit
+	}
+	return &unknownMarks{limit: limit, order: list.New(), byKey: make(map[MarkKey]*list.Element)}
+}
+
+func (u *unknownMarks) get(k MarkKey) (Mark, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	el, ok := u.byKey[k]
+	if !ok {
+		return Mark{}, false
+	}
+	u.order.MoveToFront(el)
+	return el.Value.(*unknownMark).mark, true
+}
+
+// put sets k's mark, evicting the least recently used one over the limit.
+func (u *unknownMarks) put(k MarkKey, m Mark) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if el, ok := u.byKey[k]; ok {
+		el.Value.(*unknownMark).mark = m
+		u.order.MoveToFront(el)
+		return
+	}
+	u.byKey[k] = u.order.PushFront(&unknownMark{key: k, mark: m})
+	for u.order.Len() > u.limit {
+		oldest := u.order.Back()
+		u.order.Remove(oldest)
+		delete(u.byKey, oldest.Value.(*unknownMark).key)
+	}
+}
+
+func (u *unknownMarks) len() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.order.Len()
+}
