@@ -43,11 +43,15 @@ gen-check: gen
 	@git diff --exit-code -- gen web/src/gen || { echo "gen/ is stale: run make gen and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- gen web/src/gen)" || { git status --porcelain -- gen web/src/gen; echo "untracked generated files" >&2; exit 1; }
 
+# buf breaking compares the working tree with the previous commit, which in
+# a clean clone differs from it by the last commit; with no previous commit
+# (first commit, or a clone of depth 1) it says so and checks nothing.
 lint:
 	$(BUF) lint
-	@if git rev-parse -q --verify main >/dev/null; then \
-		$(BUF) breaking --against '.git#branch=main'; \
-	else echo "lint: no main branch to compare against; buf breaking skipped"; fi
+	@if base=$$(git rev-parse -q --verify 'HEAD~1^{commit}'); then \
+		echo "lint: buf breaking against the previous commit $${base:0:12}"; \
+		$(BUF) breaking --against ".git#ref=$$base"; \
+	else echo "lint: no previous commit to compare against; buf breaking checked nothing"; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 		test -z "$$unformatted" || { echo "gofmt needed: $$unformatted" >&2; exit 1; }
 
