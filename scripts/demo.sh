@@ -108,6 +108,13 @@ for _ in $(seq 600); do ctl list >/dev/null 2>&1 && break; kill -0 "$pid" 2>/dev
 ctl list >/dev/null || fail "the provider did not start"
 say "provider up on $addr (libvirt $BIGFLEET_LIBVIRT_URI)"
 
+# The API answers before the host is connected (where libvirt re-probes QEMU
+# on every call, connecting takes seconds): Create would be refused.
+host_conn() { ctl hosts 2>/dev/null | awk '$1=="local"{print $3}' || true; }
+for _ in $(seq 1200); do [ "$(host_conn)" = yes ] && break; sleep 0.1; done
+[ "$(host_conn)" = yes ] || fail "host local did not connect within 120s: $(ctl hosts 2>&1 | awk '$1=="local"')"
+say "host local connected ($(grep -o 'domain_type[^,}]*' "$work/provider.log" | head -n 1 | tr -d '"' | tr : =))"
+
 id=$(ctl list --state SPECULATIVE | awk 'NR==2{print $1}')
 [ -n "$id" ] || fail "no SPECULATIVE machine to use"
 
@@ -125,7 +132,7 @@ wait_for() {
 }
 
 say "Create $id"
-ctl create "$id" >/dev/null
+ctl create "$id" >/dev/null || fail "Create $id was refused"
 wait_for IDLE
 domain=$(field "$id" domain)
 say "  VM is domain $domain"
@@ -134,7 +141,7 @@ head -c 65536 /dev/urandom >"$work/blob"
 printf '\0binary\0tail' >>"$work/blob"
 want=$(sha256sum "$work/blob" | cut -d' ' -f1)
 say "Configure $id for cluster demo (blob of $(stat -c %s "$work/blob") bytes, sha256 ${want:0:16}…)"
-ctl configure "$id" --cluster demo --blob-file "$work/blob" --metadata owner=demo >/dev/null
+ctl configure "$id" --cluster demo --blob-file "$work/blob" --metadata owner=demo >/dev/null || fail "Configure $id was refused"
 wait_for CONFIGURED
 
 # Read the hook's record of the blob from inside the guest, through the agent.
@@ -151,11 +158,11 @@ got=$(echo "$out" | grep -o '"out-data":"[^"]*"' | cut -d'"' -f4 | base64 -d | t
 say "  blob sha256 inside the guest matches"
 
 say "Drain $id (grace 5s)"
-ctl drain "$id" --grace 5 >/dev/null
+ctl drain "$id" --grace 5 >/dev/null || fail "Drain $id was refused"
 wait_for IDLE
 
 say "Delete $id"
-ctl delete "$id" >/dev/null
+ctl delete "$id" >/dev/null || fail "Delete $id was refused"
 wait_for SPECULATIVE
 if v list --all --name | grep -x "$domain" >/dev/null; then
 	fail "domain $domain still exists after Delete"

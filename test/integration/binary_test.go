@@ -126,6 +126,7 @@ func startBinary(t *testing.T, e env) *binProc {
 		var l pb.MachineList
 		return p.call(t.Context(), "List", &pb.ListFilter{}, &l) == nil
 	})
+	p.awaitHostConnected(t, "local")
 	return p
 }
 

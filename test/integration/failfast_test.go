@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
 
 // accel is the env TestMain read: what every failure message names, since a
@@ -123,4 +125,34 @@ func TestWaitStopsAtFailed(t *testing.T) {
 	}
 	p.settle(t, id)
 	assertNothingLeft(t, e, name)
+}
+
+// awaitHostConnected waits until bin/libvirt reports the host of zone
+// connected (admin ListHosts): the API answers before that, and where
+// libvirt re-probes QEMU on every call (a root-only /dev/kvm) connecting
+// takes seconds, during which a Create is refused Unavailable.
+func (p *binProc) awaitHostConnected(t *testing.T, zone string) {
+	t.Helper()
+	t0 := time.Now()
+	var last string
+	waitUntil(t, 90*time.Second, "host "+zone+" to connect", func() bool {
+		var res adminv1.ListHostsResponse
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := p.conn.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res); err != nil {
+			last = err.Error()
+			return false
+		}
+		for _, h := range res.GetHosts() {
+			if h.GetZone() == zone {
+				last = h.GetLastError()
+				return h.GetConnected()
+			}
+		}
+		last = "not listed"
+		return false
+	})
+	if d := time.Since(t0); d > time.Second {
+		t.Logf("host %s connected %s after the API answered (last: %s)", zone, d.Round(time.Millisecond), last)
+	}
 }

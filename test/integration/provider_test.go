@@ -189,6 +189,7 @@ func startProvider(t *testing.T, e env, cfg provCfg) *provider {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	p.awaitHostConnected(t, "local")
 	return p
 }
 
