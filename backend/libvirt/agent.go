@@ -32,7 +32,7 @@ func (t agentTransport) Command(_ context.Context, req []byte, timeout time.Dura
 		secs = 1
 	}
 	var reply string
-	err := t.h.withDomain(t.name, func(_ *libvirt.Connect, dom *libvirt.Domain) error {
+	err := t.h.withDomain(t.name, func(_ lvConn, dom lvDomain) error {
 		var err error
 		reply, err = dom.QemuAgentCommand(string(req), libvirt.DomainQemuAgentCommandTimeout(secs), 0)
 		return err
@@ -64,7 +64,7 @@ func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
 // ownedMetadata reads the metadata of our machine's domain.
 func (b *Backend) ownedMetadata(h *host, name, machineID string) (Metadata, error) {
 	var md Metadata
-	err := h.withDomain(name, func(_ *libvirt.Connect, dom *libvirt.Domain) error {
+	err := h.withDomain(name, func(_ lvConn, dom lvDomain) error {
 		var err error
 		md, err = b.owned(dom, name, machineID)
 		return err
@@ -77,7 +77,7 @@ func (b *Backend) ownedMetadata(h *host, name, machineID string) (Metadata, erro
 
 // setBinding writes md, after checking again that the domain is still ours.
 func (b *Backend) setBinding(h *host, name string, md Metadata) error {
-	return h.withDomain(name, func(_ *libvirt.Connect, dom *libvirt.Domain) error {
+	return h.withDomain(name, func(_ lvConn, dom lvDomain) error {
 		if _, err := b.owned(dom, name, md.MachineID); err != nil {
 			return err
 		}

@@ -38,7 +38,7 @@ const StartupWait = 10 * time.Second
 // New validates cfg and starts one connection loop per host. It fails only
 // on a bad configuration: unreachable hosts are reported, not fatal.
 func New(cfg Config) (*Backend, error) {
-	return newBackend(cfg, libvirt.NewConnect)
+	return newBackend(cfg, dialLibvirt)
 }
 
 func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
@@ -131,7 +131,7 @@ func (b *Backend) locate(machineID string, pl backend.Placement, zone string) (*
 
 // withConn runs fn on the host's connection, holding a reference for the
 // call, and lets the host see the outcome (to notice a lost connection).
-func (h *host) withConn(fn func(conn *libvirt.Connect) error) error {
+func (h *host) withConn(fn func(conn lvConn) error) error {
 	conn, err := h.acquire()
 	if err != nil {
 		return err
@@ -144,8 +144,8 @@ func (h *host) withConn(fn func(conn *libvirt.Connect) error) error {
 
 // withDomain looks the domain up and runs fn on it; the handle is freed
 // after. A missing domain is returned as is (isNoDomain).
-func (h *host) withDomain(name string, fn func(conn *libvirt.Connect, dom *libvirt.Domain) error) error {
-	return h.withConn(func(conn *libvirt.Connect) error {
+func (h *host) withDomain(name string, fn func(conn lvConn, dom lvDomain) error) error {
+	return h.withConn(func(conn lvConn) error {
 		dom, err := conn.LookupDomainByName(name)
 		if err != nil {
 			return err
@@ -157,7 +157,7 @@ func (h *host) withDomain(name string, fn func(conn *libvirt.Connect, dom *libvi
 
 // readMetadata returns our metadata element of dom, decoded. found is false
 // when the domain carries none (a stranger's domain).
-func readMetadata(dom *libvirt.Domain) (md Metadata, found bool, err error) {
+func readMetadata(dom lvDomain) (md Metadata, found bool, err error) {
 	s, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, MetadataNS, libvirt.DOMAIN_AFFECT_CURRENT)
 	if isNoMetadata(err) {
 		return Metadata{}, false, nil
@@ -174,7 +174,7 @@ func readMetadata(dom *libvirt.Domain) (md Metadata, found bool, err error) {
 
 // owned checks that dom is provider's domain for machineID and returns its
 // metadata; otherwise an error wrapping backend.ErrNotOurs.
-func (b *Backend) owned(dom *libvirt.Domain, name, machineID string) (Metadata, error) {
+func (b *Backend) owned(dom lvDomain, name, machineID string) (Metadata, error) {
 	md, found, err := readMetadata(dom)
 	switch {
 	case err != nil && !found:
@@ -191,7 +191,7 @@ func (b *Backend) owned(dom *libvirt.Domain, name, machineID string) (Metadata, 
 
 // writeMetadata replaces our element on dom, in the persistent definition
 // and, while it runs, the live one too, so both agree.
-func writeMetadata(dom *libvirt.Domain, md Metadata) error {
+func writeMetadata(dom lvDomain, md Metadata) error {
 	s, err := md.Marshal(false)
 	if err != nil {
 		return err
@@ -204,7 +204,7 @@ func writeMetadata(dom *libvirt.Domain, md Metadata) error {
 }
 
 // waitRunning polls the domain state with backoff until it runs or ctx ends.
-func waitRunning(ctx context.Context, dom *libvirt.Domain) error {
+func waitRunning(ctx context.Context, dom lvDomain) error {
 	delay := 20 * time.Millisecond
 	for {
 		st, reason, err := dom.GetState()

@@ -35,7 +35,7 @@ func startEventLoop(log *slog.Logger) {
 }
 
 // dialFunc opens a connection; tests replace it.
-type dialFunc func(uri string) (*libvirt.Connect, error)
+type dialFunc func(uri string) (lvConn, error)
 
 // host is one libvirt host: its connection, kept alive and re-dialled in the
 // background, and what it last told us.
@@ -48,8 +48,8 @@ type host struct {
 	dial  dialFunc
 
 	mu      sync.Mutex
-	conn    *libvirt.Connect // nil while down
-	choice  typeChoice       // domain type for guests, chosen on connect
+	conn    lvConn     // nil while down
+	choice  typeChoice // domain type for guests, chosen on connect
 	lastErr string
 	since   time.Time // when it last went up or down
 	closed  bool
@@ -131,7 +131,7 @@ func (h *host) connect() error {
 		!isCode(err, libvirt.ERR_NO_SUPPORT) {
 		h.log.Debug("libvirt keepalive not enabled", "err", scrub(err, h.uri))
 	}
-	if err := conn.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) {
+	if err := conn.RegisterCloseCallback(func(reason libvirt.ConnectCloseReason) {
 		// Runs on the event loop thread: closing the connection from here
 		// would re-enter libvirt, so hand it to a goroutine.
 		go h.drop(conn, fmt.Sprintf("connection closed (%s)", closeReason(reason)))
@@ -167,7 +167,7 @@ func (h *host) connect() error {
 }
 
 // chooseType reads the capabilities and applies --domain-type.
-func (h *host) chooseType(conn *libvirt.Connect) (typeChoice, error) {
+func (h *host) chooseType(conn lvConn) (typeChoice, error) {
 	caps, err := readCaps(conn)
 	if err != nil {
 		return typeChoice{}, err
@@ -207,7 +207,7 @@ func (h *host) setDown(msg string) bool {
 // drop forgets conn (if it is still the current one), closes our reference
 // and wakes the loop to re-dial. Callers that still hold a reference keep
 // the handle valid until they release it; their calls fail fast.
-func (h *host) drop(conn *libvirt.Connect, why string) {
+func (h *host) drop(conn lvConn, why string) {
 	h.mu.Lock()
 	if h.conn != conn {
 		h.mu.Unlock()
@@ -225,14 +225,14 @@ func (h *host) drop(conn *libvirt.Connect, why string) {
 
 // closeConn releases the host's own reference. The close callback holds one
 // too, so it is unregistered first.
-func closeConn(conn *libvirt.Connect) {
+func closeConn(conn lvConn) {
 	_ = conn.UnregisterCloseCallback()
 	_, _ = conn.Close()
 }
 
 // acquire returns the live connection with a reference of the caller's
 // own, which release gives back, or an error wrapping ErrHostUnavailable.
-func (h *host) acquire() (*libvirt.Connect, error) {
+func (h *host) acquire() (lvConn, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.conn == nil {
@@ -244,7 +244,7 @@ func (h *host) acquire() (*libvirt.Connect, error) {
 	return h.conn, nil
 }
 
-func (h *host) release(conn *libvirt.Connect) {
+func (h *host) release(conn lvConn) {
 	if conn != nil {
 		_, _ = conn.Close()
 	}
@@ -258,7 +258,7 @@ func (h *host) unavailableLocked() error {
 // observe looks at the outcome of a call on conn: an error that can mean a
 // lost connection, confirmed by IsAlive, drops it so the loop re-dials now
 // rather than when keepalive notices.
-func (h *host) observe(conn *libvirt.Connect, err error) {
+func (h *host) observe(conn lvConn, err error) {
 	if err == nil || conn == nil || !mayBeConnLoss(err) {
 		return
 	}

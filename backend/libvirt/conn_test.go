@@ -81,13 +81,13 @@ func TestDownHostsDoNotStopOthersAndStayRedacted(t *testing.T) {
 func TestReconnectsAfterLoss(t *testing.T) {
 	t.Parallel()
 	var dials, failNext atomic.Int32
-	dial := func(uri string) (*libvirt.Connect, error) {
+	dial := func(uri string) (lvConn, error) {
 		dials.Add(1)
 		if failNext.Load() > 0 {
 			failNext.Add(-1)
 			return nil, libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Message: "Failed to connect socket"}
 		}
-		return libvirt.NewConnect(uri)
+		return dialLibvirt(uri)
 	}
 	cfg := testConfig(t)
 	b, err := newBackend(cfg, dial)
@@ -169,11 +169,11 @@ func TestReconnectRereadsFilesNamedInURI(t *testing.T) {
 	cfg.Hosts = []Host{{Zone: "z1", URI: "test://" + file}}
 	var uris []string
 	var mu sync.Mutex
-	b, err := newBackend(cfg, func(uri string) (*libvirt.Connect, error) {
+	b, err := newBackend(cfg, func(uri string) (lvConn, error) {
 		mu.Lock()
 		uris = append(uris, uri)
 		mu.Unlock()
-		return libvirt.NewConnect(uri)
+		return dialLibvirt(uri)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func bridgeName(t *testing.T, h *host) string {
 		t.Fatal(err)
 	}
 	defer h.release(conn)
-	net, err := conn.LookupNetworkByName("default")
+	net, err := rawConn(conn).LookupNetworkByName("default")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"libvirt.org/go/libvirt"
-
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
@@ -27,7 +25,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	name := DomainName(b.cfg.Provider, spec.MachineID)
 	pl := backend.Placement{Zone: h.zone, Domain: name}
 	start := time.Now()
-	err = h.withConn(func(conn *libvirt.Connect) error {
+	err = h.withConn(func(conn lvConn) error {
 		dom, err := conn.LookupDomainByName(name)
 		if err == nil {
 			defer dom.Free()
@@ -48,7 +46,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 
 // adopt takes over our own domain left by an earlier attempt of this
 // machine's Create, starting it if it is not running.
-func (b *Backend) adopt(ctx context.Context, dom *libvirt.Domain, name string, spec backend.MachineSpec) error {
+func (b *Backend) adopt(ctx context.Context, dom lvDomain, name string, spec backend.MachineSpec) error {
 	if _, err := b.owned(dom, name, spec.MachineID); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -72,7 +70,7 @@ func (b *Backend) adopt(ctx context.Context, dom *libvirt.Domain, name string, s
 // (undo) and how long each step took.
 type attempt struct {
 	ctx  context.Context
-	conn *libvirt.Connect
+	conn lvConn
 	name string
 	undo rollback
 	took []any
@@ -97,7 +95,7 @@ func (a *attempt) step(what string, err error) error {
 // on undo; on failure exactly those are removed, newest first. Undo steps
 // look their object up again by name on conn (which outlives build), since
 // the handles used here are freed before the rollback runs.
-func (b *Backend) build(ctx context.Context, h *host, conn *libvirt.Connect, name string, spec backend.MachineSpec) error {
+func (b *Backend) build(ctx context.Context, h *host, conn lvConn, name string, spec backend.MachineSpec) error {
 	a := &attempt{ctx: ctx, conn: conn, name: name, mark: time.Now()}
 	err := b.buildSteps(a, h, spec)
 	if err != nil {
@@ -138,7 +136,7 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 // qemu (TCG), and the domain is redefined and started again: the Create
 // goes on rather than failing. Any start failure carries the last error
 // line of the domain's QEMU log when the host is local.
-func (b *Backend) start(a *attempt, h *host, dom *libvirt.Domain, spec backend.MachineSpec, overlay, seed string) error {
+func (b *Backend) start(a *attempt, h *host, dom lvDomain, spec backend.MachineSpec, overlay, seed string) error {
 	err := dom.Create()
 	if err == nil || !isKVMUnusable(err) || !h.fallBackToQEMU(message(err)) {
 		return h.explainStart(a.name, err)
@@ -185,8 +183,8 @@ func (b *Backend) buildVolumes(a *attempt) (overlay, seed string, err error) {
 }
 
 // define renders the domain XML and defines it.
-func (b *Backend) define(h *host, conn *libvirt.Connect, name string, spec backend.MachineSpec,
-	overlay, seed string) (*libvirt.Domain, error) {
+func (b *Backend) define(h *host, conn lvConn, name string, spec backend.MachineSpec,
+	overlay, seed string) (lvDomain, error) {
 	md, err := Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID}.Marshal(true)
 	if err != nil {
 		return nil, err

@@ -131,7 +131,7 @@ func TestCreateAdoptsOwnDomain(t *testing.T) {
 		t.Fatalf("retry placed %+v, first %+v", again, pl)
 	}
 	// Stopped behind our back: a retried Create starts it again.
-	if err := onDomain(c, pl.Domain, destroy); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, destroy); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Create(ctx, spec("m1")); err != nil {
@@ -232,11 +232,11 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		name := DomainName(b.cfg.Provider, "m1")
 		pool, _ := c.LookupStoragePoolByName("bigfleet")
 		defer pool.Free()
-		g, err := readGolden(pool, "golden.qcow2")
+		g, err := readGolden(lvp(pool), "golden.qcow2")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, created, err := ensureOverlay(pool, overlayName(name), g); err != nil || !created {
+		if _, created, err := ensureOverlay(lvp(pool), overlayName(name), g); err != nil || !created {
 			t.Fatal(created, err)
 		}
 		b.hosts["z1"].choice = typeChoice{Type: "no-such-virt-type"}
@@ -256,7 +256,7 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		name := DomainName(b.cfg.Provider, "m1")
 		pool, _ := c.LookupStoragePoolByName("bigfleet")
 		defer pool.Free()
-		vol, err := createRawVolume(pool, overlayName(name), 1<<20)
+		vol, err := createRawVolume(lvp(pool), overlayName(name), 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

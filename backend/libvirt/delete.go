@@ -28,7 +28,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 		return fmt.Errorf("delete: %w", err)
 	}
 	start := time.Now()
-	err = h.withConn(func(conn *libvirt.Connect) error {
+	err = h.withConn(func(conn lvConn) error {
 		gone, err := b.deleteDomain(conn, name, spec.MachineID)
 		if err != nil {
 			return err
@@ -58,7 +58,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 }
 
 // deleteDomain removes our domain; alreadyGone says there was none.
-func (b *Backend) deleteDomain(conn *libvirt.Connect, name, machineID string) (alreadyGone bool, err error) {
+func (b *Backend) deleteDomain(conn lvConn, name, machineID string) (alreadyGone bool, err error) {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return true, nil
@@ -80,7 +80,7 @@ func (b *Backend) deleteDomain(conn *libvirt.Connect, name, machineID string) (a
 }
 
 // destroy stops dom at once; a domain that is not running is fine.
-func destroy(dom *libvirt.Domain) error {
+func destroy(dom lvDomain) error {
 	err := dom.Destroy()
 	if err == nil || isNotRunning(err) || isNoDomain(err) {
 		return nil
@@ -91,7 +91,7 @@ func destroy(dom *libvirt.Domain) error {
 // undefine removes dom's definition and its side metadata. Drivers that
 // refuse some of the flags (no NVRAM or checkpoint support) get plain
 // undefine: there is then nothing of that kind to leave behind.
-func undefine(dom *libvirt.Domain) error {
+func undefine(dom lvDomain) error {
 	err := dom.UndefineFlags(undefineFlags)
 	if isCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED) {
 		err = dom.Undefine()
@@ -104,7 +104,7 @@ func undefine(dom *libvirt.Domain) error {
 
 // onDomain looks name up on conn and runs fn on it (used by rollback, whose
 // steps outlive the handles of the attempt). A missing domain is done.
-func onDomain(conn *libvirt.Connect, name string, fn func(*libvirt.Domain) error) error {
+func onDomain(conn lvConn, name string, fn func(lvDomain) error) error {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return nil
@@ -117,7 +117,7 @@ func onDomain(conn *libvirt.Connect, name string, fn func(*libvirt.Domain) error
 }
 
 // deleteVolumeIn deletes a volume of our pool by name (never the golden one).
-func (b *Backend) deleteVolumeIn(conn *libvirt.Connect, vol string) error {
+func (b *Backend) deleteVolumeIn(conn lvConn, vol string) error {
 	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
 	if err != nil {
 		return fmt.Errorf("storage pool %s: %w", b.cfg.Pool, err)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"libvirt.org/go/libvirt"
-
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
@@ -45,7 +43,7 @@ func TestDeleteHalfGone(t *testing.T) {
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
 	// Domain undefined behind our back, the overlay left: Delete cleans it.
-	if err := onDomain(c, pl.Domain, func(d *libvirt.Domain) error { _ = destroy(d); return undefine(d) }); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, func(d lvDomain) error { _ = destroy(d); return undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1", Placement: pl}); err != nil {
@@ -65,7 +63,7 @@ func TestGoldenImageIsNeverDeleted(t *testing.T) {
 	c := testConn(t, b, "z1")
 	pool, _ := c.LookupStoragePoolByName("bigfleet")
 	defer pool.Free()
-	vol, err := createRawVolume(pool, image, 1<<20)
+	vol, err := createRawVolume(lvp(pool), image, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +79,7 @@ func TestGoldenImageIsNeverDeleted(t *testing.T) {
 	if !volumeExists(t, c, "bigfleet", image) {
 		t.Fatal("golden image deleted")
 	}
-	if err := deleteVolume(pool, "golden.qcow2", "golden.qcow2"); !errors.Is(err, errGolden) {
+	if err := deleteVolume(lvp(pool), "golden.qcow2", "golden.qcow2"); !errors.Is(err, errGolden) {
 		t.Fatalf("deleteVolume(golden) = %v", err)
 	}
 }

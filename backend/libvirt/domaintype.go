@@ -119,7 +119,7 @@ func isKVMUnusable(err error) bool {
 }
 
 // readCaps reads and parses the host's capabilities.
-func readCaps(conn *libvirt.Connect) (*libvirtxml.Caps, error) {
+func readCaps(conn lvConn) (*libvirtxml.Caps, error) {
 	s, err := conn.GetCapabilities()
 	if err != nil {
 		return nil, fmt.Errorf("read host capabilities: %w", err)
@@ -138,7 +138,7 @@ func readCaps(conn *libvirt.Connect) (*libvirtxml.Caps, error) {
 // guest, as under nested virtualisation without vmx, needs a real boot to
 // tell; see docs/troubleshooting.md.) The name is ours (the bf- prefix the
 // polkit rule allows) and has no metadata, so Inventory never counts it.
-func probeKVM(conn *libvirt.Connect, provider string) error {
+func probeKVM(conn lvConn, provider string) error {
 	x, err := (&libvirtxml.Domain{
 		Type:   DomainTypeKVM,
 		Name:   namePrefix(provider) + "kvm-probe",

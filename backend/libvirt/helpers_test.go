@@ -94,8 +94,24 @@ func testConn(t testing.TB, b *Backend, zone string) *libvirt.Connect {
 		t.Fatalf("acquire %s: %v", zone, err)
 	}
 	t.Cleanup(func() { h.release(c) })
-	return c
+	return rawConn(c)
 }
+
+// rawConn is the libvirt connection under c (and under any fault wrapper):
+// tests inspect the host through it, never through injected faults.
+func rawConn(c lvConn) *libvirt.Connect {
+	switch x := c.(type) {
+	case *lvConnect:
+		return x.c
+	case *faultConn:
+		return rawConn(x.inner)
+	}
+	panic("rawConn: unknown connection type")
+}
+
+// lvc and lvp adapt raw handles for the backend's helpers.
+func lvc(c *libvirt.Connect) lvConn     { return &lvConnect{c: c} }
+func lvp(p *libvirt.StoragePool) lvPool { return &lvStoragePool{p: p} }
 
 func spec(id string) backend.MachineSpec {
 	return backend.MachineSpec{MachineID: id, OperationID: "op-" + id, Zone: "z1", InstanceType: "small", VCPU: 2, MemoryMiB: 256}

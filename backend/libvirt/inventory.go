@@ -49,7 +49,7 @@ func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
 
 func (b *Backend) listHost(h *host) backend.ZoneInventory {
 	zi := backend.ZoneInventory{Zone: h.zone}
-	err := h.withConn(func(conn *libvirt.Connect) error {
+	err := h.withConn(func(conn lvConn) error {
 		doms, err := conn.ListAllDomains(0)
 		if err != nil {
 			return fmt.Errorf("list domains: %w", err)
@@ -57,7 +57,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 		defer freeAll(doms)
 		prefix := namePrefix(b.cfg.Provider)
 		for i := range doms {
-			o, ok, err := b.observeDomain(&doms[i], h.zone, prefix)
+			o, ok, err := b.observeDomain(doms[i], h.zone, prefix)
 			if err != nil {
 				return err
 			}
@@ -75,7 +75,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 
 // observeDomain reads one domain; ok is false for domains that are not ours. A
 // domain that vanished while we listed is simply not ours any more.
-func (b *Backend) observeDomain(dom *libvirt.Domain, zone, prefix string) (backend.Observed, bool, error) {
+func (b *Backend) observeDomain(dom lvDomain, zone, prefix string) (backend.Observed, bool, error) {
 	name, err := dom.GetName()
 	if err != nil || !strings.HasPrefix(name, prefix) {
 		return backend.Observed{}, false, nil
@@ -116,9 +116,9 @@ func running(st libvirt.DomainState) bool {
 	return false
 }
 
-func freeAll(doms []libvirt.Domain) {
-	for i := range doms {
-		_ = doms[i].Free()
+func freeAll(doms []lvDomain) {
+	for _, d := range doms {
+		_ = d.Free()
 	}
 }
 
@@ -141,7 +141,7 @@ func (h *host) baseStatus() backend.HostStatus {
 
 func (b *Backend) hostStatus(h *host) backend.HostStatus {
 	st := h.baseStatus()
-	err := h.withConn(func(conn *libvirt.Connect) error {
+	err := h.withConn(func(conn lvConn) error {
 		if v, err := conn.GetLibVersion(); err == nil {
 			st.LibvirtVersion = version(v)
 		}

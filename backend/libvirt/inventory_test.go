@@ -23,7 +23,7 @@ func TestInventoryListsOnlyOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Destroyed behind our back: still listed, not running.
-	if err := onDomain(c, pl1.Domain, destroy); err != nil {
+	if err := onDomain(lvc(c), pl1.Domain, destroy); err != nil {
 		t.Fatal(err)
 	}
 	// Strangers, including ones wearing our name prefix.

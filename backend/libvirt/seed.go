@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 )
 
@@ -18,7 +17,7 @@ import (
 // raw volume "<domain>-seed.iso" and attached read-only. Without the flag it
 // does nothing. A seed left by an earlier attempt for the same domain is
 // reused (its content depends only on the file and the domain name).
-func (b *Backend) ensureSeed(conn *libvirt.Connect, pool *libvirt.StoragePool, domain string, undo *rollback) (string, error) {
+func (b *Backend) ensureSeed(conn lvConn, pool lvPool, domain string, undo *rollback) (string, error) {
 	if b.cfg.BaseUserData == "" {
 		return "", nil
 	}
@@ -39,13 +38,13 @@ func (b *Backend) ensureSeed(conn *libvirt.Connect, pool *libvirt.StoragePool, d
 	}
 	defer vol.Free()
 	undo.push("delete seed volume", func() error { return b.deleteVolumeIn(conn, name) })
-	if err := upload(conn, vol, iso); err != nil {
+	if err := conn.UploadVolume(vol, iso); err != nil {
 		return "", fmt.Errorf("upload: %w", err)
 	}
 	return vol.GetPath()
 }
 
-func createRawVolume(pool *libvirt.StoragePool, name string, size uint64) (*libvirt.StorageVol, error) {
+func createRawVolume(pool lvPool, name string, size uint64) (lvVolume, error) {
 	s, err := (&libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: size},
@@ -55,27 +54,6 @@ func createRawVolume(pool *libvirt.StoragePool, name string, size uint64) (*libv
 		return nil, err
 	}
 	return pool.StorageVolCreateXML(s, 0)
-}
-
-// upload streams data into vol through libvirt (the pool may be remote).
-func upload(conn *libvirt.Connect, vol *libvirt.StorageVol, data []byte) error {
-	st, err := conn.NewStream(0)
-	if err != nil {
-		return err
-	}
-	defer st.Free()
-	if err := vol.Upload(st, 0, uint64(len(data)), 0); err != nil {
-		return err
-	}
-	for off := 0; off < len(data); {
-		n, err := st.Send(data[off:min(off+256<<10, len(data))])
-		if err != nil {
-			_ = st.Abort()
-			return err
-		}
-		off += n
-	}
-	return st.Finish()
 }
 
 // buildSeedISO runs the ISO tool found at startup in a temporary directory.

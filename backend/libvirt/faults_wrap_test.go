@@ -1,0 +1,264 @@
+package libvirt
+
+import (
+	"libvirt.org/go/libvirt"
+)
+
+// The wrapped methods of faults_test.go's injector, one per method of the
+// lv* interfaces. Reference counting and callbacks pass through untouched.
+
+func (c *faultConn) Ref() error          { return c.inner.Ref() }
+func (c *faultConn) Close() (int, error) { return c.inner.Close() }
+
+func (c *faultConn) IsAlive() (bool, error) {
+	if c.dead.Load() {
+		return false, nil
+	}
+	return c.inner.IsAlive()
+}
+
+func (c *faultConn) SetKeepAlive(interval int, count uint) error {
+	return c.inner.SetKeepAlive(interval, count)
+}
+
+func (c *faultConn) RegisterCloseCallback(cb func(libvirt.ConnectCloseReason)) error {
+	c.mu.Lock()
+	c.cb = cb
+	c.mu.Unlock()
+	return nil // the injector fires it on a drop; the shared real connection never closes under a test
+}
+
+func (c *faultConn) UnregisterCloseCallback() error {
+	c.mu.Lock()
+	c.cb = nil
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *faultConn) GetCapabilities() (string, error) {
+	s, err := c.str("conn.GetCapabilities", "", c.inner.GetCapabilities)
+	if err == nil && c.f.caps != nil {
+		s = c.f.caps(s)
+	}
+	return s, err
+}
+
+func (c *faultConn) GetLibVersion() (v uint32, err error) {
+	err = c.do("conn.GetLibVersion", "", func() (err error) { v, err = c.inner.GetLibVersion(); return err })
+	return v, err
+}
+
+func (c *faultConn) GetVersion() (v uint32, err error) {
+	err = c.do("conn.GetVersion", "", func() (err error) { v, err = c.inner.GetVersion(); return err })
+	return v, err
+}
+
+func (c *faultConn) NumOfDomains() (n int, err error) {
+	err = c.do("conn.NumOfDomains", "", func() (err error) { n, err = c.inner.NumOfDomains(); return err })
+	return n, err
+}
+
+func (c *faultConn) NumOfDefinedDomains() (n int, err error) {
+	err = c.do("conn.NumOfDefinedDomains", "", func() (err error) { n, err = c.inner.NumOfDefinedDomains(); return err })
+	return n, err
+}
+
+// domain runs a call returning a domain handle; a handle made by a call
+// whose reply is then "lost" is freed, as the caller never sees it.
+func (c *faultConn) domain(op, name string, call func() (lvDomain, error)) (lvDomain, error) {
+	var d lvDomain
+	err := c.do(op, name, func() (err error) { d, err = call(); return err })
+	if err != nil {
+		if d != nil {
+			_ = d.Free()
+		}
+		return nil, err
+	}
+	return c.wrapDomain(d), nil
+}
+
+func (c *faultConn) wrapDomain(d lvDomain) lvDomain {
+	name, _ := d.GetName()
+	return &faultDomain{inner: d, c: c, name: name}
+}
+
+func (c *faultConn) LookupDomainByName(name string) (lvDomain, error) {
+	return c.domain("conn.LookupDomainByName", name, func() (lvDomain, error) { return c.inner.LookupDomainByName(name) })
+}
+
+func (c *faultConn) DomainDefineXML(x string) (lvDomain, error) {
+	name := xmlName("conn.DomainDefineXML", x)
+	c.f.noteMutation("conn.DomainDefineXML", name)
+	return c.domain("conn.DomainDefineXML", name, func() (lvDomain, error) { return c.inner.DomainDefineXML(x) })
+}
+
+func (c *faultConn) DomainCreateXML(x string, flags libvirt.DomainCreateFlags) (lvDomain, error) {
+	name := xmlName("conn.DomainCreateXML", x)
+	c.f.noteMutation("conn.DomainCreateXML", name)
+	return c.domain("conn.DomainCreateXML", name, func() (lvDomain, error) { return c.inner.DomainCreateXML(x, flags) })
+}
+
+func (c *faultConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error) {
+	var doms []lvDomain
+	err := c.do("conn.ListAllDomains", "", func() (err error) { doms, err = c.inner.ListAllDomains(flags); return err })
+	if err != nil {
+		freeAll(doms)
+		return nil, err
+	}
+	for i := range doms {
+		doms[i] = c.wrapDomain(doms[i])
+	}
+	return doms, nil
+}
+
+func (c *faultConn) LookupStoragePoolByName(name string) (lvPool, error) {
+	var p lvPool
+	err := c.do("conn.LookupStoragePoolByName", name, func() (err error) { p, err = c.inner.LookupStoragePoolByName(name); return err })
+	if err != nil {
+		if p != nil {
+			_ = p.Free()
+		}
+		return nil, err
+	}
+	return &faultPool{inner: p, c: c, name: name}, nil
+}
+
+func (c *faultConn) UploadVolume(vol lvVolume, data []byte) error {
+	fv := vol.(*faultVolume)
+	c.f.noteMutation("conn.UploadVolume", fv.name)
+	return c.do("conn.UploadVolume", fv.name, func() error {
+		if !c.f.emulateU {
+			return c.inner.UploadVolume(fv.inner, data)
+		}
+		c.f.mu.Lock()
+		c.f.uploads[fv.name] = len(data)
+		c.f.mu.Unlock()
+		return nil
+	})
+}
+
+// faultDomain is a domain handle of a faultConn.
+type faultDomain struct {
+	inner lvDomain
+	c     *faultConn
+	name  string
+}
+
+func (d *faultDomain) Free() error { return d.inner.Free() }
+
+func (d *faultDomain) GetName() (string, error) {
+	return d.c.str("dom.GetName", d.name, d.inner.GetName)
+}
+
+func (d *faultDomain) GetState() (st libvirt.DomainState, reason int, err error) {
+	err = d.c.do("dom.GetState", d.name, func() (err error) { st, reason, err = d.inner.GetState(); return err })
+	return st, reason, err
+}
+
+func (d *faultDomain) IsActive() (ok bool, err error) {
+	err = d.c.do("dom.IsActive", d.name, func() (err error) { ok, err = d.inner.IsActive(); return err })
+	return ok, err
+}
+
+func (d *faultDomain) GetMetadata(typ libvirt.DomainMetadataType, uri string, flags libvirt.DomainModificationImpact) (string, error) {
+	return d.c.str("dom.GetMetadata", d.name, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
+}
+
+func (d *faultDomain) SetMetadata(typ libvirt.DomainMetadataType, content, key, uri string, flags libvirt.DomainModificationImpact) error {
+	d.c.f.noteMutation("dom.SetMetadata", d.name)
+	return d.c.do("dom.SetMetadata", d.name, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
+}
+
+func (d *faultDomain) mutate(op string, call func() error) error {
+	d.c.f.noteMutation(op, d.name)
+	return d.c.do(op, d.name, call)
+}
+
+func (d *faultDomain) Create() error  { return d.mutate("dom.Create", d.inner.Create) }
+func (d *faultDomain) Destroy() error { return d.mutate("dom.Destroy", d.inner.Destroy) }
+func (d *faultDomain) Undefine() error {
+	return d.mutate("dom.Undefine", d.inner.Undefine)
+}
+
+func (d *faultDomain) UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error {
+	return d.mutate("dom.UndefineFlags", func() error { return d.inner.UndefineFlags(flags) })
+}
+
+func (d *faultDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAgentCommandTimeout, flags uint32) (string, error) {
+	return d.c.str("dom.QemuAgentCommand", d.name, func() (string, error) {
+		if d.c.f.agent != nil {
+			return d.c.f.agent(d.name, cmd)
+		}
+		return d.inner.QemuAgentCommand(cmd, timeout, flags)
+	})
+}
+
+// faultPool is a storage pool handle of a faultConn.
+type faultPool struct {
+	inner lvPool
+	c     *faultConn
+	name  string
+}
+
+func (p *faultPool) Free() error { return p.inner.Free() }
+
+func (p *faultPool) GetInfo() (info *libvirt.StoragePoolInfo, err error) {
+	err = p.c.do("pool.GetInfo", p.name, func() (err error) { info, err = p.inner.GetInfo(); return err })
+	return info, err
+}
+
+func (p *faultPool) volume(op, name string, call func() (lvVolume, error)) (lvVolume, error) {
+	var v lvVolume
+	err := p.c.do(op, name, func() (err error) { v, err = call(); return err })
+	if err != nil {
+		if v != nil {
+			_ = v.Free()
+		}
+		return nil, err
+	}
+	return &faultVolume{inner: v, c: p.c, name: name}, nil
+}
+
+func (p *faultPool) LookupStorageVolByName(name string) (lvVolume, error) {
+	return p.volume("pool.LookupStorageVolByName", name, func() (lvVolume, error) { return p.inner.LookupStorageVolByName(name) })
+}
+
+func (p *faultPool) StorageVolCreateXML(x string, flags libvirt.StorageVolCreateFlags) (lvVolume, error) {
+	name := xmlName("pool.StorageVolCreateXML", x)
+	p.c.f.noteMutation("pool.StorageVolCreateXML", name)
+	return p.volume("pool.StorageVolCreateXML", name, func() (lvVolume, error) { return p.inner.StorageVolCreateXML(x, flags) })
+}
+
+// faultVolume is a storage volume handle of a faultConn.
+type faultVolume struct {
+	inner lvVolume
+	c     *faultConn
+	name  string
+}
+
+func (v *faultVolume) Free() error { return v.inner.Free() }
+
+func (v *faultVolume) GetPath() (string, error) {
+	return v.c.str("vol.GetPath", v.name, v.inner.GetPath)
+}
+
+func (v *faultVolume) GetInfo() (info *libvirt.StorageVolInfo, err error) {
+	err = v.c.do("vol.GetInfo", v.name, func() (err error) { info, err = v.inner.GetInfo(); return err })
+	return info, err
+}
+
+func (v *faultVolume) GetXMLDesc(flags uint32) (string, error) {
+	return v.c.str("vol.GetXMLDesc", v.name, func() (string, error) { return v.inner.GetXMLDesc(flags) })
+}
+
+func (v *faultVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
+	v.c.f.noteMutation("vol.Delete", v.name)
+	return v.c.do("vol.Delete", v.name, func() error { return v.inner.Delete(flags) })
+}
+
+var (
+	_ lvConn   = (*faultConn)(nil)
+	_ lvDomain = (*faultDomain)(nil)
+	_ lvPool   = (*faultPool)(nil)
+	_ lvVolume = (*faultVolume)(nil)
+)

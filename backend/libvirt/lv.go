@@ -1,0 +1,200 @@
+package libvirt
+
+import (
+	"errors"
+
+	"libvirt.org/go/libvirt"
+)
+
+// The backend talks to libvirt only through these interfaces: the methods
+// it uses, nothing more. The real path is a thin adapter over the cgo
+// bindings (lvConnect, lvStoragePool; *libvirt.Domain and
+// *libvirt.StorageVol fit as they are). Tests wrap the real adapter to
+// inject faults at any call (faults_test.go), so every step of a
+// transition can be made to fail the way a daemon or a link does.
+//
+// Handles are freed exactly as with the bindings: every lvDomain, lvPool
+// and lvVolume a method returns is the caller's to Free.
+
+// lvConn is one connection to a libvirt daemon.
+type lvConn interface {
+	// Reference counting and liveness (conn.go).
+	Ref() error
+	Close() (int, error)
+	IsAlive() (bool, error)
+	SetKeepAlive(interval int, count uint) error
+	RegisterCloseCallback(cb func(reason libvirt.ConnectCloseReason)) error
+	UnregisterCloseCallback() error
+
+	// The host (capabilities at connect, Hosts()).
+	GetCapabilities() (string, error)
+	GetLibVersion() (uint32, error)
+	GetVersion() (uint32, error)
+	NumOfDomains() (int, error)
+	NumOfDefinedDomains() (int, error)
+
+	// Domains.
+	LookupDomainByName(name string) (lvDomain, error)
+	ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error)
+	DomainDefineXML(xml string) (lvDomain, error)
+	DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (lvDomain, error)
+
+	// Storage.
+	LookupStoragePoolByName(name string) (lvPool, error)
+	// UploadVolume streams data into vol from offset 0 (a stream, the
+	// upload and its chunks as one call: the backend never keeps a stream).
+	UploadVolume(vol lvVolume, data []byte) error
+}
+
+// lvDomain is one domain handle.
+type lvDomain interface {
+	Free() error
+	GetName() (string, error)
+	GetState() (libvirt.DomainState, int, error)
+	IsActive() (bool, error)
+	GetMetadata(typ libvirt.DomainMetadataType, uri string, flags libvirt.DomainModificationImpact) (string, error)
+	SetMetadata(typ libvirt.DomainMetadataType, content, key, uri string, flags libvirt.DomainModificationImpact) error
+	Create() error
+	Destroy() error
+	Undefine() error
+	UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error
+	QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAgentCommandTimeout, flags uint32) (string, error)
+}
+
+// lvPool is one storage pool handle.
+type lvPool interface {
+	Free() error
+	GetInfo() (*libvirt.StoragePoolInfo, error)
+	LookupStorageVolByName(name string) (lvVolume, error)
+	StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (lvVolume, error)
+}
+
+// lvVolume is one storage volume handle.
+type lvVolume interface {
+	Free() error
+	GetPath() (string, error)
+	GetInfo() (*libvirt.StorageVolInfo, error)
+	GetXMLDesc(flags uint32) (string, error)
+	Delete(flags libvirt.StorageVolDeleteFlags) error
+}
+
+var (
+	_ lvDomain = (*libvirt.Domain)(nil)
+	_ lvVolume = (*libvirt.StorageVol)(nil)
+)
+
+// dialLibvirt opens a real connection.
+func dialLibvirt(uri string) (lvConn, error) {
+	c, err := libvirt.NewConnect(uri)
+	if err != nil {
+		return nil, err
+	}
+	return &lvConnect{c: c}, nil
+}
+
+// lvConnect adapts *libvirt.Connect. Methods returning handles never wrap
+// a nil pointer in a non-nil interface.
+type lvConnect struct{ c *libvirt.Connect }
+
+func (c *lvConnect) Ref() error             { return c.c.Ref() }
+func (c *lvConnect) Close() (int, error)    { return c.c.Close() }
+func (c *lvConnect) IsAlive() (bool, error) { return c.c.IsAlive() }
+func (c *lvConnect) SetKeepAlive(interval int, count uint) error {
+	return c.c.SetKeepAlive(interval, count)
+}
+func (c *lvConnect) UnregisterCloseCallback() error    { return c.c.UnregisterCloseCallback() }
+func (c *lvConnect) GetCapabilities() (string, error)  { return c.c.GetCapabilities() }
+func (c *lvConnect) GetLibVersion() (uint32, error)    { return c.c.GetLibVersion() }
+func (c *lvConnect) GetVersion() (uint32, error)       { return c.c.GetVersion() }
+func (c *lvConnect) NumOfDomains() (int, error)        { return c.c.NumOfDomains() }
+func (c *lvConnect) NumOfDefinedDomains() (int, error) { return c.c.NumOfDefinedDomains() }
+
+func (c *lvConnect) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseReason)) error {
+	return c.c.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) { cb(reason) })
+}
+
+func domainOrNil(d *libvirt.Domain, err error) (lvDomain, error) {
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (c *lvConnect) LookupDomainByName(name string) (lvDomain, error) {
+	return domainOrNil(c.c.LookupDomainByName(name))
+}
+
+func (c *lvConnect) DomainDefineXML(xml string) (lvDomain, error) {
+	return domainOrNil(c.c.DomainDefineXML(xml))
+}
+
+func (c *lvConnect) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (lvDomain, error) {
+	return domainOrNil(c.c.DomainCreateXML(xml, flags))
+}
+
+func (c *lvConnect) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error) {
+	doms, err := c.c.ListAllDomains(flags)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]lvDomain, len(doms))
+	for i := range doms {
+		out[i] = &doms[i]
+	}
+	return out, nil
+}
+
+func (c *lvConnect) LookupStoragePoolByName(name string) (lvPool, error) {
+	p, err := c.c.LookupStoragePoolByName(name)
+	if err != nil {
+		return nil, err
+	}
+	return &lvStoragePool{p: p}, nil
+}
+
+var errNotLibvirtVolume = errors.New("upload: volume handle is not libvirt's")
+
+func (c *lvConnect) UploadVolume(vol lvVolume, data []byte) error {
+	v, ok := vol.(*libvirt.StorageVol)
+	if !ok {
+		return errNotLibvirtVolume
+	}
+	st, err := c.c.NewStream(0)
+	if err != nil {
+		return err
+	}
+	defer st.Free()
+	if err := v.Upload(st, 0, uint64(len(data)), 0); err != nil {
+		return err
+	}
+	for off := 0; off < len(data); {
+		n, err := st.Send(data[off:min(off+256<<10, len(data))])
+		if err != nil {
+			_ = st.Abort()
+			return err
+		}
+		off += n
+	}
+	return st.Finish()
+}
+
+// lvStoragePool adapts *libvirt.StoragePool.
+type lvStoragePool struct{ p *libvirt.StoragePool }
+
+func (p *lvStoragePool) Free() error                                { return p.p.Free() }
+func (p *lvStoragePool) GetInfo() (*libvirt.StoragePoolInfo, error) { return p.p.GetInfo() }
+
+func volumeOrNil(v *libvirt.StorageVol, err error) (lvVolume, error) {
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (p *lvStoragePool) LookupStorageVolByName(name string) (lvVolume, error) {
+	return volumeOrNil(p.p.LookupStorageVolByName(name))
+}
+
+func (p *lvStoragePool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (lvVolume, error) {
+	return volumeOrNil(p.p.StorageVolCreateXML(xml, flags))
+}
