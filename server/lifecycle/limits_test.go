@@ -239,3 +239,26 @@ func TestUnknownIDMarksEvictOldest(t *testing.T) {
 		t.Fatalf("%d unknown-id marks held, limit %d", n, limit)
 	}
 }
+
+// TestStoreTooLargeIsInvalidArgument: a store that refuses a record as too
+// large (lifecycle.ErrTooLarge) makes the request InvalidArgument naming
+// what was too large, not Unavailable (which BigFleet retries forever); any
+// other store failure stays Unavailable.
+func TestStoreTooLargeIsInvalidArgument(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1)
+	f.st.setFail(fmt.Errorf("store: machine id is 40000 bytes; the store's key limit is 32768: %w", ErrTooLarge))
+	_, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000", Token: tok("s", 1, 1)})
+	if codeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "machine id is 40000 bytes") {
+		t.Fatalf("too large: %v", err)
+	}
+	f.st.setFail(fmt.Errorf("disk on fire"))
+	_, err = f.e.Create(t.Context(), CreateRequest{MachineID: "m000", Token: tok("s", 1, 2)})
+	if codeOf(err) != CodeUnavailable {
+		t.Fatalf("ordinary failure: %v", err)
+	}
+	f.st.setFail(nil)
+	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000", Token: tok("s", 1, 1)}); err != nil {
+		t.Fatalf("a refused commit must not have advanced the mark: %v", err)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
@@ -78,18 +81,53 @@ func decodeMachine(k, v []byte) (lifecycle.Machine, error) {
 
 // validate rejects what the file cannot represent faithfully, before the
 // batch joins a group commit, so one bad batch cannot fail its neighbours.
+// Both stores apply it, so behaviour does not depend on --state. A key over
+// bbolt's limit is lifecycle.ErrTooLarge: the request's fault, not an outage.
 func validate(b lifecycle.Batch) error {
 	for i := range b.Machines {
-		if b.Machines[i].ID == "" {
+		switch id := b.Machines[i].ID; {
+		case id == "":
 			return errors.New("store: machine with empty id")
+		case len(id) > bolt.MaxKeySize:
+			return fmt.Errorf("store: machine id is %d bytes; the store's key limit is %d: %w",
+				len(id), bolt.MaxKeySize, lifecycle.ErrTooLarge)
 		}
 	}
 	for k, m := range b.Marks {
+		if n := markKeyLen(k); n > bolt.MaxKeySize {
+			return fmt.Errorf("store: fence mark key is %d bytes (shard_id %d, machine id %d); the store's key limit is %d: %w",
+				n, len(k.ShardID), len(k.MachineID), bolt.MaxKeySize, lifecycle.ErrTooLarge)
+		}
 		if m.Epoch < 0 || m.Sequence < 0 {
-			return fmt.Errorf("store: negative mark for %q/%q", k.ShardID, k.MachineID)
+			return fmt.Errorf("store: negative mark for %s/%s", clip(k.ShardID), clip(k.MachineID))
 		}
 	}
 	return nil
+}
+
+// markKeyLen is len(markKey(k)), without building it.
+func markKeyLen(k lifecycle.MarkKey) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(len(k.ShardID))) + len(k.ShardID) + len(k.MachineID)
+}
+
+// putErr describes a failed Put by what and how large, never quoting a
+// key that may be tens of kilobytes; bbolt's own size limits are
+// classified lifecycle.ErrTooLarge.
+func putErr(what string, k, v []byte, err error) error {
+	if errors.Is(err, bolt.ErrKeyTooLarge) || errors.Is(err, bolt.ErrValueTooLarge) {
+		return fmt.Errorf("put %s: key %d bytes (limit %d), value %d bytes (limit %d): %w: %w",
+			what, len(k), bolt.MaxKeySize, len(v), bolt.MaxValueSize, err, lifecycle.ErrTooLarge)
+	}
+	return fmt.Errorf("put %s %s: %w", what, clip(string(k)), err)
+}
+
+// clip quotes s for a message, cut short if long.
+func clip(s string) string {
+	if len(s) <= 256 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:64]), len(s))
 }
 
 // newStoreID returns a random non-zero id; zero is left to mean "no store"

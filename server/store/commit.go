@@ -137,12 +137,12 @@ func (s *Bolt) write(batch []*request) error {
 			records += r.records()
 			for _, e := range r.machines {
 				if err := machines.Put(e.k, e.v); err != nil {
-					return fmt.Errorf("put machine %q: %w", e.k, err)
+					return putErr("machine", e.k, e.v, err)
 				}
 			}
 			for _, e := range r.marks {
 				if err := marks.Put(e.k, e.v); err != nil {
-					return fmt.Errorf("put mark %q: %w", e.k, err)
+					return putErr("fence mark", e.k, e.v, err)
 				}
 			}
 		}
