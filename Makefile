@@ -5,9 +5,15 @@ SHELL := /bin/bash
 GO ?= go
 BUF := $(GO) tool -modfile=tools/go.mod buf
 # gotestsum prints go test's usual per-package lines and keeps every test
-# event in out/ for the closing summary (scripts/test-stages.sh).
+# event in out/ for the closing summary (scripts/test-stages.sh). A target
+# run more than once in one make test (test-integration on each host kind)
+# keeps each run's events apart with GOTEST_SUFFIX=-<name>.
+GOTEST_JSON = out/gotest-$@$(GOTEST_SUFFIX).json
 GOTEST = $(GO) tool -modfile=tools/go.mod gotestsum --format pkgname-and-test-fails \
-	--jsonfile out/gotest-$@.json --
+	--jsonfile $(GOTEST_JSON) --
+# Long suites print a line when each test starts and ends, with its duration,
+# every minute the tests still running, and a failing test's output.
+GOTEST_PROGRESS = $(GO) run ./scripts/testprogress -go $(GO) -json $(GOTEST_JSON) --
 ENV_FILE := /run/bigfleet-libvirt-env/env
 export GOFLAGS := -buildvcs=false
 
@@ -72,7 +78,7 @@ chart-check:
 test-browser: build
 	@scripts/deps.sh browser
 	@mkdir -p out
-	$(GOTEST) -count=1 -tags browser ./test/browser/...
+	$(GOTEST_PROGRESS) -count=1 -tags browser ./test/browser/...
 
 env-up:
 	scripts/libvirt-env.sh up >/dev/null
@@ -84,12 +90,13 @@ test-integration: build env-up
 	@mkdir -p out
 	@source $(ENV_FILE) && echo "accelerator: $$BIGFLEET_ACCEL (provider --domain-type=$${BIGFLEET_DOMAIN_TYPE_OVERRIDE:-$$BIGFLEET_DOMAIN_TYPE})"
 	source $(ENV_FILE) && export BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) && \
-		$(GOTEST) -count=1 -tags integration -timeout 30m ./test/integration/...
+		$(GOTEST_PROGRESS) -count=1 -tags integration -timeout 30m ./test/integration/...
 
 # make test's stages, in order; each is a make target. Every stage runs even
 # after one fails, then one closing line counts every test they ran (each
 # out/gotest-*.json and out/*.tap) and names the failed stages; make test
-# fails if anything did. A stage that runs Go tests uses $(GOTEST).
+# fails if anything did. A stage that runs Go tests uses $(GOTEST) or
+# $(GOTEST_PROGRESS).
 TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo
 
 test:
