@@ -1,0 +1,83 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// TestUnknownIDMarksNeverReachTheFile runs the engine on a real state file:
+// 100 NotFound calls with fresh tokens at invented ids store no mark and do
+// not grow the file, while a stale replay is still fenced, and a known
+// machine's mark is durable across a reopen.
+func TestUnknownIDMarksNeverReachTheFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	open := func() (*lifecycle.Engine, *Bolt) {
+		st := openBolt(t, path, BoltOptions{})
+		seed := []lifecycle.Machine{{ID: "m0", Zone: "z1", InstanceType: "t", CapacityType: lifecycle.CapacityOnDemand, VCPU: 1, MemoryMiB: 512}}
+		e, err := lifecycle.New(lifecycle.Config{Provider: "p", Seed: seed}, st, fake.New(fake.Options{Zones: []string{"z1"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, st
+	}
+	e, st := open()
+	ctx := t.Context()
+	del := func(id string, epoch int64) error {
+		_, err := e.Delete(ctx, lifecycle.DeleteRequest{MachineID: id, Token: lifecycle.Token{ShardID: "s", Epoch: epoch, Sequence: 1}})
+		return err
+	}
+	code := func(err error) lifecycle.Code {
+		if le, ok := err.(*lifecycle.Error); ok {
+			return le.Code
+		}
+		return 0
+	}
+	if code(del("m0", 1)) != lifecycle.CodeAborted { // SPECULATIVE: no Delete, but the mark advances
+		t.Fatal("delete of a SPECULATIVE machine must be Aborted")
+	}
+	size := fileSize(t, path)
+	commits := st.Stats().Commits
+	for i := range 100 {
+		if err := del(fmt.Sprintf("ghost-%d", i), int64(i)); code(err) != lifecycle.CodeNotFound {
+			t.Fatalf("ghost-%d: %v", i, err)
+		}
+	}
+	for i := range 100 {
+		if err := del(fmt.Sprintf("ghost-%d", i), int64(i)); code(err) != lifecycle.CodeFenced {
+			t.Fatalf("stale replay at ghost-%d: %v", i, err)
+		}
+	}
+	if st.Stats().Commits != commits || fileSize(t, path) != size {
+		t.Fatalf("NotFound calls wrote to the state file: commits %d → %d, size %d → %d",
+			commits, st.Stats().Commits, size, fileSize(t, path))
+	}
+	e.Close()
+	must(t, st.Close())
+
+	e, st = open()
+	defer st.Close()
+	defer e.Close()
+	snap, err := st.Load(ctx)
+	must(t, err)
+	if len(snap.Marks) != 1 || snap.Marks[lifecycle.MarkKey{ShardID: "s", MachineID: "m0"}] != (lifecycle.Mark{Epoch: 1, Sequence: 1}) {
+		t.Fatalf("stored marks: %v", snap.Marks)
+	}
+	if code(del("m0", 1)) != lifecycle.CodeFenced {
+		t.Fatal("a known machine's mark must survive a reopen")
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
