@@ -142,3 +142,12 @@ type ZoneReadiness interface {
 type DomainTyper interface {
 	DomainType(zone string) string
 }
+
+// Confirmer is implemented by backends that can check one machine's VM
+// directly. The engine declares a machine vanished only when its host's
+// listing succeeded without it AND ConfirmGone reports gone: a direct
+// lookup said the VM does not exist. Any error means "not known", and the
+// machine is left as it is.
+type Confirmer interface {
+	ConfirmGone(ctx context.Context, machineID string, pl Placement) (gone bool, err error)
+}

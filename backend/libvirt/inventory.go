@@ -59,7 +59,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 		for i := range doms {
 			o, ok, err := b.observeDomain(doms[i], h.zone, prefix)
 			if err != nil {
-				return err
+				return fmt.Errorf("listing incomplete: %w", err)
 			}
 			if ok {
 				zi.Machines = append(zi.Machines, o)
@@ -73,21 +73,35 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 	return zi
 }
 
-// observeDomain reads one domain; ok is false for domains that are not ours. A
-// domain that vanished while we listed is simply not ours any more.
+// observeDomain reads one domain; ok is false for domains that are not
+// ours. Any error reading a domain that may be ours (its name has our
+// prefix) is returned, and makes the whole listing incomplete: a domain we
+// could not read must never look like a domain that is not there. A domain
+// that vanished while we listed is simply not there any more.
 func (b *Backend) observeDomain(dom lvDomain, zone, prefix string) (backend.Observed, bool, error) {
 	name, err := dom.GetName()
-	if err != nil || !strings.HasPrefix(name, prefix) {
-		return backend.Observed{}, false, nil
-	}
-	md, found, err := readMetadata(dom)
-	if isNoDomain(err) || !found || md.Provider != b.cfg.Provider {
+	if isNoDomain(err) {
 		return backend.Observed{}, false, nil
 	}
 	if err != nil {
-		// Only a decode failure lands here with found set: a damaged
-		// element is not trusted as ours, but said so.
+		return backend.Observed{}, false, fmt.Errorf("name of a listed domain: %w", err)
+	}
+	if !strings.HasPrefix(name, prefix) {
+		return backend.Observed{}, false, nil
+	}
+	md, found, err := readMetadata(dom)
+	switch {
+	case isNoDomain(err):
+		return backend.Observed{}, false, nil
+	case err != nil && !found:
+		return backend.Observed{}, false, fmt.Errorf("metadata of %s: %w", name, err)
+	case err != nil:
+		// A damaged element is not trusted as ours (nor listed), but said
+		// so. Its machine is not declared vanished either: ConfirmGone
+		// finds the domain.
 		b.log.Warn("domain with unreadable bigfleet metadata skipped", "zone", zone, "domain", name, "err", err)
+		return backend.Observed{}, false, nil
+	case !found || md.Provider != b.cfg.Provider:
 		return backend.Observed{}, false, nil
 	}
 	st, _, err := dom.GetState()

@@ -75,6 +75,11 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 			continue
 		}
 		o, found := seen[id]
+		// Issue 10: missing from a complete listing is not enough to fail
+		// a live machine; the backend must confirm it by a direct lookup.
+		if !found && e.keepMissing(ctx, m, rep.At) {
+			continue
+		}
 		switch e.reconcileOne(id, o, found, rep.At) {
 		case "adopted":
 			rep.Adopted++
@@ -137,6 +142,27 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 	}
 	e.log.Warn("reconcile", attrs...)
 	return what
+}
+
+// keepMissing reports whether a machine missing from a complete listing
+// must be kept anyway. Only an IDLE or CONFIGURED record unchanged since
+// the listing can vanish, and then only if a backend that can check
+// (backend.Confirmer) confirms its VM is gone: an error, or a VM the
+// listing missed but a direct lookup found, keeps it. Backends without
+// the check are trusted on their listing alone.
+func (e *Engine) keepMissing(ctx context.Context, m *Machine, listedAt time.Time) bool {
+	c, ok := e.be.(backend.Confirmer)
+	if !ok || (m.State != Idle && m.State != Configured) || !m.StateSince.Before(listedAt) {
+		return false
+	}
+	gone, err := c.ConfirmGone(ctx, m.ID, backend.Placement{Zone: m.Zone, Domain: m.Domain})
+	switch {
+	case err != nil:
+		e.log.Warn("reconcile: VM missing from the listing, its absence not confirmed; machine kept", "machine", m.ID, "err", err)
+	case !gone:
+		e.log.Warn("reconcile: VM missing from the listing but found by a direct lookup; machine kept", "machine", m.ID, "domain", m.Domain)
+	}
+	return !gone || err != nil
 }
 
 func (e *Engine) setLastReconcile(r ReconcileReport) {

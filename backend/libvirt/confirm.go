@@ -1,0 +1,48 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+var _ backend.Confirmer = (*Backend)(nil)
+
+// ConfirmGone looks the machine's domain up by name: gone is true only
+// when libvirt answers that no such domain exists. Any other outcome (the
+// domain is there, whoever's it is; the host is down; the lookup failed or
+// did not answer within the inventory timeout) is not a confirmation, so a
+// machine is never declared vanished from an error.
+func (b *Backend) ConfirmGone(ctx context.Context, machineID string, pl backend.Placement) (bool, error) {
+	h, name, err := b.locate(machineID, pl, pl.Zone)
+	if err != nil {
+		return false, fmt.Errorf("confirm gone: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
+	defer cancel()
+	type answer struct {
+		gone bool
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() { // a libvirt call cannot be interrupted; a late answer is dropped
+		err := h.withDomain(name, func(lvConn, lvDomain) error { return nil })
+		switch {
+		case isNoDomain(err):
+			done <- answer{gone: true}
+		case err != nil:
+			done <- answer{err: fmt.Errorf("confirm gone: look up %s: %w", name, err)}
+		default:
+			done <- answer{}
+		}
+	}()
+	select {
+	case a := <-done:
+		return a.gone, a.err
+	case <-ctx.Done():
+		return false, fmt.Errorf("confirm gone: look up %s: no answer within %s: %w",
+			name, b.cfg.InventoryTimeout.Round(time.Millisecond), ctx.Err())
+	}
+}
