@@ -113,40 +113,49 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	if err != nil {
 		return err
 	}
+	// Both undo steps go on before their call, not after it succeeds: a
+	// define or a start whose reply was lost (the link dropped mid-call)
+	// may have taken effect. They act only on a domain that is ours.
+	a.undo.push("undefine domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, undefine) })
 	dom, err := b.define(h, a.conn, a.name, spec, overlay, seed)
 	if dom != nil {
-		a.undo.push("undefine domain", func() error { return onDomain(a.conn, a.name, undefine) })
 		defer dom.Free()
 	}
 	if err := a.step("define domain", err); err != nil {
 		return err
 	}
-	err = b.start(a, h, dom, spec, overlay, seed)
-	if err == nil {
-		a.undo.push("destroy domain", func() error { return onDomain(a.conn, a.name, destroy) })
+	a.undo.push("destroy domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, destroy) })
+	started, err := b.start(a, h, dom, spec, overlay, seed)
+	if started != nil && started != dom {
+		defer started.Free()
 	}
 	if err := a.step("start domain", err); err != nil {
 		return err
 	}
-	return a.step("wait running", h.explainStop(a.name, waitRunning(a.ctx, dom)))
+	return a.step("wait running", h.explainStop(a.name, waitRunning(a.ctx, started)))
 }
 
-// start starts the defined domain. Under --domain-type=auto, a kvm guest
-// that QEMU cannot start because it cannot use KVM switches the host to
-// qemu (TCG), and the domain is redefined and started again: the Create
-// goes on rather than failing. Any start failure carries the last error
-// line of the domain's QEMU log when the host is local.
-func (b *Backend) start(a *attempt, h *host, dom lvDomain, spec backend.MachineSpec, overlay, seed string) error {
+// start starts the defined domain and returns the handle of the domain it
+// started. Under --domain-type=auto, a kvm guest that QEMU cannot start
+// because it cannot use KVM switches the host to qemu (TCG), and the
+// domain is redefined and started again: the Create goes on rather than
+// failing. Any start failure carries the last error line of the domain's
+// QEMU log when the host is local.
+func (b *Backend) start(a *attempt, h *host, dom lvDomain, spec backend.MachineSpec, overlay, seed string) (lvDomain, error) {
 	err := dom.Create()
 	if err == nil || !isKVMUnusable(err) || !h.fallBackToQEMU(message(err)) {
-		return h.explainStart(a.name, err)
+		return dom, h.explainStart(a.name, err)
+	}
+	// libvirt refuses a second definition of a name under another UUID,
+	// so the kvm definition goes first (nothing runs under it).
+	if err := undefine(dom); err != nil {
+		return dom, fmt.Errorf("undefine the kvm definition to redefine as qemu: %w", err)
 	}
 	again, err := b.define(h, a.conn, a.name, spec, overlay, seed)
 	if err != nil {
-		return fmt.Errorf("redefine as qemu after kvm failed: %w", err)
+		return nil, fmt.Errorf("redefine as qemu after kvm failed: %w", err)
 	}
-	defer again.Free()
-	return h.explainStart(a.name, again.Create())
+	return again, h.explainStart(a.name, again.Create())
 }
 
 // buildVolumes makes (or reuses) the overlay and the optional seed and

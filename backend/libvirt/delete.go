@@ -116,6 +116,21 @@ func onDomain(conn lvConn, name string, fn func(lvDomain) error) error {
 	return fn(dom)
 }
 
+// onOwnDomain is onDomain for rollback steps: a domain under the name that
+// is not the machine's (a stranger defined it meanwhile, or its metadata
+// is damaged) is left alone.
+func (b *Backend) onOwnDomain(conn lvConn, name, machineID string, fn func(lvDomain) error) error {
+	return onDomain(conn, name, func(dom lvDomain) error {
+		if _, err := b.owned(dom, name, machineID); err != nil {
+			if errors.Is(err, backend.ErrNotOurs) {
+				return nil
+			}
+			return err
+		}
+		return fn(dom)
+	})
+}
+
 // deleteVolumeIn deletes a volume of our pool by name (never the golden one).
 func (b *Backend) deleteVolumeIn(conn lvConn, vol string) error {
 	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
