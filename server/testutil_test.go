@@ -155,6 +155,7 @@ type testServer struct {
 	hits    *atomic.Int64 // requests that reached the HTTP handler
 	lis     *Listener
 	pki     *testPKI
+	tls     *ServerTLS // nil in h2c mode
 }
 
 type serverMode int
@@ -202,10 +203,11 @@ func startServerWith(t *testing.T, mode serverMode, eng Engine) *testServer {
 		if mode == modeMTLS {
 			files.CA = ts.pki.caFile
 		}
-		var err error
-		if cfg, _, err = files.Load(); err != nil {
+		st, err := files.Load() // the builder serve uses
+		if err != nil {
 			t.Fatal(err)
 		}
+		cfg, ts.tls = st.Config, st
 		scheme = "https"
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -236,6 +238,8 @@ type testPKI struct {
 	serverCert, serverKey         string
 	client, untrusted             tls.Certificate
 	clientCertFile, clientKeyFile string
+	ca                            *x509.Certificate // issues rotated certificates
+	caKey                         *ecdsa.PrivateKey
 }
 
 func newTestPKI(t *testing.T) *testPKI {
@@ -243,7 +247,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	dir := t.TempDir()
 	ca, caKey := makeCA(t, "test-ca")
 	other, otherKey := makeCA(t, "other-ca")
-	p := &testPKI{caPool: x509.NewCertPool()}
+	p := &testPKI{caPool: x509.NewCertPool(), ca: ca, caKey: caKey}
 	p.caPool.AddCert(ca)
 	p.caFile = writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Raw)
 	srvDER, srvKey := makeLeaf(t, ca, caKey, "server", x509.ExtKeyUsageServerAuth)

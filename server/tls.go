@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
-	"os"
+	"log/slog"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/tlsreload"
 )
 
 // Security is the transport mode, logged once at startup as "security".
@@ -17,57 +19,78 @@ const (
 	SecurityMTLS     Security = "mtls"
 )
 
-// TLSFiles are the --tls-cert, --tls-key and --tls-ca paths. Error messages
-// name those flags because they are what an operator has to fix.
+// TLSFiles are the certificate, key and client CA paths of one listener,
+// with the flags that set them: errors name those flags because they are
+// what an operator has to fix.
 type TLSFiles struct {
 	Cert, Key, CA string
+	// CAFlag names the CA's flag; empty is --tls-ca. The admin listener
+	// passes --admin-tls-ca.
+	CAFlag string
+	// Interval between polls of the files; 0 is tlsreload.DefaultInterval.
+	Interval time.Duration
+	Logger   *slog.Logger // nil: discard
 }
 
-// Load validates the combination and builds the server TLS config; it runs
+// ServerTLS is a listener's transport. Config is nil in insecure mode;
+// otherwise every handshake takes the current generation of the files
+// from the reloader, so a rotated certificate reaches new connections
+// without a restart.
+type ServerTLS struct {
+	Config   *tls.Config
+	Security Security
+	reloader *tlsreload.Reloader
+}
+
+// Run follows changes to the files until ctx ends (a no-op when insecure).
+func (s *ServerTLS) Run(ctx context.Context) {
+	if s.reloader != nil {
+		s.reloader.Run(ctx)
+	}
+}
+
+// Reload re-reads the files now (tests; Run does it on a timer).
+func (s *ServerTLS) Reload() (bool, error) {
+	if s.reloader == nil {
+		return false, nil
+	}
+	return s.reloader.Reload()
+}
+
+// Load is the one TLS builder: production and every TLS test get their
+// listener's config here. It validates the flag combination and the files
 // before anything listens, so a half-configured TLS setup never serves
-// plaintext by accident. A nil config means insecure (h2c + HTTP/1.1).
-func (f TLSFiles) Load() (*tls.Config, Security, error) {
+// plaintext by accident: TLS 1.3 minimum, h2 and http/1.1 via ALPN, and
+// with a CA, RequireAndVerifyClientCert against a bundle that holds
+// certificates and nothing else.
+func (f TLSFiles) Load() (*ServerTLS, error) {
+	caFlag := f.CAFlag
+	if caFlag == "" {
+		caFlag = "--tls-ca"
+	}
 	switch {
 	case f.Cert == "" && f.Key == "" && f.CA == "":
-		return nil, SecurityInsecure, nil
+		return &ServerTLS{Security: SecurityInsecure}, nil
 	case f.CA != "" && (f.Cert == "" || f.Key == ""):
-		return nil, "", errors.New("--tls-ca requires --tls-cert and --tls-key")
+		return nil, errors.New(caFlag + " requires --tls-cert and --tls-key")
 	case f.Cert != "" && f.Key == "":
-		return nil, "", errors.New("--tls-cert requires --tls-key")
+		return nil, errors.New("--tls-cert requires --tls-key")
 	case f.Key != "" && f.Cert == "":
-		return nil, "", errors.New("--tls-key requires --tls-cert")
+		return nil, errors.New("--tls-key requires --tls-cert")
 	}
-	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	log := f.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rl, err := tlsreload.New(tlsreload.Options{Cert: f.Cert, Key: f.Key, CA: f.CA,
+		CertName: "--tls-cert", KeyName: "--tls-key", CAName: caFlag,
+		Interval: f.Interval, Logger: log})
 	if err != nil {
-		return nil, "", fmt.Errorf("--tls-cert/--tls-key: cannot load key pair (cert %s, key %s): %w", f.Cert, f.Key, err)
+		return nil, err
 	}
-	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{pair},
-		NextProtos:   []string{"h2", "http/1.1"},
+	s := &ServerTLS{Config: rl.Config(), Security: SecurityTLS, reloader: rl}
+	if f.CA != "" {
+		s.Security = SecurityMTLS
 	}
-	if f.CA == "" {
-		return cfg, SecurityTLS, nil
-	}
-	pool, err := loadCAPool(f.CA)
-	if err != nil {
-		return nil, "", err
-	}
-	cfg.ClientCAs = pool
-	cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	return cfg, SecurityMTLS, nil
-}
-
-// loadCAPool insists on at least one parseable certificate: an empty pool
-// would reject every client, which looks like a network fault, not a typo.
-func loadCAPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--tls-ca: %s contains no parseable PEM certificate", path)
-	}
-	return pool, nil
+	return s, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -94,6 +95,11 @@ func TestTLSFilesRefusals(t *testing.T) {
 	empty := filepath.Join(dir, "empty.pem")
 	_ = os.WriteFile(garbage, []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"), 0o600)
 	_ = os.WriteFile(empty, nil, 0o600)
+	// A bundle with a key among its certificates: refused, not skipped.
+	caPEM, _ := os.ReadFile(p.caFile)
+	keyPEM, _ := os.ReadFile(p.clientKeyFile)
+	withKey := filepath.Join(dir, "with-key.pem")
+	_ = os.WriteFile(withKey, append(append(caPEM, keyPEM...), caPEM...), 0o600)
 	cases := []struct {
 		name  string
 		files TLSFiles
@@ -108,13 +114,15 @@ func TestTLSFilesRefusals(t *testing.T) {
 		{"garbage ca", TLSFiles{Cert: p.serverCert, Key: p.serverKey, CA: garbage}, []string{"--tls-ca", "garbage.pem"}},
 		{"empty ca", TLSFiles{Cert: p.serverCert, Key: p.serverKey, CA: empty}, []string{"--tls-ca", "empty.pem"}},
 		{"missing ca", TLSFiles{Cert: p.serverCert, Key: p.serverKey, CA: filepath.Join(dir, "ca-nope.pem")}, []string{"--tls-ca", "ca-nope.pem"}},
+		{"key block in ca", TLSFiles{Cert: p.serverCert, Key: p.serverKey, CA: withKey}, []string{"--tls-ca", "with-key.pem", "not a CERTIFICATE"}},
+		{"admin ca named", TLSFiles{Cert: p.serverCert, Key: p.serverKey, CA: empty, CAFlag: "--admin-tls-ca"}, []string{"--admin-tls-ca", "empty.pem"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, _, err := tc.files.Load()
-			if err == nil || cfg != nil {
-				t.Fatalf("Load(%+v) = %v, %v; want refusal", tc.files, cfg, err)
+			st, err := tc.files.Load()
+			if err == nil || st != nil {
+				t.Fatalf("Load(%+v) = %v, %v; want refusal", tc.files, st, err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -128,9 +136,48 @@ func TestTLSFilesRefusals(t *testing.T) {
 		{Cert: p.serverCert, Key: p.serverKey}: SecurityTLS,
 		{Cert: p.serverCert, Key: p.serverKey, CA: p.caFile}: SecurityMTLS,
 	} {
-		cfg, sec, err := files.Load()
-		if err != nil || sec != want || (cfg != nil && cfg.MinVersion != tls.VersionTLS13) {
-			t.Errorf("Load(%+v) = %v, %q, %v; want %q", files, cfg, sec, err, want)
+		st, err := files.Load()
+		if err != nil || st.Security != want || (st.Config != nil && st.Config.MinVersion != tls.VersionTLS13) ||
+			(want == SecurityMTLS) != (st.Config != nil && st.Config.ClientAuth == tls.RequireAndVerifyClientCert) {
+			t.Errorf("Load(%+v) = %+v, %v; want %q", files, st, err, want)
 		}
+	}
+}
+
+// TestTLSReloadOverTheWire: rotating the files behind a serving listener
+// (as the kubelet does with a Secret) reaches the next connection, through
+// the same builder serve uses.
+func TestTLSReloadOverTheWire(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, modeMTLS)
+	peerCN := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", ts.addr, ts.pki.clientTLS(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	if cn := peerCN(); cn != "server" {
+		t.Fatalf("before rotation the server is %q", cn)
+	}
+	der, key := makeLeaf(t, ts.pki.ca, ts.pki.caKey, "server-rotated", x509.ExtKeyUsageServerAuth)
+	dir := filepath.Dir(ts.pki.serverCert)
+	writePEM(t, dir, filepath.Base(ts.pki.serverCert), "CERTIFICATE", der)
+	writePEM(t, dir, filepath.Base(ts.pki.serverKey), "PRIVATE KEY", marshalKey(t, key))
+	if changed, err := ts.tls.Reload(); !changed || err != nil {
+		t.Fatalf("Reload = %v, %v", changed, err)
+	}
+	if cn := peerCN(); cn != "server-rotated" {
+		t.Errorf("after rotation a new connection sees %q, want server-rotated", cn)
+	}
+	// A broken rotation keeps the last good certificate on the wire.
+	_ = os.WriteFile(ts.pki.serverKey, []byte("junk"), 0o600)
+	if _, err := ts.tls.Reload(); err == nil || !strings.Contains(err.Error(), "--tls-key") {
+		t.Errorf("broken key: Reload error %v, want one naming --tls-key", err)
+	}
+	if cn := peerCN(); cn != "server-rotated" {
+		t.Errorf("after a broken rotation a new connection sees %q", cn)
 	}
 }

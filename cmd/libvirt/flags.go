@@ -9,6 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
 	"github.com/bigfleet/libvirt-provider/server/capacity"
+	"github.com/bigfleet/libvirt-provider/server/tlsreload"
 )
 
 // config is the parsed command line. Field comments name the flag.
@@ -19,6 +20,8 @@ type config struct {
 	TLSCert     string // --tls-cert
 	TLSKey      string // --tls-key
 	TLSCA       string // --tls-ca
+
+	TLSReloadInterval time.Duration // --tls-reload-interval
 
 	Provider    string // --provider
 	Connect     string // --connect
@@ -74,6 +77,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate `file` for --addr; with --tls-key enables TLS 1.3")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key `file` matching --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle `file`; clients must present a certificate it signed (mTLS)")
+	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", tlsreload.DefaultInterval, "how often the TLS files are re-read; changed files apply to new connections")
 
 	fs.StringVar(&c.Provider, "provider", "libvirt", "provider `name` reported as HostRef.provider; must stay stable for a state file")
 	fs.StringVar(&c.Connect, "connect", "", "libvirt `URI`, or comma-separated zone=URI list (one host per zone); a bare URI serves --default-zone")
@@ -155,6 +159,7 @@ func (c *config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"--reconcile-interval": c.ReconcileInterval, "--fake-delay": c.FakeDelay, "--shutdown-timeout": c.ShutdownTimeout,
+		"--tls-reload-interval": c.TLSReloadInterval, // 0: tlsreload.DefaultInterval
 	} {
 		if d < 0 {
 			bad("%s must not be negative (got %v)", name, d)

@@ -89,7 +89,7 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{fake, "--tls-cert=/x.pem"}, "--tls-cert requires --tls-key"},
 		{[]string{fake, "--tls-key=/x.pem"}, "--tls-key requires --tls-cert"},
 		{[]string{fake, "--tls-ca=/ca.pem"}, "--tls-ca requires --tls-cert and --tls-key"},
-		{[]string{fake, "--tls-cert=/nope.pem", "--tls-key=/nope-key.pem"}, "--tls-cert/--tls-key"},
+		{[]string{fake, "--tls-cert=/nope.pem", "--tls-key=/nope-key.pem"}, "--tls-cert: open /nope.pem"},
 		{[]string{fake, "--prices=kvm.small"}, "--prices"},
 		{[]string{fake, "--offerings=/does/not/exist.json"}, "--offerings"},
 		{[]string{fake, "--price-per-vcpu-hour=-1"}, "--price-per-vcpu-hour"},

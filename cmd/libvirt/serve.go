@@ -17,7 +17,6 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
-	"github.com/bigfleet/libvirt-provider/server/tlsreload"
 )
 
 // serve wires backend → capacity → store → engine → server, serves until
@@ -26,22 +25,15 @@ import (
 // in-flight transitions finish, then draining RPCs, then closing the store.
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
 	start := time.Now()
-	tlsCfg, security, err := server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}.Load()
+	// One builder for every listener: it refuses bad files naming the flag,
+	// and its reloader follows Secret updates, so rotated certificates
+	// apply to new connections without a restart.
+	mainTLS, err := server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA,
+		Interval: cfg.TLSReloadInterval, Logger: log.With(slog.String("component", "tls"))}.Load()
 	if err != nil {
 		return err
 	}
-	if tlsCfg != nil {
-		// Load above gives the startup refusals their flag-naming messages;
-		// the reloader then serves the files and follows Secret updates, so
-		// rotated certificates apply to new connections without a restart.
-		rl, err := tlsreload.New(tlsreload.Options{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA,
-			Logger: log.With(slog.String("component", "tls"))})
-		if err != nil {
-			return err
-		}
-		tlsCfg = rl.Config()
-		go rl.Run(ctx)
-	}
+	go mainTLS.Run(ctx)
 	be, err := openBackend(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -96,7 +88,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		ReflectionNames: []string{admin.ServiceName},
 		Mount:           []func(*http.ServeMux, connect.HandlerOption){adm.Mount},
 	})
-	lis, err := server.Listen(cfg.Addr, handler, tlsCfg, log)
+	lis, err := server.Listen(cfg.Addr, handler, mainTLS.Config, log)
 	if err != nil {
 		return err
 	}
@@ -105,11 +97,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	go func() { serveErr <- lis.Serve() }()
 
 	log.Info("serving",
-		slog.String("addr", lis.Addr().String()), slog.String("security", string(security)),
+		slog.String("addr", lis.Addr().String()), slog.String("security", string(mainTLS.Security)),
 		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", slots),
 		slog.String("state", stateDesc(cfg.State)), slog.Bool("reflection", cfg.Reflection),
 		slog.Bool("admin_write", cfg.AdminWrite), slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
-	printBanner(stdout, lis.Addr(), security)
+	printBanner(stdout, lis.Addr(), mainTLS.Security)
 
 	select {
 	case <-ctx.Done():

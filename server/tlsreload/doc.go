@@ -10,11 +10,12 @@
 // established keep the material they were set up with.
 //
 // A broken update (unparseable PEM, a key that does not match the
-// certificate, an expired certificate, a CA file with no certificate, a
-// file missing halfway through a rotation) never replaces the last good
+// certificate, an expired certificate, a CA file with no certificate or
+// with a block that is not one, a file missing halfway through a
+// rotation) never replaces the last good
 // material: the Reloader keeps serving it and logs why, once per distinct
 // bad content, and tries again on the next poll.
 //
-// The package has no dependency on the rest of the server; cmd/libvirt
-// wires it in with Config and Run.
+// The package has no dependency on the rest of the server; it is used only
+// through server.TLSFiles.Load, the one TLS builder of production and tests.
 package tlsreload

@@ -8,23 +8,33 @@ import (
 	"fmt"
 )
 
-// nextCert decodes the next PEM block of a CA bundle. Unlike
-// x509.CertPool.AppendCertsFromPEM, which skips what it cannot parse, a
-// truncated or corrupt block is an error: half a bundle silently trusted
-// would lock out the clients signed by the missing half. Non-certificate
-// blocks are skipped (c == nil).
-func nextCert(b []byte) (c *x509.Certificate, rest []byte, err error) {
-	block, rest := pem.Decode(b)
-	if block == nil {
-		return nil, nil, errors.New("trailing data that is not a PEM block")
+// parseCABundle is the one CA parser of the module. Unlike
+// x509.CertPool.AppendCertsFromPEM, which skips what it cannot parse, it
+// refuses anything but certificates: half a bundle silently trusted would
+// lock out the clients signed by the missing half, and a key pasted into a
+// CA file is a mistake to surface, not to step over. A bundle without any
+// certificate is refused too: an empty pool would reject every client,
+// which looks like a network fault, not a typo.
+func parseCABundle(b []byte) (*x509.CertPool, error) {
+	pool, n := x509.NewCertPool(), 0
+	for rest := bytes.TrimSpace(b); len(rest) > 0; n++ {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return nil, errors.New("trailing data that is not a PEM block")
+		}
+		rest = bytes.TrimSpace(rest)
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("PEM block %d is a %q, not a CERTIFICATE", n+1, block.Type)
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate block %d: %w", n+1, err)
+		}
+		pool.AddCert(c)
 	}
-	rest = bytes.TrimSpace(rest)
-	if block.Type != "CERTIFICATE" {
-		return nil, rest, nil
+	if n == 0 {
+		return nil, errors.New("contains no PEM certificate")
 	}
-	c, err = x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certificate block: %w", err)
-	}
-	return c, rest, nil
+	return pool, nil
 }

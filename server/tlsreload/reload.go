@@ -1,7 +1,7 @@
 package tlsreload
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -25,6 +25,10 @@ const DefaultInterval = 5 * time.Second
 // mutual TLS (RequireAndVerifyClientCert).
 type Options struct {
 	Cert, Key, CA string
+	// CertName, KeyName and CAName are how errors and logs name the files:
+	// the flags an operator sets (--tls-cert), so a refusal says what to
+	// fix. Empty: "certificate", "key", "CA bundle".
+	CertName, KeyName, CAName string
 
 	// Interval between polls in Run; 0 means DefaultInterval.
 	Interval time.Duration
@@ -85,6 +89,9 @@ func New(opts Options) (*Reloader, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	opts.CertName = cmp.Or(opts.CertName, "certificate")
+	opts.KeyName = cmp.Or(opts.KeyName, "key")
+	opts.CAName = cmp.Or(opts.CAName, "CA bundle")
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -226,35 +233,35 @@ func (r *Reloader) read() (files, error) {
 	var f files
 	var err error
 	if f.cert, err = os.ReadFile(r.opts.Cert); err != nil {
-		return f, fmt.Errorf("certificate: %w", err)
+		return f, fmt.Errorf("%s: %w", r.opts.CertName, err)
 	}
 	if f.key, err = os.ReadFile(r.opts.Key); err != nil {
-		return f, fmt.Errorf("key: %w", err)
+		return f, fmt.Errorf("%s: %w", r.opts.KeyName, err)
 	}
 	if r.opts.CA != "" {
 		if f.ca, err = os.ReadFile(r.opts.CA); err != nil {
-			return f, fmt.Errorf("CA bundle: %w", err)
+			return f, fmt.Errorf("%s: %w", r.opts.CAName, err)
 		}
 	}
 	return f, nil
 }
 
 // build validates raw content into a generation: the pair must parse and
-// match, the leaf must not be expired, the CA bundle must hold at least one
-// certificate (an empty pool would reject every client).
+// match, the leaf must not be expired, the CA bundle must hold certificates
+// and nothing else (parseCABundle).
 func (r *Reloader) build(f files, gen uint64) (*material, error) {
 	pair, err := tls.X509KeyPair(f.cert, f.key)
 	if err != nil {
-		return nil, fmt.Errorf("certificate %s / key %s: %w", r.opts.Cert, r.opts.Key, err)
+		return nil, fmt.Errorf("%s %s / %s %s: %w", r.opts.CertName, r.opts.Cert, r.opts.KeyName, r.opts.Key, err)
 	}
 	if pair.Leaf == nil {
 		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("certificate %s: %w", r.opts.Cert, err)
+			return nil, fmt.Errorf("%s %s: %w", r.opts.CertName, r.opts.Cert, err)
 		}
 	}
 	now := r.opts.Now()
 	if now.After(pair.Leaf.NotAfter) {
-		return nil, fmt.Errorf("certificate %s expired at %s", r.opts.Cert, pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("%s %s expired at %s", r.opts.CertName, r.opts.Cert, pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
@@ -262,20 +269,9 @@ func (r *Reloader) build(f files, gen uint64) (*material, error) {
 		NextProtos:   append([]string(nil), r.opts.NextProtos...),
 	}
 	if r.opts.CA != "" {
-		pool, n := x509.NewCertPool(), 0
-		for rest := bytes.TrimSpace(f.ca); len(rest) > 0; {
-			var c *x509.Certificate
-			c, rest, err = nextCert(rest)
-			if err != nil {
-				return nil, fmt.Errorf("CA bundle %s: %w", r.opts.CA, err)
-			}
-			if c != nil {
-				pool.AddCert(c)
-				n++
-			}
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("CA bundle %s contains no PEM certificate", r.opts.CA)
+		pool, err := parseCABundle(f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", r.opts.CAName, r.opts.CA, err)
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert

@@ -46,7 +46,9 @@ func TestNewRefusesUnusableMaterial(t *testing.T) {
 		{"expired certificate", map[string][]byte{"tls.crt": expired.certPEM, "tls.key": expired.keyPEM}, false, "expired"},
 		{"missing key", map[string][]byte{"tls.crt": good.certPEM}, false, "key:"},
 		{"missing CA", map[string][]byte{"tls.crt": good.certPEM, "tls.key": good.keyPEM}, true, "CA bundle:"},
-		{"CA without certificate", map[string][]byte{"tls.crt": good.certPEM, "tls.key": good.keyPEM, "ca.crt": good.keyPEM}, true, "contains no PEM certificate"},
+		{"CA without certificate", map[string][]byte{"tls.crt": good.certPEM, "tls.key": good.keyPEM, "ca.crt": good.keyPEM}, true, "not a CERTIFICATE"},
+		{"CA empty", map[string][]byte{"tls.crt": good.certPEM, "tls.key": good.keyPEM, "ca.crt": {}}, true, "contains no PEM certificate"},
+		{"CA with a key among certificates", map[string][]byte{"tls.crt": good.certPEM, "tls.key": good.keyPEM, "ca.crt": append(append(append([]byte(nil), root.pem...), good.keyPEM...), root.pem...)}, true, "block 2 is a"},
 		{"CA garbage", map[string][]byte{"tls.crt": good.certPEM, "tls.key": good.keyPEM, "ca.crt": []byte("garbage")}, true, "not a PEM block"},
 		{"CA truncated", map[string][]byte{"tls.crt": good.certPEM, "tls.key": good.keyPEM, "ca.crt": append(root.pem, root.pem[:len(root.pem)/2]...)}, true, "not a PEM block"},
 	}
