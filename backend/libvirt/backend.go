@@ -143,12 +143,12 @@ func (h *host) withConn(fn func(conn lvConn) error) error {
 }
 
 // withDomain looks the domain up and runs fn on it; the handle is freed
-// after. A missing domain is returned as is (isNoDomain).
+// after. A failed lookup says so (a missing domain still tests isNoDomain).
 func (h *host) withDomain(name string, fn func(conn lvConn, dom lvDomain) error) error {
 	return h.withConn(func(conn lvConn) error {
 		dom, err := conn.LookupDomainByName(name)
 		if err != nil {
-			return err
+			return fmt.Errorf("look up domain %s: %w", name, err)
 		}
 		defer dom.Free()
 		return fn(conn, dom)
