@@ -231,6 +231,21 @@ func (h *host) ensureLibvirtd() error {
 	return h.startLibvirtd(0)
 }
 
+// preflight refuses a host where libvirtd answers slowly: with /dev/kvm
+// root-only (no kvm group) libvirt re-probes QEMU on every call, `virsh
+// version` takes seconds, and every fault would read as a provider failure.
+func (h *host) preflight() error {
+	t0 := time.Now()
+	if _, err := h.virsh(60*time.Second, "version"); err != nil {
+		return err
+	}
+	if took := time.Since(t0); took > 3*time.Second {
+		return fmt.Errorf("libvirtd needs %s to answer `virsh version` (a healthy host: under 0.5 s); "+
+			"is /dev/kvm root-only? scripts/libvirt-env.sh up prepares the host (make soak-short runs it)", took.Round(100*time.Millisecond))
+	}
+	return nil
+}
+
 // ---- guest agent ---------------------------------------------------------
 
 type agentCmd struct {

@@ -94,6 +94,9 @@ func TestSoak(t *testing.T) {
 	if err := s.h.ensureLibvirtd(); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.h.preflight(); err != nil {
+		t.Fatal(err)
+	}
 	if left := s.h.sweep(); len(left) > 0 {
 		s.logf("swept leftovers of an earlier run: %v", left)
 	}
