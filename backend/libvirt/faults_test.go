@@ -48,8 +48,7 @@ type fault struct {
 type faults struct {
 	t    testing.TB
 	mu   sync.Mutex
-	real *libvirt.Connect
-	uri  string
+	real map[string]*libvirt.Connect // by URI
 
 	rules    []*fault
 	dialErrs []error // the next dials fail with these, in order
@@ -63,7 +62,7 @@ type faults struct {
 }
 
 func newFaults(t testing.TB) *faults {
-	return &faults{t: t, uploads: map[string]int{}}
+	return &faults{t: t, uploads: map[string]int{}, real: map[string]*libvirt.Connect{}}
 }
 
 // newFaultBackend is newTestBackend with every connection wrapped.
@@ -87,8 +86,8 @@ func newFaultBackend(t testing.TB, mutate func(*Config), setup func(*faults)) (*
 		_ = b.Close()
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if f.real != nil {
-			_, _ = f.real.Close()
+		for _, c := range f.real {
+			_, _ = c.Close()
 		}
 	})
 	return b, f, logs
@@ -133,17 +132,19 @@ func (f *faults) dial(uri string) (lvConn, error) {
 		f.dialErrs = f.dialErrs[1:]
 		return nil, err
 	}
-	if f.real == nil {
+	real := f.real[uri]
+	if real == nil {
 		c, err := libvirt.NewConnect(uri)
 		if err != nil {
 			return nil, err
 		}
-		f.real, f.uri = c, uri // the injector's own reference, closed at cleanup
+		real = c // the injector's own reference, closed at cleanup
+		f.real[uri] = c
 	}
-	if err := f.real.Ref(); err != nil {
+	if err := real.Ref(); err != nil {
 		return nil, err
 	}
-	fc := &faultConn{inner: &lvConnect{c: f.real}, f: f}
+	fc := &faultConn{inner: &lvConnect{c: real}, f: f}
 	f.conns = append(f.conns, fc)
 	return fc, nil
 }
