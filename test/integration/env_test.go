@@ -105,6 +105,14 @@ func newBackendWith(t *testing.T, e env, provider string, mutate func(*libvirt.C
 		t.Fatalf("libvirt.New: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
+	// New gives up waiting for a slow host and connects in the background:
+	// where libvirt re-probes QEMU on every call (root-only /dev/kvm) that
+	// takes seconds.
+	t0 := time.Now()
+	waitUntil(t, 90*time.Second, "host local to connect", func() bool { return b.ZoneReady("local") == nil })
+	if d := time.Since(t0); d > time.Second {
+		t.Logf("host local connected %s after libvirt.New returned", d.Round(time.Millisecond))
+	}
 	return b
 }
 
