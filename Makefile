@@ -97,7 +97,7 @@ test-integration: build env-up
 # out/gotest-*.json and out/*.tap) and names the failed stages; make test
 # fails if anything did. A stage that runs Go tests uses $(GOTEST) or
 # $(GOTEST_PROGRESS).
-TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo
+TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-polkit chart-check test-browser test-integration demo soak-short
 
 test:
 	@MAKE="$(MAKE)" GO="$(GO)" scripts/test-stages.sh $(TEST_STAGES)
@@ -142,7 +142,7 @@ clean:
 # libvirtd is left thawed.
 .PHONY: soak soak-short
 soak_run = mkdir -p out; rc=0; BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) \
-	$(GO) tool -modfile=tools/go.mod gotestsum --format standard-verbose --jsonfile out/gotest-$@.json -- \
+	$(GO) tool -modfile=tools/go.mod gotestsum --format standard-verbose --jsonfile $(GOTEST_JSON) -- \
 	-count=1 -v -tags soak -timeout $(1) ./test/soak/ || rc=$$?; \
 	pid=$$(cat /run/libvirtd.pid 2>/dev/null); \
 	[ "$$(cat /proc/$$pid/comm 2>/dev/null)" = libvirtd ] && kill -CONT $$pid; exit $$rc
