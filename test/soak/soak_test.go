@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"sync"
@@ -105,6 +106,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.pr.kill(); s.pr.conn.Close() })
+	s.onInterrupt()
 	if err := s.pr.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +128,24 @@ func TestSoak(t *testing.T) {
 	s.unlockAll()
 	wg.Wait()
 	s.report(t)
+}
+
+// onInterrupt makes a Ctrl-C or a kill of the soak leave the host as the
+// normal end does: libvirtd thawed (a freeze may be under way) and running,
+// the provider stopped, nothing of ours left.
+func (s *soak) onInterrupt() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		got := <-sig
+		s.logf("soak: %s: thawing libvirtd, stopping the provider, sweeping", got)
+		if err := s.h.ensureLibvirtd(); err != nil {
+			s.logf("leaving libvirtd: %v", err)
+		}
+		s.pr.kill()
+		s.h.sweep()
+		os.Exit(2)
+	}()
 }
 
 // setupClients reads the seeded slots and deals them to the clients.
