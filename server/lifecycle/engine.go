@@ -36,6 +36,9 @@ type Config struct {
 	// CommitRetry bounds how long a transition's outcome commit is retried
 	// before it is parked for the sweep (default 1m).
 	CommitRetry time.Duration
+	// RetryMin is the first pause before a backend call that failed
+	// transiently runs again (doubling to 10 s); 0 means 500 ms.
+	RetryMin time.Duration
 	// SweepInterval is how often the sweep looks for transitional records
 	// whose run is gone (default 15s; it also runs with every reconcile).
 	SweepInterval time.Duration

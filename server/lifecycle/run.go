@@ -49,6 +49,7 @@ func (e *Engine) run(m Machine, blob []byte, budget time.Duration) {
 	done := make(chan result, 1)
 	started := make(chan struct{})
 	waited := make(chan OpKind, 1)
+	fault := &lastFault{}
 	go func() {
 		leave, running, err := e.calls.enter(ctx, m.ID, m.OpKind)
 		if err != nil {
@@ -57,7 +58,7 @@ func (e *Engine) run(m Machine, blob []byte, budget time.Duration) {
 		}
 		defer leave()
 		close(started)
-		done <- e.execute(ctx, &m, blob)
+		done <- e.executeRetrying(ctx, &m, blob, fault)
 	}()
 	select {
 	case r := <-done:
@@ -76,7 +77,7 @@ func (e *Engine) run(m Machine, blob []byte, budget time.Duration) {
 		case <-started:
 		case waitingFor = <-waited:
 		}
-		e.finish(m, result{err: timedOut(m.OpKind, budget, waitingFor)})
+		e.finish(m, result{err: timedOut(m.OpKind, budget, waitingFor, fault.get())})
 	}
 }
 
@@ -86,10 +87,13 @@ type timeoutError struct{ msg string }
 
 func (t *timeoutError) Error() string { return t.msg }
 
-func timedOut(kind OpKind, after time.Duration, waitingFor OpKind) error {
+func timedOut(kind OpKind, after time.Duration, waitingFor OpKind, last error) error {
 	msg := fmt.Sprintf("%s timed out after %s", kind, after)
 	if waitingFor != "" {
 		msg += fmt.Sprintf(" waiting for the earlier %s call on this machine to return", waitingFor)
+	}
+	if last != nil {
+		msg += fmt.Sprintf(" (retrying after transient faults; last error: %v)", last)
 	}
 	return &timeoutError{msg: msg}
 }
