@@ -64,6 +64,10 @@ type config struct {
 	LogLevel   string // --log-level
 	LogFormat  string // --log-format
 	AdminWrite bool   // --admin-write
+
+	AdminClients string // --admin-clients
+	AdminAddr    string // --admin-addr
+	AdminTLSCA   string // --admin-tls-ca
 }
 
 // newFlagSet declares every flag with its default and a description an
@@ -118,7 +122,10 @@ func newFlagSet(c *config) *flag.FlagSet {
 
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
-	fs.BoolVar(&c.AdminWrite, "admin-write", false, "allow the admin API's mutating calls (read-only when false)")
+	fs.BoolVar(&c.AdminWrite, "admin-write", false, "allow the admin API's mutating calls to --admin-clients (read-only when false); needs mTLS on the listener serving the admin API")
+	fs.StringVar(&c.AdminClients, "admin-clients", "", "comma-separated `patterns` of verified client certificates that may write (with --admin-write), matched against DNS/URI/email SANs and CN: exact, or *.domain for one more DNS label; empty allows nobody")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "", "`address` serving only the admin API and page (with --tls-cert/--tls-key, and --admin-tls-ca or --tls-ca); empty serves them on --addr")
+	fs.StringVar(&c.AdminTLSCA, "admin-tls-ca", "", "PEM CA bundle `file` that --admin-addr verifies client certificates against (default --tls-ca)")
 	return fs
 }
 
@@ -174,6 +181,7 @@ func (c *config) validate() error {
 	if err := libvirt.ValidDomainType(c.DomainType); err != nil {
 		bad("%v", err)
 	}
+	errs = append(errs, c.validateAdmin()...)
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("%v", err)
 	}

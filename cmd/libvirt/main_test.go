@@ -49,7 +49,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		"capacity-type", "instance-types", "prices", "price-per-vcpu-hour", "price-per-gib-hour", "state", "image",
 		"storage-pool", "network", "base-user-data", "kernel", "initrd", "cmdline", "reconcile-interval",
 		"metrics-addr", "reflection", "tls-cert", "tls-key", "tls-ca", "use-fake-backend", "create-timeout",
-		"configure-timeout", "drain-timeout", "delete-timeout", "fake-delay", "log-level", "log-format", "admin-write"} {
+		"configure-timeout", "drain-timeout", "delete-timeout", "fake-delay", "log-level", "log-format", "admin-write",
+		"admin-clients", "admin-addr", "admin-tls-ca", "tls-reload-interval"} {
 		if !regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(name) + `\b`).MatchString(out.String()) {
 			t.Errorf("--help does not list --%s", name)
 		}
@@ -94,6 +95,18 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{fake, "--offerings=/does/not/exist.json"}, "--offerings"},
 		{[]string{fake, "--price-per-vcpu-hour=-1"}, "--price-per-vcpu-hour"},
 		{[]string{"--connect=qemu:///system"}, "--connect"},
+		{[]string{fake, "--tls-reload-interval=-1s"}, "--tls-reload-interval"},
+		// Admin writes destroy VMs: never without a verified, listed caller.
+		{[]string{fake, "--admin-write"}, "--admin-write requires mutual TLS"},
+		{[]string{fake, "--admin-write", "--admin-clients=ops.test", "--tls-cert=/c.pem", "--tls-key=/k.pem"}, "--admin-write requires mutual TLS"},
+		{[]string{fake, "--admin-write", "--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"}, "--admin-write requires --admin-clients"},
+		{[]string{fake, "--admin-write", "--admin-clients=ops.test", "--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem",
+			"--admin-addr=127.0.0.1:0"}, "--tls-cert: open /c.pem"}, // valid: the admin listener falls back to --tls-ca
+		{[]string{fake, "--admin-clients=ops.test"}, "--admin-clients has no effect without --admin-write"},
+		{[]string{fake, "--admin-write", "--admin-clients=*", "--tls-ca=/ca.pem"}, "--admin-clients: pattern"},
+		{[]string{fake, "--admin-tls-ca=/ca.pem"}, "--admin-tls-ca needs --admin-addr"},
+		{[]string{fake, "--admin-addr=127.0.0.1:0", "--admin-tls-ca=/ca.pem"}, "--admin-tls-ca requires --tls-cert and --tls-key"},
+		{[]string{fake, "--addr=127.0.0.1:9", "--admin-addr=127.0.0.1:9"}, "--admin-addr must differ from --addr"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

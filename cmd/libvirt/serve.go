@@ -77,30 +77,42 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	status := server.NewStatus()
 	status.AddProbe(st.ready)
-	adm, err := admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite,
-		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: ui.Handler()})
+	adm, err := newAdmin(cfg, eng, metrics, log, ui.Handler())
 	if err != nil {
 		return err
 	}
-	handler := server.NewHandler(server.Options{
+	hopts := server.Options{
 		Engine: eng, Logger: log.With(slog.String("component", "rpc")),
 		Metrics: metrics, Status: status, Reflection: cfg.Reflection,
-		ReflectionNames: []string{admin.ServiceName},
-		Mount:           []func(*http.ServeMux, connect.HandlerOption){adm.Mount},
-	})
-	lis, err := server.Listen(cfg.Addr, handler, mainTLS.Config, log)
+	}
+	adminLis, adminSecurity, err := listenAdmin(ctx, cfg, hopts, adm, log)
 	if err != nil {
+		return err
+	}
+	if adminLis == nil { // the admin API and page share --addr
+		hopts.ReflectionNames = []string{admin.ServiceName}
+		hopts.Mount = []func(*http.ServeMux, connect.HandlerOption){adm.Mount}
+		adminSecurity = mainTLS.Security
+	}
+	lis, err := server.Listen(cfg.Addr, server.NewHandler(hopts), mainTLS.Config, log)
+	if err != nil {
+		unbind(adminLis)
 		return err
 	}
 	ops := server.StartOps(cfg.MetricsAddr, server.NewOpsHandler(metrics, status), log)
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- lis.Serve() }()
+	if adminLis != nil {
+		go func() { serveErr <- adminLis.Serve() }()
+	}
 
 	log.Info("serving",
 		slog.String("addr", lis.Addr().String()), slog.String("security", string(mainTLS.Security)),
 		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", slots),
 		slog.String("state", stateDesc(cfg.State)), slog.Bool("reflection", cfg.Reflection),
-		slog.Bool("admin_write", cfg.AdminWrite), slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
+		slog.Bool("admin_write", cfg.AdminWrite), slog.String("admin_clients", cfg.AdminClients),
+		slog.String("admin_addr", addrOf(adminLis, lis)), slog.String("admin_security", string(adminSecurity)),
+		slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
 	printBanner(stdout, lis.Addr(), mainTLS.Security)
 
 	select {
@@ -125,8 +137,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	// used up by transitions does not cut them mid-reply.
 	rpcCtx, rpcCancel := drainContext(shutdownCtx)
 	defer rpcCancel()
-	if derr := lis.Shutdown(rpcCtx); derr != nil {
-		log.Warn("in-flight RPCs cut off at the shutdown bound", slog.Any("error", derr))
+	for _, l := range []*server.Listener{lis, adminLis} {
+		if l == nil {
+			continue
+		}
+		if derr := l.Shutdown(rpcCtx); derr != nil {
+			log.Warn("in-flight RPCs cut off at the shutdown bound", slog.String("addr", l.Addr().String()), slog.Any("error", derr))
+		}
 	}
 	_ = ops.Shutdown(rpcCtx)
 	log.Info("stopped")
@@ -149,6 +166,23 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// unbind releases a listener that never served: Serve after Shutdown
+// closes the socket and returns at once.
+func unbind(l *server.Listener) {
+	if l != nil {
+		_ = l.Shutdown(context.Background())
+		_ = l.Serve()
+	}
+}
+
+// addrOf is where the admin API is served: its own listener, or --addr.
+func addrOf(adminLis, lis *server.Listener) string {
+	if adminLis != nil {
+		return adminLis.Addr().String()
+	}
+	return lis.Addr().String()
 }
 
 func stateDesc(path string) string {

@@ -81,28 +81,29 @@ func failMachine(t *testing.T, s *admintest.Server, id string) {
 	s.Fake.SetFailure("create", id, nil)
 }
 
-func writes(s *admintest.Server, action, result string) int {
+// writes sums admin_writes_total for action and result over the caller
+// identities ("" for all); -1 when the metric is not exported.
+func writes(s *admintest.Server, action, result string) int { return writesBy(s, action, result, "") }
+
+func writesBy(s *admintest.Server, action, result, identity string) int {
 	mfs, _ := s.Registry.Gather()
+	n := -1
 	for _, mf := range mfs {
 		if mf.GetName() != "admin_writes_total" {
 			continue
 		}
+		n = 0
 		for _, m := range mf.GetMetric() {
-			var a, r string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "action":
-					a = l.GetValue()
-				case "result":
-					r = l.GetValue()
-				}
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
 			}
-			if a == action && r == result {
-				return int(m.GetCounter().GetValue())
+			if l["action"] == action && l["result"] == result && (identity == "" || l["identity"] == identity) {
+				n += int(m.GetCounter().GetValue())
 			}
 		}
 	}
-	return -1
+	return n
 }
 
 // recv reads the next watch event or fails after a bound.

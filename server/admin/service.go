@@ -42,10 +42,19 @@ var _ Engine = (*lifecycle.Engine)(nil)
 type Options struct {
 	Engine Engine
 	// AllowWrite is --admin-write: without it ReleaseMachine and
-	// TriggerReconcile answer PermissionDenied.
+	// TriggerReconcile answer PermissionDenied to everyone.
 	AllowWrite bool
-	Logger     *slog.Logger // nil: discard
-	// Registerer receives admin_writes_total; nil registers nowhere.
+	// Clients is --admin-clients: with AllowWrite, only callers whose
+	// verified client certificate matches may write. Empty: nobody.
+	Clients Clients
+	// InsecureTestCaller, when set, is the name (as a CN) of every caller
+	// without a verified client certificate, still subject to Clients.
+	// Only for tests of the page and CLI, which cannot present
+	// certificates; cmd/libvirt never sets it.
+	InsecureTestCaller string
+	Logger             *slog.Logger // nil: discard
+	// Registerer receives admin_writes_total{action,result,identity}; nil
+	// registers nowhere.
 	Registerer prometheus.Registerer
 	// Heartbeat is the idle interval after which WatchMachines sends a
 	// HEARTBEAT event; 0 means 15s.
@@ -57,15 +66,17 @@ type Options struct {
 
 // Service implements adminv1connect.AdminServiceHandler.
 type Service struct {
-	eng       Engine
-	write     bool
-	log       *slog.Logger
-	writes    *prometheus.CounterVec
-	heartbeat time.Duration
-	ui        http.Handler
-	now       func() time.Time
-	stop      chan struct{}
-	stopOnce  sync.Once
+	eng        Engine
+	write      bool
+	clients    Clients
+	testCaller string
+	log        *slog.Logger
+	writes     *prometheus.CounterVec
+	heartbeat  time.Duration
+	ui         http.Handler
+	now        func() time.Time
+	stop       chan struct{}
+	stopOnce   sync.Once
 }
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
@@ -76,7 +87,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Engine == nil {
 		panic("admin.New: Options.Engine is nil")
 	}
-	s := &Service{eng: opts.Engine, write: opts.AllowWrite, log: opts.Logger,
+	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, testCaller: opts.InsecureTestCaller, log: opts.Logger,
 		heartbeat: opts.Heartbeat, ui: opts.UI, now: opts.Now, stop: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -89,11 +100,17 @@ func New(opts Options) (*Service, error) {
 	}
 	s.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "admin_writes_total",
-		Help: "Admin API write attempts by action and result (ok, denied, error).",
-	}, []string{"action", "result"})
+		Help: "Admin API write attempts by action, result (ok, denied, error) and caller identity (the --admin-clients pattern that matched, or anonymous, or unlisted).",
+	}, []string{"action", "result", "identity"})
+	// Export zeros, so rate() works from the start.
 	for _, a := range []string{actionRelease, actionReconcile} {
-		for _, r := range []string{"ok", "denied", "error"} {
-			s.writes.WithLabelValues(a, r) // export zeros, so rate() works from the start
+		for _, id := range []string{labelAnonymous, labelUnlisted} {
+			s.writes.WithLabelValues(a, "denied", id)
+		}
+		for _, p := range s.clients.patterns {
+			for _, r := range []string{"ok", "denied", "error"} {
+				s.writes.WithLabelValues(a, r, p)
+			}
 		}
 	}
 	if opts.Registerer != nil {
@@ -113,8 +130,8 @@ func (s *Service) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
 // server.Options.Mount. The page is served at exactly "/" and its assets
 // under "/ui/", so unknown RPC paths still get 404, never HTML.
 func (s *Service) Mount(mux *http.ServeMux, interceptors connect.HandlerOption) {
-	mux.Handle(adminv1connect.NewAdminServiceHandler(s, interceptors,
-		connect.WithReadMaxBytes(1<<20)))
+	path, h := adminv1connect.NewAdminServiceHandler(s, interceptors, connect.WithReadMaxBytes(1<<20))
+	mux.Handle(path, withCaller(h))
 	if s.ui != nil {
 		mux.Handle("GET /{$}", s.ui)
 		mux.Handle("GET /ui/", s.ui)

@@ -13,45 +13,96 @@ import (
 const (
 	actionRelease   = "release"
 	actionReconcile = "reconcile"
+
+	// Metric identities of callers no pattern matched. Every other value
+	// of the identity label is an --admin-clients pattern, so the label's
+	// cardinality is bounded by the flag, never by what clients present.
+	labelAnonymous = Anonymous
+	labelUnlisted  = "unlisted"
 )
+
+// access is what a caller may do, decided once per call.
+type access struct {
+	identity string // the name the server saw, or Anonymous
+	label    string // metric identity: the matched pattern, or one of the labels above
+	mayWrite bool
+	reason   string // why not, when !mayWrite
+}
+
+// accessOf decides by the caller's verified client certificate alone:
+// --admin-write must be on and a name of the certificate must match
+// --admin-clients (an empty list allows nobody).
+func (s *Service) accessOf(ctx context.Context) access {
+	names, ok := callerNames(ctx)
+	if !ok && s.testCaller != "" {
+		names, ok = &certNames{cn: s.testCaller}, true
+	}
+	a := access{identity: Anonymous, label: labelAnonymous}
+	if ok {
+		a.identity, a.label = names.display(), labelUnlisted
+		if p, name := s.clients.match(*names); p != "" {
+			a.identity, a.label = name, p
+		}
+	}
+	switch {
+	case !s.write:
+		a.reason = "admin writes are disabled on this provider (start it with --admin-write)"
+	case !ok:
+		a.reason = "admin writes need a verified client certificate listed in --admin-clients; none was presented"
+	case a.label == labelUnlisted:
+		a.reason = "admin writes are not allowed for " + a.identity + ": no --admin-clients pattern matches its certificate"
+	default:
+		a.mayWrite = true
+	}
+	return a
+}
 
 // allow decides whether a write may run. Refusals are logged and counted
 // like the writes themselves: an operator wants to see who tried.
-func (s *Service) allow(action, machineID string, p connect.Peer) error {
-	if s.write {
-		return nil
+func (s *Service) allow(ctx context.Context, action, machineID string, p connect.Peer) (access, error) {
+	a := s.accessOf(ctx)
+	if a.mayWrite {
+		return a, nil
 	}
-	s.writes.WithLabelValues(action, "denied").Inc()
-	s.log.Warn("admin write refused: --admin-write is off", "action", action, "machine", machineID,
-		"peer", p.Addr, "protocol", p.Protocol)
-	return server.WireError(&lifecycle.Error{Code: lifecycle.CodePermission,
-		Msg: "admin writes are disabled on this provider (start it with --admin-write)"})
+	s.writes.WithLabelValues(action, "denied", a.label).Inc()
+	s.log.Warn("admin write refused", "action", action, "machine", machineID, "identity", a.identity,
+		"reason", a.reason, "peer", p.Addr, "protocol", p.Protocol)
+	return a, server.WireError(&lifecycle.Error{Code: lifecycle.CodePermission, Msg: a.reason})
 }
 
-// done logs and counts a write that was allowed to run.
-func (s *Service) done(action, machineID, opID string, p connect.Peer, err error) {
+// done logs and counts a write that was allowed to run, under the
+// identity that was allowed.
+func (s *Service) done(a access, action, machineID, opID string, p connect.Peer, err error) {
 	if err != nil {
-		s.writes.WithLabelValues(action, "error").Inc()
-		s.log.Warn("admin write failed", "action", action, "machine", machineID,
-			"peer", p.Addr, "protocol", p.Protocol, "err", err)
+		s.writes.WithLabelValues(action, "error", a.label).Inc()
+		s.log.Warn("admin write failed", "action", action, "machine", machineID, "identity", a.identity,
+			"allowed_by", a.label, "peer", p.Addr, "protocol", p.Protocol, "err", err)
 		return
 	}
-	s.writes.WithLabelValues(action, "ok").Inc()
-	s.log.Info("admin write", "action", action, "machine", machineID, "op", opID,
-		"peer", p.Addr, "protocol", p.Protocol)
+	s.writes.WithLabelValues(action, "ok", a.label).Inc()
+	s.log.Info("admin write", "action", action, "machine", machineID, "op", opID, "identity", a.identity,
+		"allowed_by", a.label, "peer", p.Addr, "protocol", p.Protocol)
+}
+
+func (s *Service) WhoAmI(ctx context.Context, _ *connect.Request[adminv1.WhoAmIRequest]) (*connect.Response[adminv1.WhoAmIResponse], error) {
+	a := s.accessOf(ctx)
+	return connect.NewResponse(&adminv1.WhoAmIResponse{
+		Identity: a.identity, Anonymous: a.label == labelAnonymous, MayWrite: a.mayWrite, Reason: a.reason,
+	}), nil
 }
 
 func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[adminv1.ReleaseMachineRequest]) (*connect.Response[adminv1.ReleaseMachineResponse], error) {
 	id := req.Msg.GetId()
-	if err := s.allow(actionRelease, id, req.Peer()); err != nil {
+	a, err := s.allow(ctx, actionRelease, id, req.Peer())
+	if err != nil {
 		return nil, err
 	}
 	var ack lifecycle.Ack
-	err := error(&lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "id is required"})
+	err = &lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "id is required"}
 	if id != "" {
 		ack, err = s.eng.Release(ctx, id)
 	}
-	s.done(actionRelease, id, ack.OperationID, req.Peer(), err)
+	s.done(a, actionRelease, id, ack.OperationID, req.Peer(), err)
 	if err != nil {
 		return nil, server.WireError(err)
 	}
@@ -62,12 +113,13 @@ func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[admin
 }
 
 func (s *Service) TriggerReconcile(ctx context.Context, req *connect.Request[adminv1.TriggerReconcileRequest]) (*connect.Response[adminv1.TriggerReconcileResponse], error) {
-	if err := s.allow(actionReconcile, "", req.Peer()); err != nil {
+	a, err := s.allow(ctx, actionReconcile, "", req.Peer())
+	if err != nil {
 		return nil, err
 	}
 	rep := s.eng.Reconcile(ctx)
-	err := ctx.Err() // a pass cut short by the client is not a success
-	s.done(actionReconcile, "", "", req.Peer(), err)
+	err = ctx.Err() // a pass cut short by the client is not a success
+	s.done(a, actionReconcile, "", "", req.Peer(), err)
 	if err != nil {
 		return nil, server.WireError(err)
 	}

@@ -104,13 +104,47 @@ func TestReleaseMachine(t *testing.T) {
 			if n := writes(s, "release", "error"); n != 3 {
 				t.Errorf("release error = %d", n)
 			}
+			if n := writesBy(s, "release", "ok", admintest.TestCaller); n != 1 {
+				t.Errorf("release ok by %s = %d", admintest.TestCaller, n)
+			}
 			if n := writes(s, "reconcile", "ok"); n != 1 {
 				t.Errorf("reconcile ok = %d", n)
 			}
 			logs := s.Logs.String()
-			if !strings.Contains(logs, "admin write") || !strings.Contains(logs, "action=release machine=m-001 op=op-") {
+			if !strings.Contains(logs, "admin write") || !strings.Contains(logs, "action=release machine=m-001 op=op-") ||
+				!strings.Contains(logs, "identity="+admintest.TestCaller) {
 				t.Errorf("release not logged:\n%s", logs)
 			}
 		})
+	}
+}
+
+// TestWhoAmI: the page's header comes from here. Without a verified
+// certificate a caller is anonymous and read-only, saying why; a caller
+// the allow-list names may write.
+func TestWhoAmI(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		opts     admintest.Options
+		identity string
+		may      bool
+		reason   string
+	}{
+		{admintest.Options{}, "anonymous", false, "--admin-write"},
+		{admintest.Options{AdminWrite: true, Clients: "ops.corp.io"}, "anonymous", false, "--admin-clients"},
+		{admintest.Options{AdminWrite: true}, admintest.TestCaller, true, ""},
+	} {
+		s := admintest.Start(t, tc.opts)
+		for _, p := range protocols {
+			res, err := adminClient(s, p.opts).WhoAmI(t.Context(), connect.NewRequest(&adminv1.WhoAmIRequest{}))
+			if err != nil {
+				t.Fatalf("%s: %v", p.name, err)
+			}
+			m := res.Msg
+			if m.GetIdentity() != tc.identity || m.GetMayWrite() != tc.may || m.GetAnonymous() != (tc.identity == "anonymous") ||
+				!strings.Contains(m.GetReason(), tc.reason) || (tc.may && m.GetReason() != "") {
+				t.Errorf("%+v over %s: WhoAmI = %v", tc.opts, p.name, m)
+			}
+		}
 	}
 }

@@ -55,6 +55,7 @@ func TestAdminPage(t *testing.T) {
 	step("load page", p.navigate(ctx, s.URL+"/"))
 	step("table fills in", p.waitFor(ctx, `document.querySelectorAll("#machines tbody tr").length`, 8))
 	step("watch is live", p.waitFor(ctx, `document.body.dataset.watch`, "live"))
+	step("header says who you are", p.waitFor(ctx, `document.getElementById("whoami").textContent === "`+admintest.TestCaller+` · may write"`, true))
 	step("glance counts", p.waitFor(ctx, `document.querySelector("#glance h2").textContent`, "Fleet: 8 machines in 2 zones"))
 	row := func(id string) string {
 		return `document.querySelector('#machines tr[data-id="` + id + `"]')?.dataset.state ?? null`
@@ -96,7 +97,7 @@ func TestAdminPage(t *testing.T) {
 
 	// Release the FAILED machine from its detail view (admin write on).
 	step("detail m-007", p.eval(ctx, `location.hash = "#/machine/m-007"`, nil))
-	step("release button", p.waitFor(ctx, `!!document.querySelector("#detail button.danger")`, true))
+	step("release button", p.waitFor(ctx, `document.querySelector("#detail button.danger")?.disabled`, false))
 	step("click release", p.eval(ctx, `document.querySelector("#detail button.danger").click()`, nil))
 	step("m-007 back to SPECULATIVE", p.waitFor(ctx, row("m-007"), "SPECULATIVE"))
 
@@ -123,6 +124,41 @@ func TestAdminPage(t *testing.T) {
 		t.Errorf("the page reported a problem: %s", msg)
 	default:
 	}
+}
+
+// TestAdminPageReadOnly: a caller the server does not let write sees who
+// it is, "read-only" and why, with every write button disabled.
+func TestAdminPageReadOnly(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("chromium not found: install Debian's chromium (scripts/deps.sh browser) to run the browser test")
+	}
+	s := admintest.Start(t, admintest.Options{})
+	s.Fake.SetFailure(fake.OpCreate, "m-001", errors.New("no space left"))
+	cp := bigfleetv1alpha1connect.NewCapacityProviderClient(s.HTTPClient(), s.URL, connect.WithGRPC())
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	_, err := cp.Create(ctx, connect.NewRequest(&pb.CreateRequest{MachineId: "m-001"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := launch(t, bin).newPage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			shot(t, ctx, p, "admin-readonly-failure.png")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	step("load page", p.navigate(ctx, s.URL+"/#/machine/m-001"))
+	step("header says anonymous", p.waitFor(ctx, `document.getElementById("whoami").textContent === "anonymous · read-only"`, true))
+	step("header says why", p.waitFor(ctx, `document.getElementById("whoami").title.includes("--admin-write")`, true))
+	step("m-001 FAILED", p.waitFor(ctx, `document.querySelector('#machines tr[data-id="m-001"]')?.dataset.state ?? null`, "FAILED"))
+	step("release disabled", p.waitFor(ctx, `document.querySelector("#detail button.danger")?.disabled`, true))
+	step("reconcile disabled", p.waitFor(ctx, `document.getElementById("reconcile").disabled`, true))
 }
 
 // shot saves a screenshot under out/ (the CI artifact directory).

@@ -14,6 +14,10 @@ const machines = new Map<string, AdminMachine>();
 let snapshot: Map<string, AdminMachine> | null = null;
 let skew = 0; // server clock minus ours, from the stream's server_time
 let adminWrite = false;
+// What the server says this page's caller may do (WhoAmI): the write
+// buttons follow it, so an operator sees why before clicking.
+let mayWrite = false;
+let writeReason = "checking who you are…";
 let selected: string | null = null;
 let lastEvent = 0;
 const flashed = new Set<string>();
@@ -232,8 +236,9 @@ async function renderDetail(force: boolean) {
   const close = el("button", { class: "close", text: "×", title: "close" });
   close.onclick = () => { location.hash = "#/machines"; };
   const parts: Node[] = [el("h2", {}, close, el("span", { class: "mono", text: pm.id })), dl];
-  if (adminWrite && pm.state === MachineState.FAILED) {
+  if (pm.state === MachineState.FAILED) {
     const b = el("button", { class: "danger", text: "Release (destroy VM, back to SPECULATIVE)" });
+    writeButton(b);
     b.onclick = async () => {
       b.disabled = true;
       try {
@@ -311,11 +316,38 @@ async function loadMarks() {
   }
 }
 
+// writeButton enables a write action only for a caller who may write,
+// with the server's reason as the tooltip otherwise.
+function writeButton(b: HTMLButtonElement) {
+  b.disabled = !mayWrite;
+  b.title = mayWrite ? "" : writeReason;
+}
+
+async function loadWhoAmI() {
+  const who = $("whoami");
+  try {
+    const w = await admin.whoAmI({});
+    mayWrite = w.mayWrite;
+    writeReason = w.reason;
+    who.textContent = `${w.identity} · ${w.mayWrite ? "may write" : "read-only"}`;
+    who.title = w.mayWrite ? "your client certificate is on --admin-clients" : w.reason;
+    who.className = `whoami ${w.mayWrite ? "write" : "readonly"}`;
+  } catch (e) {
+    mayWrite = false;
+    writeReason = ConnectError.from(e).message;
+    who.textContent = "identity unknown · read-only";
+    who.title = writeReason;
+    who.className = "whoami readonly";
+  }
+  document.body.dataset.mayWrite = String(mayWrite);
+  writeButton($("reconcile") as HTMLButtonElement);
+}
+
 async function loadSummary() {
   try {
+    await loadWhoAmI();
     const s = await admin.getFleetSummary({});
     adminWrite = s.adminWrite;
-    $("reconcile").hidden = !adminWrite;
     const r = s.lastReconcile;
     $("footer").textContent = `admin writes ${adminWrite ? "enabled" : "disabled"} · last reconcile ${clock(tsMillis(r?.time))}` +
       (r ? ` (adopted ${r.adopted}, vanished ${r.vanished})` : "");

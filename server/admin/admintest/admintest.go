@@ -35,6 +35,10 @@ import (
 // over h2c with four SPECULATIVE machines, two per zone.
 type Options struct {
 	AdminWrite bool
+	// Clients is --admin-clients. Empty with AdminWrite: the test cannot
+	// present a client certificate (h2c, the browser, the CLI), so every
+	// caller is TestCaller and allowed.
+	Clients string
 	TLS        bool
 	Machines   int           // 0 → 4
 	Fake       fake.Options  // the fake backend's delays and failures
@@ -45,6 +49,9 @@ type Options struct {
 	// Service, when set, receives the admin service (e.g. to Close it).
 	Service **admin.Service
 }
+
+// TestCaller is the identity of every caller when Options.Clients is empty.
+const TestCaller = "admintest"
 
 // Server is a running provider.
 type Server struct {
@@ -116,8 +123,16 @@ func Start(t testing.TB, opts Options) *Server {
 		ae = opts.Wrap(eng)
 	}
 	metrics := server.NewMetrics(nil)
-	svc, err := admin.New(admin.Options{Engine: ae, AllowWrite: opts.AdminWrite, Logger: log,
-		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler()})
+	aopts := admin.Options{Engine: ae, AllowWrite: opts.AdminWrite, Logger: log,
+		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler()}
+	if aopts.Clients, err = admin.ParseClients(opts.Clients); err != nil {
+		t.Fatal(err)
+	}
+	if opts.AdminWrite && opts.Clients == "" {
+		aopts.Clients, _ = admin.ParseClients(TestCaller)
+		aopts.InsecureTestCaller = TestCaller
+	}
+	svc, err := admin.New(aopts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,9 @@
 // The provider's own admin and inspection API: what an operator (the admin
 // web page, libvirtctl) needs to see what the provider holds. It is ours,
 // not BigFleet's, and versioned independently of the CapacityProvider
-// contract. Read-only unless the provider runs with --admin-write.
+// contract. Read-only unless the provider runs with --admin-write, and then
+// writable only by callers whose verified client certificate matches
+// --admin-clients.
 
 package adminv1
 
@@ -317,7 +319,8 @@ type GetFleetSummaryResponse struct {
 	Counts        []*StateZoneCount      `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
 	Total         int32                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
 	LastReconcile *ReconcileSummary      `protobuf:"bytes,3,opt,name=last_reconcile,json=lastReconcile,proto3" json:"last_reconcile,omitempty"`
-	// Whether ReleaseMachine and TriggerReconcile are allowed.
+	// Whether the provider runs with --admin-write (writes are then allowed
+	// to --admin-clients only; WhoAmI tells a caller whether it is one).
 	AdminWrite    bool                   `protobuf:"varint,4,opt,name=admin_write,json=adminWrite,proto3" json:"admin_write,omitempty"`
 	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1644,6 +1647,116 @@ func (x *TriggerReconcileResponse) GetReconcile() *ReconcileSummary {
 	return nil
 }
 
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's verified client certificate name: the one that matched
+	// --admin-clients, else its first URI, DNS or email SAN or its CN;
+	// "anonymous" without a verified certificate.
+	Identity string `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	// True when no verified client certificate was presented.
+	Anonymous bool `protobuf:"varint,2,opt,name=anonymous,proto3" json:"anonymous,omitempty"`
+	// Whether ReleaseMachine and TriggerReconcile would be allowed.
+	MayWrite bool `protobuf:"varint,3,opt,name=may_write,json=mayWrite,proto3" json:"may_write,omitempty"`
+	// Why not, when may_write is false.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WhoAmIResponse) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetAnonymous() bool {
+	if x != nil {
+		return x.Anonymous
+	}
+	return false
+}
+
+func (x *WhoAmIResponse) GetMayWrite() bool {
+	if x != nil {
+		return x.MayWrite
+	}
+	return false
+}
+
+func (x *WhoAmIResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_libvirtprovider_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
@@ -1761,13 +1874,19 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\amachine\x18\x02 \x01(\v2&.libvirtprovider.admin.v1.AdminMachineR\amachine\"\x19\n" +
 	"\x17TriggerReconcileRequest\"d\n" +
 	"\x18TriggerReconcileResponse\x12H\n" +
-	"\treconcile\x18\x01 \x01(\v2*.libvirtprovider.admin.v1.ReconcileSummaryR\treconcile*\xac\x01\n" +
+	"\treconcile\x18\x01 \x01(\v2*.libvirtprovider.admin.v1.ReconcileSummaryR\treconcile\"\x0f\n" +
+	"\rWhoAmIRequest\"\x7f\n" +
+	"\x0eWhoAmIResponse\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x1c\n" +
+	"\tanonymous\x18\x02 \x01(\bR\tanonymous\x12\x1b\n" +
+	"\tmay_write\x18\x03 \x01(\bR\bmayWrite\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason*\xac\x01\n" +
 	"\x0eWatchEventType\x12 \n" +
 	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xbf\b\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xa1\t\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetFleetSummary\x120.libvirtprovider.admin.v1.GetFleetSummaryRequest\x1a1.libvirtprovider.admin.v1.GetFleetSummaryResponse\"\x03\x90\x02\x01\x12i\n" +
 	"\tListHosts\x12*.libvirtprovider.admin.v1.ListHostsRequest\x1a+.libvirtprovider.admin.v1.ListHostsResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -1778,7 +1897,8 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eListFenceMarks\x12/.libvirtprovider.admin.v1.ListFenceMarksRequest\x1a0.libvirtprovider.admin.v1.ListFenceMarksResponse\"\x03\x90\x02\x01\x12w\n" +
 	"\rWatchMachines\x12..libvirtprovider.admin.v1.WatchMachinesRequest\x1a/.libvirtprovider.admin.v1.WatchMachinesResponse\"\x03\x90\x02\x010\x01\x12s\n" +
 	"\x0eReleaseMachine\x12/.libvirtprovider.admin.v1.ReleaseMachineRequest\x1a0.libvirtprovider.admin.v1.ReleaseMachineResponse\x12y\n" +
-	"\x10TriggerReconcile\x121.libvirtprovider.admin.v1.TriggerReconcileRequest\x1a2.libvirtprovider.admin.v1.TriggerReconcileResponseBKZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1;adminv1b\x06proto3"
+	"\x10TriggerReconcile\x121.libvirtprovider.admin.v1.TriggerReconcileRequest\x1a2.libvirtprovider.admin.v1.TriggerReconcileResponse\x12`\n" +
+	"\x06WhoAmI\x12'.libvirtprovider.admin.v1.WhoAmIRequest\x1a(.libvirtprovider.admin.v1.WhoAmIResponse\"\x03\x90\x02\x01BKZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_libvirtprovider_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1793,7 +1913,7 @@ func file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_libvirtprovider_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(WatchEventType)(0),               // 0: libvirtprovider.admin.v1.WatchEventType
 	(*StateZoneCount)(nil),            // 1: libvirtprovider.admin.v1.StateZoneCount
@@ -1822,38 +1942,40 @@ var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(*ReleaseMachineResponse)(nil),    // 24: libvirtprovider.admin.v1.ReleaseMachineResponse
 	(*TriggerReconcileRequest)(nil),   // 25: libvirtprovider.admin.v1.TriggerReconcileRequest
 	(*TriggerReconcileResponse)(nil),  // 26: libvirtprovider.admin.v1.TriggerReconcileResponse
-	(v1alpha1.MachineState)(0),        // 27: bigfleet.v1alpha1.MachineState
-	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
-	(*v1alpha1.Machine)(nil),          // 29: bigfleet.v1alpha1.Machine
-	(*durationpb.Duration)(nil),       // 30: google.protobuf.Duration
+	(*WhoAmIRequest)(nil),             // 27: libvirtprovider.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),            // 28: libvirtprovider.admin.v1.WhoAmIResponse
+	(v1alpha1.MachineState)(0),        // 29: bigfleet.v1alpha1.MachineState
+	(*timestamppb.Timestamp)(nil),     // 30: google.protobuf.Timestamp
+	(*v1alpha1.Machine)(nil),          // 31: bigfleet.v1alpha1.Machine
+	(*durationpb.Duration)(nil),       // 32: google.protobuf.Duration
 }
 var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
-	27, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
-	28, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
+	29, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
+	30, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
 	3,  // 2: libvirtprovider.admin.v1.ReconcileSummary.zones:type_name -> libvirtprovider.admin.v1.ZoneOutcome
 	1,  // 3: libvirtprovider.admin.v1.GetFleetSummaryResponse.counts:type_name -> libvirtprovider.admin.v1.StateZoneCount
 	2,  // 4: libvirtprovider.admin.v1.GetFleetSummaryResponse.last_reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	28, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
-	28, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
+	30, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
+	30, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
 	6,  // 7: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
-	29, // 8: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
-	28, // 9: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
-	30, // 10: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
-	28, // 11: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
-	27, // 12: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
+	31, // 8: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
+	30, // 9: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
+	32, // 10: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
+	30, // 11: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
+	29, // 12: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
 	9,  // 13: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
 	9,  // 14: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	27, // 15: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
-	27, // 16: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
-	28, // 17: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
-	28, // 18: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
-	30, // 19: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
+	29, // 15: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
+	29, // 16: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
+	30, // 17: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
+	30, // 18: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
+	32, // 19: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
 	14, // 20: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
 	17, // 21: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
 	18, // 22: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
 	0,  // 23: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
 	9,  // 24: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	28, // 25: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
+	30, // 25: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
 	9,  // 26: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
 	2,  // 27: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
 	4,  // 28: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
@@ -1865,17 +1987,19 @@ var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
 	21, // 34: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
 	23, // 35: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
 	25, // 36: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
-	5,  // 37: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
-	8,  // 38: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
-	11, // 39: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
-	13, // 40: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
-	16, // 41: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
-	20, // 42: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
-	22, // 43: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
-	24, // 44: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
-	26, // 45: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
-	37, // [37:46] is the sub-list for method output_type
-	28, // [28:37] is the sub-list for method input_type
+	27, // 37: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
+	5,  // 38: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
+	8,  // 39: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
+	11, // 40: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
+	13, // 41: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
+	16, // 42: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
+	20, // 43: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
+	22, // 44: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
+	24, // 45: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
+	26, // 46: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
+	28, // 47: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
+	38, // [38:48] is the sub-list for method output_type
+	28, // [28:38] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -1892,7 +2016,7 @@ func file_libvirtprovider_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_libvirtprovider_admin_v1_admin_proto_rawDesc), len(file_libvirtprovider_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

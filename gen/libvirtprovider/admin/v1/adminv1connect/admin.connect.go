@@ -5,7 +5,9 @@
 // The provider's own admin and inspection API: what an operator (the admin
 // web page, libvirtctl) needs to see what the provider holds. It is ours,
 // not BigFleet's, and versioned independently of the CapacityProvider
-// contract. Read-only unless the provider runs with --admin-write.
+// contract. Read-only unless the provider runs with --admin-write, and then
+// writable only by callers whose verified client certificate matches
+// --admin-clients.
 package adminv1connect
 
 import (
@@ -62,6 +64,8 @@ const (
 	// AdminServiceTriggerReconcileProcedure is the fully-qualified name of the AdminService's
 	// TriggerReconcile RPC.
 	AdminServiceTriggerReconcileProcedure = "/libvirtprovider.admin.v1.AdminService/TriggerReconcile"
+	// AdminServiceWhoAmIProcedure is the fully-qualified name of the AdminService's WhoAmI RPC.
+	AdminServiceWhoAmIProcedure = "/libvirtprovider.admin.v1.AdminService/WhoAmI"
 )
 
 // AdminServiceClient is a client for the libvirtprovider.admin.v1.AdminService service.
@@ -86,11 +90,14 @@ type AdminServiceClient interface {
 	WatchMachines(context.Context, *connect.Request[v1.WatchMachinesRequest]) (*connect.ServerStreamForClient[v1.WatchMachinesResponse], error)
 	// ReleaseMachine takes a FAILED machine, destroys whatever is left of its
 	// VM and volumes, and returns the slot to SPECULATIVE (through DELETING).
-	// Requires --admin-write.
+	// Requires --admin-write and a caller on --admin-clients.
 	ReleaseMachine(context.Context, *connect.Request[v1.ReleaseMachineRequest]) (*connect.Response[v1.ReleaseMachineResponse], error)
 	// TriggerReconcile runs one reconcile pass now and reports it.
-	// Requires --admin-write.
+	// Requires --admin-write and a caller on --admin-clients.
 	TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error)
+	// WhoAmI reports the identity the server saw on this call and whether
+	// it may write, so a client (the admin page) can say so before trying.
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the libvirtprovider.admin.v1.AdminService service.
@@ -165,6 +172,13 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("TriggerReconcile")),
 			connect.WithClientOptions(opts...),
 		),
+		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
+			httpClient,
+			baseURL+AdminServiceWhoAmIProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("WhoAmI")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -179,6 +193,7 @@ type adminServiceClient struct {
 	watchMachines     *connect.Client[v1.WatchMachinesRequest, v1.WatchMachinesResponse]
 	releaseMachine    *connect.Client[v1.ReleaseMachineRequest, v1.ReleaseMachineResponse]
 	triggerReconcile  *connect.Client[v1.TriggerReconcileRequest, v1.TriggerReconcileResponse]
+	whoAmI            *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
 }
 
 // GetFleetSummary calls libvirtprovider.admin.v1.AdminService.GetFleetSummary.
@@ -226,6 +241,11 @@ func (c *adminServiceClient) TriggerReconcile(ctx context.Context, req *connect.
 	return c.triggerReconcile.CallUnary(ctx, req)
 }
 
+// WhoAmI calls libvirtprovider.admin.v1.AdminService.WhoAmI.
+func (c *adminServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the libvirtprovider.admin.v1.AdminService service.
 type AdminServiceHandler interface {
 	// GetFleetSummary returns machine counts by state and zone, the last
@@ -248,11 +268,14 @@ type AdminServiceHandler interface {
 	WatchMachines(context.Context, *connect.Request[v1.WatchMachinesRequest], *connect.ServerStream[v1.WatchMachinesResponse]) error
 	// ReleaseMachine takes a FAILED machine, destroys whatever is left of its
 	// VM and volumes, and returns the slot to SPECULATIVE (through DELETING).
-	// Requires --admin-write.
+	// Requires --admin-write and a caller on --admin-clients.
 	ReleaseMachine(context.Context, *connect.Request[v1.ReleaseMachineRequest]) (*connect.Response[v1.ReleaseMachineResponse], error)
 	// TriggerReconcile runs one reconcile pass now and reports it.
-	// Requires --admin-write.
+	// Requires --admin-write and a caller on --admin-clients.
 	TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error)
+	// WhoAmI reports the identity the server saw on this call and whether
+	// it may write, so a client (the admin page) can say so before trying.
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -323,6 +346,13 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("TriggerReconcile")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceWhoAmIHandler := connect.NewUnaryHandler(
+		AdminServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(adminServiceMethods.ByName("WhoAmI")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/libvirtprovider.admin.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceGetFleetSummaryProcedure:
@@ -343,6 +373,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceReleaseMachineHandler.ServeHTTP(w, r)
 		case AdminServiceTriggerReconcileProcedure:
 			adminServiceTriggerReconcileHandler.ServeHTTP(w, r)
+		case AdminServiceWhoAmIProcedure:
+			adminServiceWhoAmIHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -386,4 +418,8 @@ func (UnimplementedAdminServiceHandler) ReleaseMachine(context.Context, *connect
 
 func (UnimplementedAdminServiceHandler) TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.TriggerReconcile is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.WhoAmI is not implemented"))
 }
