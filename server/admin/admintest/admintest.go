@@ -38,11 +38,11 @@ type Options struct {
 	// Clients is --admin-clients. Empty with AdminWrite: the test cannot
 	// present a client certificate (h2c, the browser, the CLI), so every
 	// caller is TestCaller and allowed.
-	Clients string
-	TLS        bool
-	Machines   int           // 0 → 4
-	Fake       fake.Options  // the fake backend's delays and failures
-	Heartbeat  time.Duration // 0 → admin default
+	Clients   string
+	TLS       bool
+	Machines  int           // 0 → 4
+	Fake      fake.Options  // the fake backend's delays and failures
+	Heartbeat time.Duration // 0 → admin default
 	// Wrap may replace the engine the admin API sees (e.g. to inject a
 	// backend with other host URIs).
 	Wrap func(*lifecycle.Engine) admin.Engine
