@@ -90,6 +90,11 @@ func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []b
 	if err := b.waitAgent(ctx); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
+	return midProtocol(ctx, b.configure(ctx, clusterID, blob))
+}
+
+// configure is Configure once the agent has answered.
+func (b *Bootstrapper) configure(ctx context.Context, clusterID string, blob []byte) error {
 	if err := b.c.WriteFile(ctx, b.cfg.BlobPath, blob, b.cfg.ChunkSize); err != nil {
 		return fmt.Errorf("configure: write blob: %w", err)
 	}

@@ -23,6 +23,11 @@ func (b *Bootstrapper) Drain(ctx context.Context, clusterID string, grace time.D
 	if err := b.waitAgent(ctx); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
+	return midProtocol(ctx, b.drain(ctx, clusterID, grace))
+}
+
+// drain is Drain once the agent has answered.
+func (b *Bootstrapper) drain(ctx context.Context, clusterID string, grace time.Duration) error {
 	p := b.probe(ctx, b.cfg.DrainHook)
 	if p == absent {
 		return nil
