@@ -138,9 +138,17 @@ func (h *host) withConn(fn func(conn lvConn) error) error {
 	}
 	defer h.release(conn)
 	err = fn(conn)
-	h.observe(conn, err)
+	if h.observe(conn, err) {
+		return linkFault{scrub(err, h.uri)}
+	}
 	return scrub(err, h.uri)
 }
+
+// linkFault is an error of the path to the host, not of the work: its text
+// is the cause's, and it also matches backend.ErrTransient.
+type linkFault struct{ error }
+
+func (e linkFault) Unwrap() []error { return []error{e.error, backend.ErrTransient} }
 
 // withDomain looks the domain up and runs fn on it; the handle is freed
 // after. A failed lookup says so (a missing domain still tests isNoDomain).

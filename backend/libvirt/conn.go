@@ -255,17 +255,21 @@ func (h *host) unavailableLocked() error {
 		h.lastErr, h.since.UTC().Format(time.RFC3339))
 }
 
-// observe looks at the outcome of a call on conn: an error that can mean a
-// lost connection, confirmed by IsAlive, drops it so the loop re-dials now
-// rather than when keepalive notices.
-func (h *host) observe(conn lvConn, err error) {
-	if err == nil || conn == nil || !mayBeConnLoss(err) {
-		return
+// observe looks at the outcome of a call on conn and reports whether the
+// call failed because of the link rather than the work: a connection that
+// is no longer alive (dropped here, so the loop re-dials now rather than
+// when keepalive notices), or an RPC/timeout error on one that is. Such a
+// failure is backend.ErrTransient: the engine runs the idempotent call
+// again once the host is back.
+func (h *host) observe(conn lvConn, err error) bool {
+	if err == nil || conn == nil {
+		return false
 	}
 	if alive, aerr := conn.IsAlive(); aerr == nil && alive {
-		return
+		return isCode(err, libvirt.ERR_RPC, libvirt.ERR_NO_CONNECT, libvirt.ERR_INVALID_CONN, libvirt.ERR_OPERATION_TIMEOUT)
 	}
 	h.drop(conn, "call failed: "+scrub(err, h.uri).Error())
+	return true
 }
 
 // ready is ZoneReady for this host: cheap, no RPC.
