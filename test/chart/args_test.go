@@ -3,6 +3,7 @@ package chart
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +18,12 @@ import (
 
 // Mount points the chart promises (see _helpers.tpl).
 const (
-	configDir = "/etc/bigfleet/config"
-	tlsDir    = "/etc/bigfleet/tls"
-	sshDir    = "/etc/bigfleet/libvirt-ssh"
-	pkiDir    = "/etc/bigfleet/libvirt-pki"
-	stateFile = "/var/lib/libvirt-provider/state.db"
+	configDir  = "/etc/bigfleet/config"
+	tlsDir     = "/etc/bigfleet/tls"
+	sshDir     = "/etc/bigfleet/libvirt-ssh"
+	pkiDir     = "/etc/bigfleet/libvirt-pki"
+	adminCADir = "/etc/bigfleet/admin-ca"
+	stateFile  = "/var/lib/libvirt-provider/state.db"
 )
 
 // binaryPath is the provider binary whose --help defines the valid flags:
@@ -193,8 +195,40 @@ func checkArgs(t *testing.T, r *rendered, c corev1.Container, vals map[string]an
 		}
 	}
 
+	checkAdmin(t, args, c, vals, secretItems)
 	checkConnect(t, args, vals, pod, secretItems)
 	checkConfigFiles(t, r, args)
+}
+
+// checkAdmin: --admin-addr matches the admin port, --admin-tls-ca is the
+// mounted Secret's ca.crt, --admin-clients joins admin.clients.
+func checkAdmin(t *testing.T, args map[string]string, c corev1.Container, vals map[string]any, secretItems func(string) []string) {
+	t.Helper()
+	on := lookup(vals, "admin", "listener", "enabled") == true
+	addr, hasAddr := args["admin-addr"]
+	if hasAddr != on {
+		t.Errorf("--admin-addr passed=%v with admin.listener.enabled=%v", hasAddr, on)
+	}
+	for _, p := range c.Ports {
+		if p.Name == "admin" && (!on || addr != ":"+itoa(p.ContainerPort)) {
+			t.Errorf("--admin-addr=%s but the admin port is %d", addr, p.ContainerPort)
+		}
+	}
+	caSecret, _ := lookup(vals, "admin", "listener", "caSecret").(string)
+	if ca, ok := args["admin-tls-ca"]; ok != (caSecret != "") || (ok && ca != adminCADir+"/ca.crt") {
+		t.Errorf("--admin-tls-ca=%q (passed %v) with admin.listener.caSecret=%q", ca, ok, caSecret)
+	} else if ok && !equal(secretItems(adminCADir), []string{"ca.crt"}) {
+		t.Errorf("admin CA secret items %v, want [ca.crt]", secretItems(adminCADir))
+	}
+	var want []string
+	if cl, ok := lookup(vals, "admin", "clients").([]any); ok {
+		for _, v := range cl {
+			want = append(want, fmt.Sprint(v))
+		}
+	}
+	if got := args["admin-clients"]; got != strings.Join(want, ",") {
+		t.Errorf("--admin-clients=%q, want %q", got, strings.Join(want, ","))
+	}
 }
 
 func checkConnect(t *testing.T, args map[string]string, vals map[string]any, pod corev1.PodSpec, secretItems func(string) []string) {

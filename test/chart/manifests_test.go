@@ -328,9 +328,12 @@ func checkService(t *testing.T, r *rendered, vals map[string]any) {
 	for _, p := range s.Spec.Ports {
 		ports[p.Name] = p
 	}
-	grpcTarget, metricsTarget := ports["grpc"].TargetPort, ports["metrics"].TargetPort
-	if grpcTarget.String() != "grpc" || metricsTarget.String() != "metrics" || len(ports) != 2 {
-		t.Errorf("service ports %+v: want grpc and metrics only", s.Spec.Ports)
+	grpcTarget, metricsTarget, adminTarget := ports["grpc"].TargetPort, ports["metrics"].TargetPort, ports["admin"].TargetPort
+	adminOn := lookup(vals, "admin", "listener", "enabled") == true
+	wantPorts := map[bool]int{false: 2, true: 3}[adminOn]
+	if grpcTarget.String() != "grpc" || metricsTarget.String() != "metrics" || len(ports) != wantPorts ||
+		(adminOn && adminTarget.String() != "admin") {
+		t.Errorf("service ports %+v: want grpc and metrics (and admin with admin.listener.enabled) only", s.Spec.Ports)
 	}
 	sel := r.deployment.Spec.Selector.MatchLabels
 	for k, v := range s.Spec.Selector {
@@ -372,10 +375,14 @@ func checkOptionalObjects(t *testing.T, r *rendered, vals map[string]any) {
 		t.Errorf("NetworkPolicy rendered=%v, enabled=%v", r.networkPolicy != nil, npOn)
 	}
 	if np := r.networkPolicy; np != nil {
-		if len(np.Spec.Ingress) != 2 {
+		want := []string{"grpc", "metrics"}
+		if lookup(vals, "admin", "listener", "enabled") == true {
+			want = []string{"grpc", "admin", "metrics"}
+		}
+		if len(np.Spec.Ingress) != len(want) {
 			t.Fatalf("want one ingress rule per port, got %d", len(np.Spec.Ingress))
 		}
-		for i, port := range []string{"grpc", "metrics"} {
+		for i, port := range want {
 			rule := np.Spec.Ingress[i]
 			if len(rule.Ports) != 1 || rule.Ports[0].Port.String() != port || len(rule.From) == 0 {
 				t.Errorf("ingress rule %d: want port %s from named peers only, got %+v", i, port, rule)

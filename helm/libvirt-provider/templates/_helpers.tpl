@@ -56,6 +56,7 @@ app.kubernetes.io/part-of: bigfleet
 {{- define "libvirt-provider.tlsDir" -}}/etc/bigfleet/tls{{- end }}
 {{- define "libvirt-provider.sshDir" -}}/etc/bigfleet/libvirt-ssh{{- end }}
 {{- define "libvirt-provider.pkiDir" -}}/etc/bigfleet/libvirt-pki{{- end }}
+{{- define "libvirt-provider.adminCADir" -}}/etc/bigfleet/admin-ca{{- end }}
 {{- define "libvirt-provider.stateDir" -}}/var/lib/libvirt-provider{{- end }}
 
 {{- define "libvirt-provider.sshSecret" -}}
@@ -90,6 +91,22 @@ by every template, so `helm template` fails before anything is applied.
 {{- end }}
 {{- if and .Values.tls.mtls (not .Values.tls.enabled) }}
 {{- fail "tls.mtls=true needs tls.enabled=true" }}
+{{- end }}
+{{- $adm := .Values.admin }}
+{{- if and $adm.listener.caSecret (not $adm.listener.enabled) }}
+{{- fail "admin.listener.caSecret needs admin.listener.enabled=true" }}
+{{- end }}
+{{- if and $adm.listener.caSecret (not .Values.tls.enabled) }}
+{{- fail "admin.listener.caSecret needs tls.enabled=true: the admin listener serves the grpc certificate" }}
+{{- end }}
+{{- if and $adm.write (not (or .Values.tls.mtls (and $adm.listener.enabled $adm.listener.caSecret))) }}
+{{- fail "admin.write=true needs mTLS on the listener serving the admin API: tls.mtls=true, or admin.listener.enabled with admin.listener.caSecret" }}
+{{- end }}
+{{- if and $adm.write (not $adm.clients) }}
+{{- fail "admin.write=true needs admin.clients: the client certificate names allowed to write (an empty list allows nobody)" }}
+{{- end }}
+{{- if and $adm.clients (not $adm.write) }}
+{{- fail "admin.clients has no effect without admin.write=true" }}
 {{- end }}
 {{- if and (ne .Values.service.type "ClusterIP") (not (and .Values.tls.enabled .Values.tls.mtls)) }}
 {{- fail (printf "service.type=%s exposes the provider outside the cluster: only allowed with tls.enabled=true and tls.mtls=true" .Values.service.type) }}
@@ -204,6 +221,15 @@ by every template, so `helm template` fails before anything is applied.
 {{- $args = append $args (printf "--log-level=%s" $v.logging.level) }}
 {{- $args = append $args (printf "--log-format=%s" $v.logging.format) }}
 {{- $args = append $args (printf "--admin-write=%t" $v.admin.write) }}
+{{- with $v.admin.clients }}
+{{- $args = append $args (printf "--admin-clients=%s" (join "," .)) }}
+{{- end }}
+{{- if $v.admin.listener.enabled }}
+{{- $args = append $args (printf "--admin-addr=:%d" ($v.admin.listener.port | int64)) }}
+{{- if $v.admin.listener.caSecret }}
+{{- $args = append $args (printf "--admin-tls-ca=%s/ca.crt" (include "libvirt-provider.adminCADir" .)) }}
+{{- end }}
+{{- end }}
 {{- range $v.extraArgs }}
 {{- $args = append $args (toString .) }}
 {{- end }}
