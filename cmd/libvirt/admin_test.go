@@ -117,6 +117,9 @@ func TestAdminListener(t *testing.T) {
 		t.Fatalf("serving log = %v", serving)
 	}
 	adminAddr := serving[0]["admin_addr"].(string)
+	if !strings.Contains(p.stdout.String(), "admin API and page on "+adminAddr+" (mtls)") {
+		t.Errorf("banner lacks the admin listener:\n%s", p.stdout)
+	}
 	// The server certificate is shared; trust it with the BigFleet CA.
 	opsTLS := func(l *leaf) *tls.Config { return clientTLS(bfCA, l) }
 

@@ -114,6 +114,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		slog.String("admin_addr", addrOf(adminLis, lis)), slog.String("admin_security", string(adminSecurity)),
 		slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
 	printBanner(stdout, lis.Addr(), mainTLS.Security)
+	if adminLis != nil {
+		fmt.Fprintf(stdout, "admin API and page on %s (%s)\n", adminLis.Addr(), adminSecurity)
+	}
 
 	select {
 	case <-ctx.Done():
