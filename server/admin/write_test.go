@@ -145,6 +145,15 @@ func TestWhoAmI(t *testing.T) {
 				!strings.Contains(m.GetReason(), tc.reason) || (tc.may && m.GetReason() != "") {
 				t.Errorf("%+v over %s: WhoAmI = %v", tc.opts, p.name, m)
 			}
+			if tc.may {
+				continue
+			}
+			// What WhoAmI says is what a write gets.
+			_, err = adminClient(s, p.opts).TriggerReconcile(t.Context(), connect.NewRequest(&adminv1.TriggerReconcileRequest{}))
+			wantCode(t, err, connect.CodePermissionDenied)
+			if err != nil && !strings.Contains(err.Error(), m.GetReason()) {
+				t.Errorf("refusal %q does not give WhoAmI's reason %q", err, m.GetReason())
+			}
 		}
 	}
 }
