@@ -20,6 +20,12 @@ func (b *Backend) ConfirmGone(ctx context.Context, machineID string, pl backend.
 	if err != nil {
 		return false, fmt.Errorf("confirm gone: %w", err)
 	}
+	// Reconcile confirms machine after machine: once one lookup hangs (a
+	// frozen daemon), the next ones fail at once instead of each waiting
+	// out the timeout.
+	if h.confirming.Load() > 0 {
+		return false, fmt.Errorf("confirm gone: an earlier lookup on zone %q has not returned: %w", h.zone, backend.ErrHostUnavailable)
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
 	defer cancel()
 	type answer struct {
@@ -27,7 +33,9 @@ func (b *Backend) ConfirmGone(ctx context.Context, machineID string, pl backend.
 		err  error
 	}
 	done := make(chan answer, 1)
+	h.confirming.Add(1)
 	go func() { // a libvirt call cannot be interrupted; a late answer is dropped
+		defer h.confirming.Add(-1)
 		err := h.withDomain(name, func(lvConn, lvDomain) error { return nil })
 		switch {
 		case isNoDomain(err):

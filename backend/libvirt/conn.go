@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -58,6 +59,8 @@ type host struct {
 	stop  chan struct{}
 	done  chan struct{}
 	first chan struct{} // closed after the first dial attempt
+
+	confirming atomic.Int32 // ConfirmGone lookups still inside libvirt
 }
 
 func newHost(h Host, cfg *Config, dial dialFunc) *host {

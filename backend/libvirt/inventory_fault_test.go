@@ -84,6 +84,11 @@ func TestInventoryBlockedCallTimesOut(t *testing.T) {
 	if gone || err == nil || !strings.Contains(err.Error(), "no answer within") {
 		t.Fatalf("ConfirmGone with a hung lookup: %v %v", gone, err)
 	}
+	start = time.Now()
+	gone, err = b.ConfirmGone(context.Background(), "m2", backend.Placement{Zone: "z1"})
+	if gone || !errors.Is(err, backend.ErrHostUnavailable) || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("ConfirmGone behind a hung lookup: %v %v after %s", gone, err, time.Since(start))
+	}
 }
 
 // TestDamagedMetadataIsReportedNotDropped: a damaged record is left out of
