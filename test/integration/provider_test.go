@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
@@ -54,6 +53,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
+	}
+	if pki.dir != "" {
+		_ = os.RemoveAll(pki.dir)
 	}
 	os.Exit(code)
 }
@@ -153,15 +155,17 @@ func startProvider(t *testing.T, e env, cfg provCfg) *provider {
 		"--connect=local=" + e.URI, "--image=" + e.Image, "--storage-pool=" + e.Pool, "--network=" + e.Network,
 		"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + cmdline,
 		"--instance-types=" + types, "--offerings=" + offers, "--state=" + cfg.State,
-		"--reconcile-interval=2s", "--admin-write", "--log-format=text", "--log-level=debug",
+		"--reconcile-interval=2s", "--log-format=text", "--log-level=debug",
 		"--domain-type=" + e.DomainType}
+	tlsFlags, creds := adminWriteFlags(t, bin)
+	args = append(args, tlsFlags...)
 	cmd := exec.Command(bin, append(args, cfg.Args...)...)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
