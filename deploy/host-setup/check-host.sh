@@ -68,7 +68,8 @@ fi
 
 # ---- agent payloads never logged ------------------------------------------------
 # libvirt logs each agent command (guest-file-write carries the blob, base64)
-# at debug level from the qemu.qemu_agent module. A message is written when
+# at debug level twice: in the qemu.qemu_agent module, and in libvirt-qemu,
+# the public API entry that logs every call's arguments. A message is written when
 # the first log filter that matches its module (a glob; a plain word matches
 # as a substring) allows its level, or, with no match, log_level does; and an
 # output takes it when its own level allows it.
@@ -81,7 +82,8 @@ if [ "$runtime" = 1 ] && command -v virt-admin >/dev/null; then
 	[ -n "$o" ] && { filters=$f; outputs=$o; }
 fi
 
-agent_level() {
+# module_level NAME: the level at which NAME's messages pass the filters.
+module_level() {
 	local f lvl m pat
 	for f in $filters; do
 		lvl=${f%%:*}
@@ -89,7 +91,7 @@ agent_level() {
 		m=${m#+}
 		case "$m" in *[*?[]*) pat=$m ;; *) pat="*$m*" ;; esac
 		# shellcheck disable=SC2053 # glob match on purpose
-		if [[ qemu.qemu_agent == $pat ]]; then
+		if [[ $1 == $pat ]]; then
 			echo "$lvl"
 			return
 		fi
@@ -102,11 +104,16 @@ for o in ${outputs:-3:stderr}; do
 	l=${o%%:*}
 	[ "$l" -lt "$min_output" ] 2>/dev/null && min_output=$l
 done
-alvl=$(agent_level)
-if [ "$alvl" -le 1 ] && [ "$min_output" -le 1 ]; then
-	fail "libvirtd logging: qemu.qemu_agent is logged at debug (filters: '${filters}', outputs: '${outputs}'): guest-file-write payloads, the bootstrap blob, reach the log. Put 3:qemu.qemu_agent first in log_filters (virt-admin daemon-log-filters '3:qemu.qemu_agent ...')"
+leaky=""
+for mod in qemu.qemu_agent libvirt-qemu; do
+	if [ "$(module_level "$mod")" -le 1 ] && [ "$min_output" -le 1 ]; then
+		leaky="$leaky $mod"
+	fi
+done
+if [ -n "$leaky" ]; then
+	fail "libvirtd logging:$leaky logged at debug (filters: '${filters}', outputs: '${outputs}'): guest-file-write payloads, the bootstrap blob, reach the log. Put '3:qemu.qemu_agent 3:libvirt-qemu' first in log_filters (virt-admin daemon-log-filters '3:qemu.qemu_agent 3:libvirt-qemu ...')"
 else
-	ok "libvirtd logging: agent payloads are not logged (qemu.qemu_agent at level $alvl, lowest output level $min_output)"
+	ok "libvirtd logging: agent payloads are not logged (qemu.qemu_agent at level $(module_level qemu.qemu_agent), libvirt-qemu at $(module_level libvirt-qemu), lowest output level $min_output)"
 fi
 
 exit $failed
