@@ -34,7 +34,7 @@ func TestCheckHost(t *testing.T) {
 		pass           bool
 		want           string
 	}{
-		"defaults": {pass: true, want: "agent payloads are not logged"},
+		"defaults":     {pass: true, want: "agent payloads are not logged"},
 		"qemu as root": {qemu: `user = "root"`, want: "QEMU would run as root"},
 		"sVirt off":    {qemu: `security_driver = "none"`, want: "security_driver = none"},
 		"unconfined":   {qemu: "security_default_confined = 0", want: "security_default_confined = 0"},
@@ -50,7 +50,7 @@ func TestCheckHost(t *testing.T) {
 		"agent filtered after a broader debug filter": {libvirtd: `log_filters="1:qemu 3:qemu.qemu_agent"` + "\nlog_outputs=\"1:file:/l\"",
 			want: "logged at debug"},
 		"debug filter, outputs at warning": {libvirtd: `log_filters="1:qemu"` + "\nlog_outputs=\"3:file:/l\"", pass: true},
-		"commented out": {libvirtd: "#log_level = 1\n#log_outputs=\"1:file:/l\"", pass: true},
+		"commented out":                    {libvirtd: "#log_level = 1\n#log_outputs=\"1:file:/l\"", pass: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
