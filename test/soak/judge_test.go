@@ -3,10 +3,21 @@
 package soak
 
 import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
 
 // The soak's own judgement is tested first, without libvirt: a soak that
@@ -91,5 +102,64 @@ func TestJudgement(t *testing.T) {
 	s.judgeFailed(nil, failed("drain failed: boom"))
 	if n := s.led.count(clFalse); n != 2 {
 		t.Errorf("false_failed=%d after one new false failure judged twice, want 2", n)
+	}
+}
+
+// TestAdminCredentials: the soak's client certificate may release machines
+// (admin writes), against the same binary on the fake backend, so a change
+// of the admin API's rules fails here in a second, not mid-soak.
+func TestAdminCredentials(t *testing.T) {
+	p, err := loadParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p.Bin); err != nil {
+		t.Skipf("provider binary %s: %v (make build)", p.Bin, err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "libvirt")
+	if err := copyFile(p.Bin, bin); err != nil {
+		t.Fatal(err)
+	}
+	flags, creds, err := adminWriteFlags(bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"--addr=" + addr, "--metrics-addr=", "--use-fake-backend", "--seed-count=1"}, flags...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var list pb.MachineList
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = conn.Invoke(ctx, methodPrefix+"List", &pb.ListFilter{}, &list)
+		cancel()
+		if err == nil && len(list.GetMachines()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provider not serving: %v\n%s", err, out.String())
+		}
+	}
+	// A SPECULATIVE machine cannot be released: Aborted proves the write
+	// was authorised and reached the engine.
+	err = conn.Invoke(t.Context(), "/libvirtprovider.admin.v1.AdminService/ReleaseMachine",
+		&adminv1.ReleaseMachineRequest{Id: list.GetMachines()[0].GetId()}, &adminv1.ReleaseMachineResponse{})
+	if status.Code(err) != codes.Aborted {
+		t.Fatalf("admin Release with the soak's credentials: %v, want Aborted (authorised, refused by state)\n%s", err, out.String())
 	}
 }

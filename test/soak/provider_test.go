@@ -17,7 +17,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
@@ -73,16 +72,21 @@ func newProvider(p params, e env, dir string) (*provider, error) {
 		"--connect=local=" + e.URI, "--image=" + e.Image, "--storage-pool=" + e.Pool, "--network=" + e.Network,
 		"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + e.Cmdline,
 		"--instance-types=" + types, "--offerings=" + offers, "--state=" + pr.state,
-		"--reconcile-interval=3s", "--admin-write", "--log-format=text", "--log-level=info",
+		"--reconcile-interval=3s", "--log-format=text", "--log-level=info",
 		"--create-timeout=" + createTimeout.String(), "--configure-timeout=" + configureTimeout.String(),
 		"--drain-timeout=" + drainTimeout.String(), "--delete-timeout=" + deleteTimeout.String(),
 		"--shutdown-timeout=" + p.ShutdownTimeout.String(), "--drain-margin=10s"}
 	if e.DomainType != "" {
 		pr.args = append(pr.args, "--domain-type="+e.DomainType)
 	}
+	tlsFlags, creds, err := adminWriteFlags(bin, dir)
+	if err != nil {
+		return nil, err
+	}
+	pr.args = append(pr.args, tlsFlags...)
 	// A shard reconnects quickly after a provider restart; grpc-go's
 	// default backoff would grow to two minutes over a hundred restarts.
-	pr.conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	pr.conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}}))
 	return pr, err
