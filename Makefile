@@ -117,8 +117,9 @@ demo: build env-up
 # test-integration and demo, and the host is restored as found
 # (docs/test-guest.md#accelerator). Changes /dev/kvm and restarts libvirtd.
 .PHONY: test-host-kinds
+# HOST_KINDS="no-kvm kvm-unusable" runs only those.
 test-host-kinds: build
-	MAKE="$(MAKE)" scripts/host-kinds.sh
+	MAKE="$(MAKE)" scripts/host-kinds.sh $(HOST_KINDS)
 
 # Rebuilds the admin page bundle (committed in server/admin/ui/dist, so the
 # Go build needs no Node).
