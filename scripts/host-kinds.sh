@@ -177,6 +177,9 @@ run_kind() {
 	step "env up" env_up
 	if [ "$FAILED" = 0 ]; then
 		step "make test-integration" "$MAKE" --no-print-directory test-integration
+		# one result file per kind, so make test's closing line counts them all
+		[ -f out/gotest-test-integration.json ] &&
+			mv out/gotest-test-integration.json "out/gotest-test-integration-$KIND.json"
 		step "make demo" demo
 	fi
 	local verdict=PASS
