@@ -60,9 +60,13 @@ type soak struct {
 	// teardown, which must always run (it leaves libvirtd thawed and clean).
 	deadline time.Time
 	nfault   atomic.Int64
+	quiet    bool // the judgement's own tests: no progress lines
 }
 
 func (s *soak) logf(format string, args ...any) {
+	if s.quiet {
+		return
+	}
 	fmt.Printf("[%7.1fs] "+format+"\n", append([]any{time.Since(s.t0).Seconds()}, args...)...)
 }
 
