@@ -90,7 +90,7 @@ test-integration: build env-up
 	@mkdir -p out
 	@source $(ENV_FILE) && echo "accelerator: $$BIGFLEET_ACCEL (provider --domain-type=$${BIGFLEET_DOMAIN_TYPE_OVERRIDE:-$$BIGFLEET_DOMAIN_TYPE})"
 	source $(ENV_FILE) && export BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) && \
-		$(GOTEST_PROGRESS) -count=1 -tags integration -timeout 30m ./test/integration/...
+		$(GOTEST_PROGRESS) -count=1 -tags integration -timeout 30m $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration/...
 
 # make test's stages, in order; each is a make target. Every stage runs even
 # after one fails, then one closing line counts every test they ran (each
