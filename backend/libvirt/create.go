@@ -132,7 +132,7 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	if err := a.step("start domain", err); err != nil {
 		return err
 	}
-	return a.step("wait running", h.explainStop(a.name, waitRunning(a.ctx, started)))
+	return a.step("wait running", h.explainStart(a.name, waitRunning(a.ctx, started)))
 }
 
 // start starts the defined domain and returns the handle of the domain it

@@ -19,7 +19,7 @@ var qemuLogDir = "/var/log/libvirt/qemu"
 const qemuLogTail = 64 << 10
 
 // explainStart adds the last error line of the domain's QEMU log to a
-// failed start, unless libvirt's own message already carries it: that line
+// failed start (or a domain that went off while starting), unless libvirt's own message already carries it: that line
 // is usually the real cause ("Could not access KVM kernel module"), and an
 // operator should not have to find the log on the host.
 func (h *host) explainStart(name string, err error) error {
@@ -32,9 +32,6 @@ func (h *host) explainStart(name string, err error) error {
 	}
 	return fmt.Errorf("%w (qemu log: %s)", err, line)
 }
-
-// explainStop is explainStart for a domain that went off while starting.
-func (h *host) explainStop(name string, err error) error { return h.explainStart(name, err) }
 
 // qemuLogLine returns the last line of the domain's QEMU log that reports
 // an error, redacted, or "" when there is none or the log is not on this

@@ -71,12 +71,8 @@ func checkParam(p uriParam) error {
 	return nil
 }
 
-func shortValue(v string) string {
-	if len(v) > 16 {
-		return v[:16] + "…"
-	}
-	return v
-}
+// shortValue keeps a quoted URI value short in a message.
+func shortValue(v string) string { return truncate(v, 16) }
 
 // uriParam is one query parameter as libvirt sees it.
 type uriParam struct{ Name, Value string }
