@@ -28,6 +28,17 @@ type MachineSpec struct {
 	InstanceType string
 	VCPU         int
 	MemoryMiB    int
+	// Marks are the machine's fence marks by shard id, recorded with it.
+	Marks map[string]FenceMark
+}
+
+// FenceMark is the newest fencing token (epoch, sequence) a machine
+// accepted from one shard. Backends store a machine's marks next to its
+// binding and hand them back in Observed, so they survive the loss of the
+// engine's state file exactly as the binding does; they never interpret
+// them.
+type FenceMark struct {
+	Epoch, Sequence int64
 }
 
 // Placement says where a VM lives once it exists.
@@ -48,6 +59,9 @@ type ConfigureSpec struct {
 	ClusterID     string
 	BootstrapBlob []byte
 	ShardMetadata map[string]string
+	// Marks are the machine's fence marks by shard id, recorded with the
+	// binding (a backend never lowers a recorded mark).
+	Marks map[string]FenceMark
 }
 
 // DrainSpec is what Drain needs. Grace 0 means "no grace", never "forever".
@@ -57,6 +71,8 @@ type DrainSpec struct {
 	Placement   Placement
 	ClusterID   string
 	Grace       time.Duration
+	// Marks: as in ConfigureSpec.
+	Marks map[string]FenceMark
 }
 
 // DeleteSpec is what Delete needs. Placement may be empty when the VM never
@@ -76,6 +92,9 @@ type Observed struct {
 	Running       bool
 	ClusterID     string // empty unless a binding was recorded
 	ShardMetadata map[string]string
+	// Marks are the fence marks recorded with the domain, by shard id
+	// (nil when none were, e.g. by an older provider version).
+	Marks map[string]FenceMark
 }
 
 // ZoneInventory is the outcome of listing one host.
