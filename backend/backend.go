@@ -95,7 +95,55 @@ type Observed struct {
 	// Marks are the fence marks recorded with the domain, by shard id
 	// (nil when none were, e.g. by an older provider version).
 	Marks map[string]FenceMark
+	// Run is the domain's run state with the host's reason for it; the
+	// zero value means the backend did not say (Running alone counts).
+	Run RunState
 }
+
+// Run states, as virsh domstate names them (one word each, for labels).
+const (
+	RunRunning   = "running"
+	RunBlocked   = "blocked"
+	RunPaused    = "paused"
+	RunShutdown  = "shutdown" // being shut down: still a process
+	RunShutoff   = "shutoff"
+	RunCrashed   = "crashed"
+	RunSuspended = "pmsuspended"
+	RunNoState   = "nostate"
+)
+
+// RunState is a domain's run state and the host's reason for it (libvirt's
+// state reason: "destroyed", "crashed", "shutdown", "user", "ioerror", ...).
+type RunState struct {
+	State  string
+	Reason string
+}
+
+// Up reports whether the guest is executing (running, or blocked on I/O).
+// Unknown counts as up: not running must be positive evidence.
+func (r RunState) Up() bool {
+	return r.State == "" || r.State == RunRunning || r.State == RunBlocked
+}
+
+// Inactive reports whether no guest process exists (shut off or crashed):
+// the only states a Start brings back.
+func (r RunState) Inactive() bool { return r.State == RunShutoff || r.State == RunCrashed }
+
+// String reads like virsh domstate --reason: "shut off (crashed)".
+func (r RunState) String() string {
+	s := map[string]string{RunShutoff: "shut off", RunShutdown: "in shutdown", RunNoState: "no state"}[r.State]
+	if s == "" {
+		s = r.State
+	}
+	if r.Reason != "" && r.Reason != "unknown" {
+		s += " (" + r.Reason + ")"
+	}
+	return s
+}
+
+// ErrNotRunning: the machine's VM exists but is not running, so nothing
+// can reach its guest agent (a Drain or Configure fails at once with it).
+var ErrNotRunning = errors.New("domain is not running")
 
 // ZoneInventory is the outcome of listing one host.
 type ZoneInventory struct {
@@ -169,4 +217,12 @@ type DomainTyper interface {
 // machine is left as it is.
 type Confirmer interface {
 	ConfirmGone(ctx context.Context, machineID string, pl Placement) (gone bool, err error)
+}
+
+// Starter is implemented by backends that can start a machine's stopped
+// VM again. Start is idempotent: a VM already running is success. The
+// engine calls it through the machine's call gate, never during another
+// backend call on that machine.
+type Starter interface {
+	Start(ctx context.Context, machineID string, pl Placement) error
 }
