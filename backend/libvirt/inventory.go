@@ -118,6 +118,7 @@ func (b *Backend) observeDomain(dom lvDomain, zone, prefix string) (backend.Obse
 		Running:       running(st),
 		ClusterID:     md.ClusterID,
 		ShardMetadata: md.ShardMetadata,
+		Marks:         md.Marks,
 	}, true, nil
 }
 
