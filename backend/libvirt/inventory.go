@@ -104,7 +104,7 @@ func (b *Backend) observeDomain(dom lvDomain, zone, prefix string) (backend.Obse
 	case !found || md.Provider != b.cfg.Provider:
 		return backend.Observed{}, false, nil
 	}
-	st, _, err := dom.GetState()
+	st, reason, err := dom.GetState()
 	if isNoDomain(err) {
 		return backend.Observed{}, false, nil
 	}
@@ -116,6 +116,7 @@ func (b *Backend) observeDomain(dom lvDomain, zone, prefix string) (backend.Obse
 		OperationID:   md.OperationID,
 		Placement:     backend.Placement{Zone: zone, Domain: name},
 		Running:       running(st),
+		Run:           runState(st, reason),
 		ClusterID:     md.ClusterID,
 		ShardMetadata: md.ShardMetadata,
 		Marks:         md.Marks,

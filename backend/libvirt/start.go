@@ -1,0 +1,85 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+var _ backend.Starter = (*Backend)(nil)
+
+// Start starts the machine's domain again after it stopped behind our back
+// (virsh destroy, a QEMU killed or crashed, the guest powered off). It is
+// idempotent: a domain that is already active (running, paused, shutting
+// down) is left as it is and reported as success. The domain must be ours;
+// a stranger's is never started.
+func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placement) error {
+	h, name, err := b.locate(machineID, pl, pl.Zone)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	err = h.withDomain(name, func(_ lvConn, dom lvDomain) error {
+		if _, err := b.owned(dom, name, machineID); err != nil {
+			return err
+		}
+		active, err := dom.IsActive()
+		if err != nil {
+			return fmt.Errorf("state: %w", err)
+		}
+		if active {
+			return nil
+		}
+		if err := dom.Create(); err != nil {
+			return h.explainStart(name, fmt.Errorf("start domain: %w", err))
+		}
+		return h.explainStart(name, waitRunning(ctx, dom))
+	})
+	if isNoDomain(err) {
+		return fmt.Errorf("start: domain %s: %w", name, backend.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("start: %s: %w", name, scrub(err, h.uri))
+	}
+	b.log.Info("domain started again", "zone", h.zone, "domain", name, "machine", machineID)
+	return nil
+}
+
+// runState names a domain's state and libvirt's reason for it, in the
+// words virsh domstate --reason uses.
+func runState(st libvirt.DomainState, reason int) backend.RunState {
+	name, reasons := stateNames(st)
+	r := "unknown"
+	if reason >= 0 && reason < len(reasons) {
+		r = reasons[reason]
+	}
+	return backend.RunState{State: name, Reason: r}
+}
+
+// stateNames maps a state to its name and its reasons, indexed by
+// libvirt's virDomain<State>Reason values.
+func stateNames(st libvirt.DomainState) (string, []string) {
+	switch st {
+	case libvirt.DOMAIN_RUNNING:
+		return backend.RunRunning, []string{"unknown", "booted", "migrated", "restored", "from snapshot",
+			"unpaused", "migration canceled", "save canceled", "event wakeup", "crashed", "post-copy", "post-copy failed"}
+	case libvirt.DOMAIN_BLOCKED:
+		return backend.RunBlocked, []string{"unknown"}
+	case libvirt.DOMAIN_PAUSED:
+		return backend.RunPaused, []string{"unknown", "user", "migrating", "saving", "dumping", "I/O error",
+			"watchdog", "from snapshot", "shutting down", "creating snapshot", "crashed", "starting up",
+			"post-copy", "post-copy failed", "api error"}
+	case libvirt.DOMAIN_SHUTDOWN:
+		return backend.RunShutdown, []string{"unknown", "user"}
+	case libvirt.DOMAIN_SHUTOFF:
+		return backend.RunShutoff, []string{"unknown", "shutdown", "destroyed", "crashed", "migrated",
+			"saved", "failed", "from snapshot", "daemon"}
+	case libvirt.DOMAIN_CRASHED:
+		return backend.RunCrashed, []string{"unknown", "panicked"}
+	case libvirt.DOMAIN_PMSUSPENDED:
+		return backend.RunSuspended, []string{"unknown"}
+	}
+	return backend.RunNoState, []string{"unknown"}
+}
