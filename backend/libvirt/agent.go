@@ -97,6 +97,7 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
+	md.Marks = MergeMarks(md.Marks, spec.Marks) // every write below records them
 	start := time.Now()
 	if err := b.bootstrapper(h, name).Configure(ctx, spec.ClusterID, spec.BootstrapBlob); err != nil {
 		if md.ClusterID != "" {
@@ -127,6 +128,7 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
+	md.Marks = MergeMarks(md.Marks, spec.Marks) // every write below records them
 	cluster := spec.ClusterID
 	if cluster == "" {
 		cluster = md.ClusterID

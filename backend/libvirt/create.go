@@ -194,7 +194,8 @@ func (b *Backend) buildVolumes(a *attempt) (overlay, seed string, err error) {
 // define renders the domain XML and defines it.
 func (b *Backend) define(h *host, conn lvConn, name string, spec backend.MachineSpec,
 	overlay, seed string) (lvDomain, error) {
-	md, err := Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID}.Marshal(true)
+	md, err := Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
+		Marks: spec.Marks}.Marshal(true)
 	if err != nil {
 		return nil, err
 	}

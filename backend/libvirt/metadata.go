@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // Our metadata element lives in its own namespace inside <metadata>; libvirt
@@ -25,6 +27,9 @@ type Metadata struct {
 	OperationID   string // the transition that last changed the domain
 	ClusterID     string // empty: not bound
 	ShardMetadata map[string]string
+	// Marks are the machine's fence marks by shard id, so that fencing
+	// survives the loss of the state file as the binding does.
+	Marks map[string]backend.FenceMark
 }
 
 // Owned reports whether the domain belongs to provider's machine.
@@ -52,6 +57,15 @@ type xmlInstance struct {
 	Operation xmlText    `xml:"operation"`
 	Cluster   *xmlText   `xml:"cluster"`
 	Shard     []xmlEntry `xml:"shard-metadata>entry"`
+	Marks     []xmlMark  `xml:"fence-marks>mark"`
+}
+
+// xmlMark is one fence mark. Epoch and sequence are pointers so that a
+// missing one is an error, never a silent 0.
+type xmlMark struct {
+	Shard    xmlText `xml:"shard"`
+	Epoch    *int64  `xml:"epoch"`
+	Sequence *int64  `xml:"sequence"`
 }
 
 const encBase64 = "base64"
@@ -116,6 +130,15 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 	for _, k := range keys {
 		x.Shard = append(x.Shard, xmlEntry{Key: encText(k), Value: encText(m.ShardMetadata[k])})
 	}
+	shards := make([]string, 0, len(m.Marks))
+	for k := range m.Marks {
+		shards = append(shards, k)
+	}
+	sort.Strings(shards)
+	for _, k := range shards {
+		mk := m.Marks[k]
+		x.Marks = append(x.Marks, xmlMark{Shard: encText(k), Epoch: &mk.Epoch, Sequence: &mk.Sequence})
+	}
 	out, err := xml.Marshal(x)
 	return string(out), err
 }
@@ -158,7 +181,56 @@ func DecodeMetadata(s string) (Metadata, error) {
 	if m.ShardMetadata, err = decodeShard(x.Shard); err != nil {
 		return Metadata{}, err
 	}
+	if m.Marks, err = decodeMarks(x.Marks); err != nil {
+		return Metadata{}, err
+	}
 	return m, nil
+}
+
+// decodeMarks is as strict as the rest: a mark without a shard id, epoch
+// or sequence, a negative part or a shard twice is an error, so a damaged
+// element never passes for a (lower) mark.
+func decodeMarks(xs []xmlMark) (map[string]backend.FenceMark, error) {
+	if len(xs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]backend.FenceMark, len(xs))
+	for i, x := range xs {
+		shard, err := x.Shard.decode()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("decode metadata: fence mark %d shard: %w", i, err)
+		case shard == "":
+			return nil, fmt.Errorf("decode metadata: fence mark %d: no shard id", i)
+		case x.Epoch == nil || x.Sequence == nil:
+			return nil, fmt.Errorf("decode metadata: fence mark %d: epoch or sequence missing", i)
+		case *x.Epoch < 0 || *x.Sequence < 0:
+			return nil, fmt.Errorf("decode metadata: fence mark %d: negative epoch or sequence", i)
+		}
+		if _, dup := out[shard]; dup {
+			return nil, fmt.Errorf("decode metadata: fence mark for shard %q twice", shard)
+		}
+		out[shard] = backend.FenceMark{Epoch: *x.Epoch, Sequence: *x.Sequence}
+	}
+	return out, nil
+}
+
+// MergeMarks returns the newer mark of each shard in a and b, comparing
+// (epoch, sequence) in order: a recorded mark is never lowered, whatever
+// the order in which writers arrive. nil when both are empty.
+func MergeMarks(a, b map[string]backend.FenceMark) map[string]backend.FenceMark {
+	if len(a)+len(b) == 0 {
+		return nil
+	}
+	out := make(map[string]backend.FenceMark, len(a)+len(b))
+	for _, src := range []map[string]backend.FenceMark{a, b} {
+		for k, m := range src {
+			if cur, ok := out[k]; !ok || m.Epoch > cur.Epoch || (m.Epoch == cur.Epoch && m.Sequence > cur.Sequence) {
+				out[k] = m
+			}
+		}
+	}
+	return out
 }
 
 func decodeShard(entries []xmlEntry) (map[string]string, error) {
