@@ -67,6 +67,20 @@ func (b *Backend) Vanish(machineID string) bool {
 	return ok
 }
 
+// SetRunState changes a VM's run state behind the engine's back, as
+// "virsh destroy" (shutoff, destroyed), a killed QEMU (shutoff, crashed) or
+// "virsh suspend" (paused, user) would, and reports whether it existed.
+// Running follows rs.Up().
+func (b *Backend) SetRunState(machineID string, rs backend.RunState) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm, ok := b.vms[machineID]
+	if ok {
+		vm.Running, vm.Run = rs.Up(), rs
+	}
+	return ok
+}
+
 // VM returns a copy of a machine's VM.
 func (b *Backend) VM(machineID string) (VM, bool) {
 	b.mu.Lock()

@@ -4,7 +4,7 @@
 // operator that this is not for production.
 //
 // Tests steer it through Options and the control methods (SetFailure,
-// SetHang, SetDelay, SetZoneDown, Vanish) and inspect it with VM, Binding
+// SetHang, SetDelay, SetZoneDown, Vanish, SetRunState) and inspect it with VM, Binding
 // and Calls. It keeps only a sha256 of bootstrap blobs, never the bytes, so
 // it cannot become the place a secret leaks from.
 package fake

@@ -19,6 +19,7 @@ const (
 	OpDrain     = "drain"
 	OpDelete    = "delete"
 	OpInventory = "inventory"
+	OpStart     = "start"
 )
 
 // DefaultZones are served when Options.Zones is empty.
@@ -57,7 +58,9 @@ type VM struct {
 	VCPU         int
 	MemoryMiB    int
 	Running      bool
-	Binding      *Binding
+	// Run is the state set by SetRunState; zero while it runs as created.
+	Run     backend.RunState
+	Binding *Binding
 }
 
 type failKey struct{ op, machineID string }
@@ -80,6 +83,7 @@ type Backend struct {
 
 var _ backend.Backend = (*Backend)(nil)
 var _ backend.ZoneReadiness = (*Backend)(nil)
+var _ backend.Starter = (*Backend)(nil)
 
 // New returns a fake with opts applied.
 func New(opts Options) *Backend {

@@ -241,3 +241,41 @@ func TestVMCopyDoesNotAlias(t *testing.T) {
 		t.Fatal("VM copy aliases internal state")
 	}
 }
+
+// TestRunStateAndStart: a VM stopped behind the engine's back is listed
+// with its state and reason, the guest operations fail at once with
+// ErrNotRunning, and Start (idempotent) brings it back.
+func TestRunStateAndStart(t *testing.T) {
+	t.Parallel()
+	b := New(Options{})
+	ctx := t.Context()
+	p := mustCreate(t, b, "m", "zone-a")
+	if o := b.Inventory(ctx)[0].Machines[0]; !o.Running || o.Run.State != backend.RunRunning {
+		t.Fatalf("created VM observed as %+v", o)
+	}
+	crashed := backend.RunState{State: backend.RunShutoff, Reason: "crashed"}
+	if !b.SetRunState("m", crashed) || b.SetRunState("nope", crashed) {
+		t.Fatal("SetRunState should report existence")
+	}
+	if o := b.Inventory(ctx)[0].Machines[0]; o.Running || o.Run != crashed {
+		t.Fatalf("crashed VM observed as %+v", o)
+	}
+	err := b.Drain(ctx, backend.DrainSpec{MachineID: "m", Placement: p, ClusterID: "c"})
+	if !errors.Is(err, backend.ErrNotRunning) || err.Error() != "fake: domain bf-m is shut off (crashed): domain is not running" {
+		t.Fatalf("drain of a stopped VM: %v", err)
+	}
+	if err := b.Configure(ctx, backend.ConfigureSpec{MachineID: "m", Placement: p}); !errors.Is(err, backend.ErrNotRunning) {
+		t.Fatalf("configure of a stopped VM: %v", err)
+	}
+	for range 2 {
+		if err := b.Start(ctx, "m", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := b.Inventory(ctx)[0].Machines[0]; !o.Running || !o.Run.Up() || b.Calls(OpStart) != 2 {
+		t.Fatalf("started VM observed as %+v", o)
+	}
+	if err := b.Start(ctx, "nope", backend.Placement{}); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("start of a missing VM: %v", err)
+	}
+}

@@ -80,7 +80,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		return backend.Placement{}, err
 	}
 	if vm, ok := b.vms[spec.MachineID]; ok {
-		vm.Running = true
+		vm.Running, vm.Run = true, backend.RunState{}
 		return vm.Placement, nil
 	}
 	p := backend.Placement{Zone: spec.Zone, Domain: DomainName(spec.MachineID)}
@@ -96,7 +96,7 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	vm, err := b.vmLocked(spec.MachineID, spec.Placement)
+	vm, err := b.runningLocked(spec.MachineID, spec.Placement)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	vm, err := b.vmLocked(spec.MachineID, spec.Placement)
+	vm, err := b.runningLocked(spec.MachineID, spec.Placement)
 	if err != nil {
 		return err
 	}
@@ -158,6 +158,35 @@ func (b *Backend) vmLocked(id string, p backend.Placement) (*VM, error) {
 	return vm, nil
 }
 
+// runningLocked is vmLocked for the operations that need the guest: a VM
+// that is not running fails at once, as the libvirt backend does, instead
+// of waiting for an agent that cannot answer.
+func (b *Backend) runningLocked(id string, p backend.Placement) (*VM, error) {
+	vm, err := b.vmLocked(id, p)
+	if err != nil {
+		return nil, err
+	}
+	if !vm.Running {
+		return nil, fmt.Errorf("fake: domain %s is %s: %w", vm.Placement.Domain, runOf(vm), backend.ErrNotRunning)
+	}
+	return vm, nil
+}
+
+// Start runs a stopped VM again; a running one is left as it is.
+func (b *Backend) Start(ctx context.Context, machineID string, p backend.Placement) error {
+	if err := b.begin(ctx, OpStart, machineID); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm, err := b.vmLocked(machineID, p)
+	if err != nil {
+		return err
+	}
+	vm.Running, vm.Run = true, backend.RunState{State: backend.RunRunning, Reason: "booted"}
+	return nil
+}
+
 // Inventory lists the VMs per zone, sorted by machine id. A zone that is
 // down, failed by injection, or cut off by ctx reports Err and no machines.
 func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
@@ -190,7 +219,7 @@ func (b *Backend) listZone(zone string) ([]backend.Observed, error) {
 
 func observe(vm *VM) backend.Observed {
 	o := backend.Observed{MachineID: vm.MachineID, OperationID: vm.OperationID,
-		Placement: vm.Placement, Running: vm.Running}
+		Placement: vm.Placement, Running: vm.Running, Run: runOf(vm)}
 	if vm.Binding != nil {
 		o.ClusterID = vm.Binding.ClusterID
 		o.ShardMetadata = maps.Clone(vm.Binding.ShardMetadata)
@@ -200,3 +229,15 @@ func observe(vm *VM) backend.Observed {
 
 // Digest is the hex sha256 of a blob, to compare with BlobDigest.
 func Digest(blob []byte) string { return fmt.Sprintf("%x", sha256.Sum256(blob)) }
+
+// runOf is the VM's run state: what SetRunState set, else running or shut
+// off by Running alone.
+func runOf(vm *VM) backend.RunState {
+	switch {
+	case vm.Run.State != "":
+		return vm.Run
+	case vm.Running:
+		return backend.RunState{State: backend.RunRunning, Reason: "booted"}
+	}
+	return backend.RunState{State: backend.RunShutoff, Reason: "unknown"}
+}
