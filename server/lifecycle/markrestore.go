@@ -1,0 +1,107 @@
+package lifecycle
+
+import (
+	"context"
+	"sort"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// Fence marks survive the loss of the state file as bindings do (issue 15
+// case 5): every transition that writes a machine's record on the host
+// (Create defines it, Configure and Drain update it) carries the machine's
+// current marks (machineMarks), and the backend reports them back in
+// Observed. restoreMarks raises the engine's marks to those, so a state
+// file rebuilt from the hosts refuses the stale tokens the lost one did.
+
+// machineMarks returns the durable fence marks of machine id, by shard id,
+// for the backend to record with the machine (nil when it has none). It
+// reads every mark: transitions are rare next to reads of a mark, and the
+// marks map is keyed for the fence's lookup.
+func (e *Engine) machineMarks(id string) map[string]backend.FenceMark {
+	e.marksMu.RLock()
+	defer e.marksMu.RUnlock()
+	var out map[string]backend.FenceMark
+	for k, m := range e.marks {
+		if k.MachineID != id {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]backend.FenceMark)
+		}
+		out[k.ShardID] = backend.FenceMark{Epoch: m.Epoch, Sequence: m.Sequence}
+	}
+	return out
+}
+
+// restoreMarks raises the marks of existing machines to those their hosts
+// recorded, never lowering one (the newer of the two wins), and makes the
+// raised ones durable before they count. A host whose listing failed is
+// skipped; a machine id the engine does not know is ignored (it has no
+// state to protect, see unknownMarks). It runs before the records are
+// adopted from the same listing, so a machine rebuilt from a host is never
+// seen without its marks. It returns how many marks it raised. Normally it
+// raises none: the engine's marks are at least those it handed the backend.
+func (e *Engine) restoreMarks(ctx context.Context, inv []backend.ZoneInventory) int {
+	raised := 0
+	for _, zi := range inv {
+		if zi.Err != nil {
+			continue
+		}
+		for _, o := range zi.Machines {
+			if ctx.Err() != nil {
+				return raised
+			}
+			if len(o.Marks) > 0 && e.hasNewerMark(o.MachineID, o.Marks) {
+				raised += e.raiseMarks(o.MachineID, o.Marks)
+			}
+		}
+	}
+	return raised
+}
+
+// hasNewerMark is the cheap check (no lock on the machine) that lets the
+// common case, nothing to raise, cost map reads only.
+func (e *Engine) hasNewerMark(id string, recorded map[string]backend.FenceMark) bool {
+	if _, ok := e.idx.get(id); !ok {
+		return false
+	}
+	for shard, r := range recorded {
+		if m, seen := e.markOf(MarkKey{ShardID: shard, MachineID: id}, true); !seen || newer(m, r.Epoch, r.Sequence) {
+			return true
+		}
+	}
+	return false
+}
+
+// raiseMarks commits, under the machine's lock (so no mutation's fence
+// runs in between), the recorded marks that are newer than the engine's.
+// A failed commit raises nothing now; the next reconcile tries again.
+func (e *Engine) raiseMarks(id string, recorded map[string]backend.FenceMark) int {
+	unlock := e.locks.Lock(id)
+	defer unlock()
+	b := Batch{Marks: map[MarkKey]Mark{}}
+	for shard, r := range recorded {
+		k := MarkKey{ShardID: shard, MachineID: id}
+		if m, seen := e.markOf(k, true); !seen || newer(m, r.Epoch, r.Sequence) {
+			b.Marks[k] = Mark{Epoch: r.Epoch, Sequence: r.Sequence}
+		}
+	}
+	if len(b.Marks) == 0 {
+		return 0
+	}
+	if err := e.durable(context.Background(), b); err != nil {
+		e.log.Warn("reconcile: fence marks recorded on the host not restored; retried next pass",
+			"machine", id, "marks", len(b.Marks), "err", err)
+		return 0
+	}
+	shards := make([]string, 0, len(b.Marks))
+	for k, m := range b.Marks {
+		e.setMark(id, k.ShardID, m)
+		shards = append(shards, quoteClipped(k.ShardID))
+	}
+	sort.Strings(shards)
+	e.log.Warn("reconcile: fence marks restored from the host (the state file had lost them)",
+		"machine", id, "shards", shards)
+	return len(b.Marks)
+}
