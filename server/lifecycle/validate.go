@@ -1,6 +1,9 @@
 package lifecycle
 
-import "unicode/utf8"
+import (
+	"unicode"
+	"unicode/utf8"
+)
 
 // Documented caps on what a request may carry (docs/contract.md, "Caps").
 // Over a cap the request is InvalidArgument, naming the field and the cap,
@@ -63,19 +66,49 @@ func validateToken(t Token) *Error {
 }
 
 func validateConfigure(r ConfigureRequest) *Error {
+	if err := validateClusterID(r.ClusterID); err != nil {
+		return err
+	}
 	switch {
-	case r.ClusterID == "":
-		return errorf(CodeInvalid, "cluster_id is required")
-	case len(r.ClusterID) > MaxClusterIDBytes:
-		return overCap("cluster_id", len(r.ClusterID), MaxClusterIDBytes)
-	case !utf8.ValidString(r.ClusterID):
-		return errorf(CodeInvalid, "cluster_id is not valid UTF-8")
 	case len(r.BootstrapBlob) > MaxBootstrapBlobBytes:
 		return overCap("bootstrap_blob", len(r.BootstrapBlob), MaxBootstrapBlobBytes)
 	case len(r.ShardMetadata) > MaxShardMetadataEntries:
 		return errorf(CodeInvalid, "shard_metadata has %d entries; the limit is %d", len(r.ShardMetadata), MaxShardMetadataEntries)
 	}
 	return validateMetadata(r.ShardMetadata)
+}
+
+// validateClusterID: required, at most MaxClusterIDBytes, valid UTF-8,
+// and no control characters (docs/contract.md, "Caps").
+func validateClusterID(id string) *Error {
+	switch {
+	case id == "":
+		return errorf(CodeInvalid, "cluster_id is required")
+	case len(id) > MaxClusterIDBytes:
+		return overCap("cluster_id", len(id), MaxClusterIDBytes)
+	case !utf8.ValidString(id):
+		return errorf(CodeInvalid, "cluster_id is not valid UTF-8")
+	}
+	if i := controlAt(id); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return errorf(CodeInvalid, "cluster_id has a control character (%U at byte %d); control characters (C0, DEL, C1) are not allowed", r, i)
+	}
+	return nil
+}
+
+// controlAt returns the byte offset of the first control character in s
+// (Unicode Cc: C0, DEL and C1), or -1. A cluster id reaches the guest's
+// hooks as a C string and in log lines: a NUL there cut "a\nb\x00c" to
+// "a\nb" in the hook while the provider reported the whole string (issue
+// 15 case 8), and a newline would split a log line. Beyond that the id is
+// opaque to the provider (BigFleet cluster ids are opaque strings).
+func controlAt(s string) int {
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return i
+		}
+	}
+	return -1
 }
 
 // validateMetadata checks each key and value, then the total. Messages name
