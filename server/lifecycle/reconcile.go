@@ -13,7 +13,12 @@ type ReconcileReport struct {
 	At       time.Time
 	Adopted  int
 	Vanished int
-	Zones    map[string]string // zone → "" (ok) or the error that stopped it
+	// Restarted counts IDLE machines whose stopped domain was started
+	// again; NotRunning the IDLE or CONFIGURED ones whose domain is still
+	// not running after the pass (each named in its last_error).
+	Restarted  int
+	NotRunning int
+	Zones      map[string]string // zone → "" (ok) or the error that stopped it
 }
 
 // reconcileLoop reconciles at startup and every ReconcileInterval, and
@@ -48,10 +53,13 @@ func (e *Engine) reconcileLoop() {
 // FAILED, domains that are not ours are never seen here (the backend only
 // lists its own), and records change (so the revision moves) only on a real
 // difference. A host whose listing failed is skipped, never read as empty.
+// A domain of ours that is not running is handled by checkRun: an IDLE
+// machine's is started again, any other is reported, never FAILED.
 func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 	rep := ReconcileReport{At: e.cfg.Now(), Zones: map[string]string{}}
 	inv := e.be.Inventory(ctx)
 	healthy := map[string]map[string]backend.Observed{}
+	down := map[string]map[string]int{} // listed zone → run state → machines
 	for _, zi := range inv {
 		if zi.Err != nil {
 			rep.Zones[zi.Zone] = zi.Err.Error()
@@ -59,6 +67,7 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 			continue
 		}
 		rep.Zones[zi.Zone] = ""
+		down[zi.Zone] = map[string]int{}
 		byMachine := make(map[string]backend.Observed, len(zi.Machines))
 		for _, o := range zi.Machines {
 			byMachine[o.MachineID] = o
@@ -85,11 +94,25 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 			rep.Adopted++
 		case "vanished":
 			rep.Vanished++
+		case "":
+			if !found {
+				continue
+			}
+			// Issue 15 case 4: a domain of ours that is not running.
+			st, restarted := e.checkRun(ctx, o, rep.At)
+			if restarted {
+				rep.Restarted++
+			}
+			if st != "" {
+				rep.NotRunning++
+				down[m.Zone][st]++
+			}
 		}
 	}
+	e.observeNotRunning(down)
 	e.setLastReconcile(rep)
-	if rep.Adopted+rep.Vanished > 0 {
-		e.log.Info("reconcile changed machines", "adopted", rep.Adopted, "vanished", rep.Vanished)
+	if rep.Adopted+rep.Vanished+rep.Restarted > 0 {
+		e.log.Info("reconcile changed machines", "adopted", rep.Adopted, "vanished", rep.Vanished, "restarted", rep.Restarted)
 	}
 	return rep
 }

@@ -1,0 +1,157 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// RunObserver is an Observer that is also told what reconcile found about
+// domains that are not running (the metrics implement it).
+type RunObserver interface {
+	// DomainRestarted: reconcile started an IDLE machine's stopped domain
+	// again (ok) or tried and failed; from is the run state it was in.
+	DomainRestarted(zone, from string, ok bool)
+	// DomainsNotRunning gives, after each pass, every listed zone (even
+	// with none) and how many IDLE or CONFIGURED machines there have a
+	// domain that is not running, by run state.
+	DomainsNotRunning(byZone map[string]map[string]int)
+}
+
+// restartTimeout bounds one Start, the wait for the machine's call gate
+// included; reconcile goes on with the next machine after it.
+const restartTimeout = time.Minute
+
+// checkRun reacts to the run state reconcile observed for one machine of
+// ours, whose record is unchanged since the listing. An IDLE machine whose
+// domain is shut off or crashed is started again; anything else that is
+// not running (a CONFIGURED machine, a paused domain) is reported in the
+// record's last_error, once per change, and never made FAILED: a stopped
+// domain says the VM is not running, not that it is lost. It returns the
+// run state still to count as not running ("" when it runs).
+func (e *Engine) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time) (down string, restarted bool) {
+	cur, ok := e.idx.get(o.MachineID)
+	if !ok || (cur.State != Idle && cur.State != Configured) || !cur.StateSince.Before(listedAt) ||
+		cur.Domain != o.Placement.Domain {
+		return "", false
+	}
+	if o.Run.Up() {
+		e.setRunNote(cur, "", "reconcile: domain running again")
+		return "", false
+	}
+	note := runNote(cur, o.Run, listedAt)
+	if st, ok := e.be.(backend.Starter); ok && cur.State == Idle && o.Run.Inactive() {
+		err := e.restart(ctx, st, cur, o)
+		e.observeRestart(cur.Zone, o.Run.State, err == nil)
+		if err == nil {
+			e.recordRestart(cur.ID, o.Run)
+			return "", true
+		}
+		note += fmt.Sprintf("; reconcile could not start it again: %v", err)
+	} else if cur.State == Configured {
+		note += fmt.Sprintf("; not restarted: the machine is CONFIGURED (cluster %q), BigFleet decides; a Drain fails at once", cur.Cluster)
+	} else {
+		note += "; not restarted: only a shut off or crashed domain is started again"
+	}
+	e.setRunNote(cur, note, "reconcile: domain not running")
+	return o.Run.State, false
+}
+
+// runNote is the last_error of a machine whose domain is not running:
+// "domain bf-x is shut off (crashed) since <first seen>". The time is when
+// a reconcile first saw this state, kept while the state lasts.
+func runNote(cur *Machine, rs backend.RunState, seen time.Time) string {
+	head := runNoteHead(cur.Domain, rs)
+	if old, ok := strings.CutPrefix(cur.LastError, head); ok {
+		if at, _, ok := strings.Cut(old, ";"); ok {
+			return head + at
+		}
+	}
+	return head + seen.UTC().Format(time.RFC3339)
+}
+
+func runNoteHead(domain string, rs backend.RunState) string {
+	return fmt.Sprintf("domain %s is %s since ", domain, rs)
+}
+
+// isRunNote tells our note from any other last_error.
+func isRunNote(cur *Machine) bool {
+	return cur.Domain != "" && strings.HasPrefix(cur.LastError, "domain "+cur.Domain+" is ") &&
+		strings.Contains(cur.LastError, " since ")
+}
+
+// setRunNote makes note the machine's last_error if it differs ("" clears
+// a note of ours), with one WARN per change; nothing changes otherwise, so
+// a domain that stays down costs no revision and no log line per pass.
+func (e *Engine) setRunNote(seen *Machine, note, msg string) {
+	unlock := e.locks.Lock(seen.ID)
+	defer unlock()
+	cur, ok := e.idx.get(seen.ID)
+	if !ok || cur.Revision != seen.Revision || cur.LastError == note || (note == "" && !isRunNote(cur)) {
+		return
+	}
+	n := cur.edit()
+	n.LastError = note
+	if err := e.commit(context.Background(), cur.ID, "", nil, &n); err != nil {
+		return // the next pass tries again
+	}
+	if note == "" {
+		e.log.Info(msg, "machine", cur.ID, "domain", cur.Domain, "state", cur.State.String())
+		return
+	}
+	e.log.Warn(msg, "machine", cur.ID, "domain", cur.Domain, "zone", cur.Zone, "state", cur.State.String(), "err", note)
+}
+
+// restart starts the domain of an IDLE machine through the machine's call
+// gate, so it never overlaps a transition's backend call, and only if the
+// record is still the one the listing was judged against.
+func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine, o backend.Observed) error {
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	leave, running, err := e.calls.enter(ctx, seen.ID, OpReconcile)
+	if err != nil {
+		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
+	}
+	defer leave()
+	if cur, ok := e.idx.get(seen.ID); !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
+		return fmt.Errorf("the machine changed meanwhile")
+	}
+	return st.Start(ctx, seen.ID, o.Placement)
+}
+
+// recordRestart logs the restart and adds it to the machine's history (the
+// admin page's timeline), clearing a note left by an earlier failed try.
+func (e *Engine) recordRestart(id string, was backend.RunState) {
+	unlock := e.locks.Lock(id)
+	defer unlock()
+	cur, ok := e.idx.get(id)
+	if !ok || cur.State != Idle {
+		return
+	}
+	now := e.cfg.Now()
+	why := fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)
+	e.log.Warn("reconcile: restarted a domain that was not running", "machine", id, "domain", cur.Domain,
+		"zone", cur.Zone, "was", was.String())
+	n := cur.edit()
+	if isRunNote(cur) {
+		n.LastError = ""
+	}
+	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+		From: Idle, To: Idle, Started: now, Ended: now, Outcome: "restarted", LastError: why})
+	_ = e.commit(context.Background(), id, "", nil, &n) // history only: losing it loses nothing
+}
+
+func (e *Engine) observeRestart(zone, from string, ok bool) {
+	if ro, is := e.cfg.Observer.(RunObserver); is {
+		ro.DomainRestarted(zone, from, ok)
+	}
+}
+
+func (e *Engine) observeNotRunning(byZone map[string]map[string]int) {
+	if ro, is := e.cfg.Observer.(RunObserver); is {
+		ro.DomainsNotRunning(byZone)
+	}
+}
