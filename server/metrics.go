@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -26,7 +27,11 @@ type Metrics struct {
 	transitions *prometheus.HistogramVec
 	commits     prometheus.Histogram
 	commitSize  prometheus.Histogram
+	notRunning  *prometheus.GaugeVec
+	restarts    *prometheus.CounterVec
 }
+
+var _ lifecycle.RunObserver = (*Metrics)(nil)
 
 // NewMetrics builds the registry with the RPC, panic, transition and store
 // series, plus the Go runtime and process collectors. counts may be nil
@@ -62,8 +67,17 @@ func NewMetrics(counts CountsFunc) *Metrics {
 			Help:    "Records (machines + fence marks) made durable by one store transaction.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 1024},
 		}),
+		notRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "machines_not_running",
+			Help: "IDLE or CONFIGURED machines whose domain reconcile found not running, by zone and run state (shutoff, crashed, paused, ...); set by each reconcile of the zone.",
+		}, []string{"zone", "state"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "machine_restarts_total",
+			Help: "Stopped domains of IDLE machines that reconcile started again, by zone, the run state they were in and outcome (ok, failed).",
+		}, []string{"zone", "from", "outcome"}),
 	}
 	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
+		m.notRunning, m.restarts,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if counts != nil {
@@ -75,6 +89,30 @@ func NewMetrics(counts CountsFunc) *Metrics {
 // TransitionFinished implements lifecycle.Observer.
 func (m *Metrics) TransitionFinished(kind lifecycle.OpKind, zone, outcome string, d time.Duration) {
 	m.transitions.WithLabelValues(string(kind), zone, outcome).Observe(d.Seconds())
+}
+
+// notRunningStates are the gauge's state labels, each set (0 included)
+// for every zone a reconcile listed, so a state that clears shows 0.
+var notRunningStates = []string{backend.RunShutoff, backend.RunCrashed, backend.RunPaused,
+	backend.RunShutdown, backend.RunSuspended, backend.RunNoState}
+
+// DomainsNotRunning implements lifecycle.RunObserver. Zones whose listing
+// failed are absent and keep their last values (unknown is not zero).
+func (m *Metrics) DomainsNotRunning(byZone map[string]map[string]int) {
+	for zone, states := range byZone {
+		for _, st := range notRunningStates {
+			m.notRunning.WithLabelValues(zone, st).Set(float64(states[st]))
+		}
+	}
+}
+
+// DomainRestarted implements lifecycle.RunObserver.
+func (m *Metrics) DomainRestarted(zone, from string, ok bool) {
+	outcome := "ok"
+	if !ok {
+		outcome = "failed"
+	}
+	m.restarts.WithLabelValues(zone, from, outcome).Inc()
 }
 
 // StoreCommitted is shaped for the bbolt store's OnCommit hook: one call
