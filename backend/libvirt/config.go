@@ -60,8 +60,8 @@ type Config struct {
 	InventoryTimeout time.Duration // per host, for Inventory and Hosts
 	ReconnectMin     time.Duration // first pause before re-dialling a lost host
 	ReconnectMax     time.Duration // cap of that pause
-	KeepAliveSecs    int           // libvirt keepalive interval
-	KeepAliveCount   uint          // unanswered keepalives before the link is dead
+	KeepAliveSecs    int           // watchdog ping interval (watch.go)
+	KeepAliveCount   uint          // ping intervals of silence before the link is dead
 
 	Logger *slog.Logger
 }

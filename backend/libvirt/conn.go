@@ -127,13 +127,12 @@ func (h *host) connect() error {
 		}
 		return err
 	}
-	// Keepalive makes a dead peer surface as a closed connection within
-	// interval*count seconds instead of a call hanging on TCP timeouts.
-	// Local drivers (test://) do not support it; that is fine.
-	if err := conn.SetKeepAlive(h.cfg.KeepAliveSecs, h.cfg.KeepAliveCount); err != nil &&
-		!isCode(err, libvirt.ERR_NO_SUPPORT) {
-		h.log.Debug("libvirt keepalive not enabled", "err", scrub(err, h.uri))
-	}
+	// No libvirt keepalive: libvirt's client (9.0, Debian 12) crashes the
+	// process when a keepalive timeout closes a connection while other
+	// threads are inside calls on it (TestReconnectUnderCallsReal, built
+	// with -tags reallibvirt, reproduces it: SIGSEGV in the RPC client's
+	// event loop). The host's own watchdog (watch.go) pings instead, and
+	// only marks the link dead: it never closes it under a call.
 	if err := conn.RegisterCloseCallback(func(reason libvirt.ConnectCloseReason) {
 		// Runs on the event loop thread: closing the connection from here
 		// would re-enter libvirt, so hand it to a goroutine.
@@ -161,6 +160,7 @@ func (h *host) connect() error {
 	}
 	h.conn, h.choice, h.lastErr, h.since = conn, choice, "", time.Now()
 	h.mu.Unlock()
+	go h.watch(conn)
 	if choice.Fallback != "" {
 		h.log.Warn("kvm is offered but QEMU cannot use it; guests on this host run in qemu (TCG)",
 			"domain_type", choice.Type, "reason", choice.Fallback)
@@ -218,12 +218,14 @@ func (h *host) drop(conn lvConn, why string) {
 	}
 	h.conn, h.lastErr, h.since = nil, why, time.Now()
 	h.mu.Unlock()
-	closeConn(conn)
 	h.log.Warn("libvirt host connection lost; reconnecting", "why", why)
 	select {
 	case h.kick <- struct{}{}:
 	default:
 	}
+	// Last: on a frozen daemon, unregistering the close callback waits
+	// for libvirt's client lock until the daemon answers again.
+	closeConn(conn)
 }
 
 // closeConn releases the host's own reference. The close callback holds one
@@ -307,8 +309,17 @@ func (h *host) close() {
 	case <-h.done:
 	case <-time.After(5 * time.Second): // a dial stuck in the network; it closes its conn itself
 	}
-	if conn != nil {
-		closeConn(conn)
+	if conn == nil {
+		return
+	}
+	// Closing the last reference says goodbye to the daemon: an RPC,
+	// which a frozen daemon never answers. Shutdown does not wait for it.
+	closed := make(chan struct{})
+	go func() { closeConn(conn); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		h.log.Warn("libvirt host did not answer the close; not waiting for it")
 	}
 }
 

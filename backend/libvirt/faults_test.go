@@ -51,7 +51,8 @@ type faults struct {
 	real map[string]*libvirt.Connect // by URI
 
 	rules    []*fault
-	dialErrs []error // the next dials fail with these, in order
+	dialErrs []error       // the next dials fail with these, in order
+	dialGate chan struct{} // non-nil: dials wait until it is closed (a frozen daemon)
 	dials    int
 	conns    []*faultConn
 	mutated  []string // "op name" of every call that changes the host
@@ -123,8 +124,28 @@ func (f *faults) mutations() []string {
 	return append([]string(nil), f.mutated...)
 }
 
+// freezeDials makes dials hang, as connecting to a frozen daemon does,
+// until the returned thaw is called.
+func (f *faults) freezeDials() (thaw func()) {
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.dialGate = gate
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		f.dialGate = nil
+		f.mu.Unlock()
+		close(gate)
+	}
+}
+
 func (f *faults) dial(uri string) (lvConn, error) {
 	f.mu.Lock()
+	if gate := f.dialGate; gate != nil {
+		f.mu.Unlock()
+		<-gate
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	f.dials++
 	if len(f.dialErrs) > 0 {
@@ -145,6 +166,7 @@ func (f *faults) dial(uri string) (lvConn, error) {
 		return nil, err
 	}
 	fc := &faultConn{inner: &lvConnect{c: real}, f: f}
+	fc.refs.Store(1) // the dial's
 	f.conns = append(f.conns, fc)
 	return fc, nil
 }
@@ -193,6 +215,7 @@ type faultConn struct {
 	inner lvConn
 	f     *faults
 	dead  atomic.Bool
+	refs  atomic.Int32 // references held; a call needs one
 	mu    sync.Mutex
 	cb    func(libvirt.ConnectCloseReason)
 }
@@ -213,6 +236,9 @@ func (c *faultConn) kill() {
 
 // do runs call under the rule (if any) that fires for op on name.
 func (c *faultConn) do(op, name string, call func() error) error {
+	if c.refs.Load() <= 0 {
+		c.f.t.Errorf("%s on a connection whose last reference is closed", op)
+	}
 	if c.dead.Load() {
 		return errClosed
 	}

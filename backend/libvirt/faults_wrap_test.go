@@ -5,20 +5,27 @@ import (
 )
 
 // The wrapped methods of faults_test.go's injector, one per method of the
-// lv* interfaces. Reference counting and callbacks pass through untouched.
+// lv* interfaces. Callbacks pass through untouched; reference counting
+// passes through and is also counted per wrapper, so a call made after
+// the last reference was closed is caught (as libvirt would crash on it).
 
-func (c *faultConn) Ref() error          { return c.inner.Ref() }
-func (c *faultConn) Close() (int, error) { return c.inner.Close() }
+func (c *faultConn) Ref() error {
+	c.refs.Add(1)
+	return c.inner.Ref()
+}
+
+func (c *faultConn) Close() (int, error) {
+	if n := c.refs.Add(-1); n < 0 {
+		c.f.t.Errorf("connection closed more often than referenced (%d)", n)
+	}
+	return c.inner.Close()
+}
 
 func (c *faultConn) IsAlive() (bool, error) {
 	if c.dead.Load() {
 		return false, nil
 	}
 	return c.inner.IsAlive()
-}
-
-func (c *faultConn) SetKeepAlive(interval int, count uint) error {
-	return c.inner.SetKeepAlive(interval, count)
 }
 
 func (c *faultConn) RegisterCloseCallback(cb func(libvirt.ConnectCloseReason)) error {

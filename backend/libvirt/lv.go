@@ -22,7 +22,6 @@ type lvConn interface {
 	Ref() error
 	Close() (int, error)
 	IsAlive() (bool, error)
-	SetKeepAlive(interval int, count uint) error
 	RegisterCloseCallback(cb func(reason libvirt.ConnectCloseReason)) error
 	UnregisterCloseCallback() error
 
@@ -96,12 +95,9 @@ func dialLibvirt(uri string) (lvConn, error) {
 // a nil pointer in a non-nil interface.
 type lvConnect struct{ c *libvirt.Connect }
 
-func (c *lvConnect) Ref() error             { return c.c.Ref() }
-func (c *lvConnect) Close() (int, error)    { return c.c.Close() }
-func (c *lvConnect) IsAlive() (bool, error) { return c.c.IsAlive() }
-func (c *lvConnect) SetKeepAlive(interval int, count uint) error {
-	return c.c.SetKeepAlive(interval, count)
-}
+func (c *lvConnect) Ref() error                        { return c.c.Ref() }
+func (c *lvConnect) Close() (int, error)               { return c.c.Close() }
+func (c *lvConnect) IsAlive() (bool, error)            { return c.c.IsAlive() }
 func (c *lvConnect) UnregisterCloseCallback() error    { return c.c.UnregisterCloseCallback() }
 func (c *lvConnect) GetCapabilities() (string, error)  { return c.c.GetCapabilities() }
 func (c *lvConnect) GetLibVersion() (uint32, error)    { return c.c.GetLibVersion() }

@@ -1,0 +1,111 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// A daemon that stops answering (frozen) is declared dead by the watchdog
+// within KeepAliveSecs*KeepAliveCount: the zone turns Unavailable, a call
+// still waiting on the old connection is not cut off (no handle is closed
+// under it), and the host is back once the daemon answers again.
+func TestWatchdogMarksSilentHostDown(t *testing.T) {
+	b, f, logs := newFaultBackend(t, func(c *Config) { c.KeepAliveSecs, c.KeepAliveCount = 1, 1 }, nil)
+	z := b.Zones()[0]
+	if err := b.ZoneReady(z); err != nil {
+		t.Fatalf("not up: %v", err)
+	}
+	thaw := f.freezeDials()
+	freeze := f.add(&fault{op: "conn.GetLibVersion", kind: faultBlock})
+	stuck := f.add(&fault{op: "conn.LookupDomainByName", kind: faultBlock})
+	inFlight := make(chan error, 1)
+	go func() {
+		_, err := b.ConfirmGone(context.Background(), "m-frozen", backend.Placement{Zone: z})
+		inFlight <- err
+	}()
+	waitFor(t, 5*time.Second, func() bool { return b.ZoneReady(z) != nil })
+	err := b.ZoneReady(z)
+	if !strings.Contains(err.Error(), "did not answer for 1s") || !errors.Is(err, backend.ErrHostUnavailable) {
+		t.Fatalf("zone error %v: want Unavailable naming the silence", err)
+	}
+	if !strings.Contains(logs.String(), "did not answer") {
+		t.Errorf("no WARN for the dead link in the logs:\n%s", logs)
+	}
+	f.clear()
+	thaw()
+	close(freeze.release)
+	close(stuck.release)
+	select {
+	case err := <-inFlight:
+		if err != nil {
+			t.Errorf("the call in flight during the freeze: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in flight never returned")
+	}
+	waitFor(t, 5*time.Second, func() bool { return b.ZoneReady(z) == nil })
+}
+
+// Connections lost while many calls run on them: every call gets a result
+// or an error, none runs on a connection whose last reference is closed
+// (faultConn counts them and fails the test), and the host ends up
+// connected. Run with -race: the reference counting is the point.
+func TestReconnectUnderConcurrentCalls(t *testing.T) {
+	b, f, _ := newFaultBackend(t, nil, nil)
+	z := b.Zones()[0]
+	h := b.hosts[z]
+	ctx := context.Background()
+	var stop atomic.Bool
+	var calls, errs atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				var err error
+				switch i % 3 {
+				case 0:
+					_, err = b.ConfirmGone(ctx, "m-stress", backend.Placement{Zone: z})
+				case 1:
+					inv := b.Inventory(ctx)
+					err = inv[0].Err
+				case 2:
+					err = h.withConn(func(c lvConn) error { _, err := c.GetCapabilities(); return err })
+				}
+				calls.Add(1)
+				if err != nil {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	drops := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); drops++ {
+		f.mu.Lock()
+		c := f.conns[len(f.conns)-1]
+		f.mu.Unlock()
+		c.kill()
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	waitFor(t, 5*time.Second, func() bool { return b.ZoneReady(z) == nil })
+	f.mu.Lock()
+	dials := f.dials
+	f.mu.Unlock()
+	t.Logf("%d drops, %d dials, %d calls, %d failed", drops, dials, calls.Load(), errs.Load())
+	if dials < 5 || calls.Load() < 100 {
+		t.Fatalf("the stress did not stress: %d dials, %d calls", dials, calls.Load())
+	}
+	if errs.Load() == 0 {
+		t.Errorf("no call saw a dropped connection: the drops did not land under calls")
+	}
+}
