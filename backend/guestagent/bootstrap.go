@@ -27,7 +27,8 @@ type BootstrapConfig struct {
 	BootstrapHook string
 	ReadyHook     string
 	DrainHook     string
-	ChunkSize     int // raw bytes per guest-file-write
+	RunDir        string // the hooks' pid records, in the guest (a tmpfs)
+	ChunkSize     int    // raw bytes per guest-file-write
 
 	AgentWait       time.Duration // how long to wait for the agent's first ping
 	BootstrapBudget time.Duration // one run of the bootstrap hook
@@ -57,6 +58,7 @@ func (c *BootstrapConfig) setDefaults() {
 	def(&c.BootstrapHook, DefaultBootstrapHook)
 	def(&c.ReadyHook, DefaultReadyHook)
 	def(&c.DrainHook, DefaultDrainHook)
+	def(&c.RunDir, DefaultRunDir)
 	dur(&c.AgentWait, DefaultAgentWait)
 	dur(&c.BootstrapBudget, DefaultBootstrapBudget)
 	dur(&c.ReadyBudget, DefaultReadyBudget)
@@ -84,24 +86,38 @@ func (b *Bootstrapper) Config() BootstrapConfig { return b.cfg }
 // waits until "ready <clusterID>" exits 0 (or ctx ends). Without a ready hook
 // in the image the bootstrap hook's success is the readiness signal.
 //
+// It first kills what an interrupted earlier attempt left running and
+// removes its partial blob (guestside.go). The blob is written to a 0600
+// file in a private directory and renamed to BlobPath once complete, so
+// BlobPath never holds a partial blob and no byte of it is ever readable by
+// anyone but root. A Configure that gives up cleans up the same way.
+//
 // The blob is secret: it is only handed to WriteFile and never appears in an
 // error. Configure is safe to re-run: the hooks must be idempotent.
 func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []byte) error {
+	if err := checkBlobPath(b.cfg.BlobPath); err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
 	if err := b.waitAgent(ctx); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	return midProtocol(ctx, b.configure(ctx, clusterID, blob))
+	err := b.configure(ctx, clusterID, blob)
+	if err != nil {
+		b.giveUp(ctx, err)
+	}
+	return midProtocol(ctx, err)
 }
 
 // configure is Configure once the agent has answered.
 func (b *Bootstrapper) configure(ctx context.Context, clusterID string, blob []byte) error {
-	if err := b.c.WriteFile(ctx, b.cfg.BlobPath, blob, b.cfg.ChunkSize); err != nil {
-		return fmt.Errorf("configure: write blob: %w", err)
+	if err := b.deliver(ctx, blob); err != nil {
+		return fmt.Errorf("configure: %w", err)
 	}
 	// What the hooks print may echo the blob; it is redacted before it
 	// can reach last_error, a log line or the admin API.
 	forms := newSecretForms(blob)
-	res, err := b.c.RunHook(ctx, []string{b.cfg.BootstrapHook, "--", clusterID}, b.cfg.BootstrapBudget)
+	argv := []string{b.cfg.BootstrapHook, "--", clusterID}
+	res, err := b.runTracked(ctx, hookBootstrap, argv, b.cfg.BootstrapBudget)
 	if err != nil {
 		return fmt.Errorf("configure: run bootstrap hook: %w", err)
 	}
@@ -112,6 +128,19 @@ func (b *Bootstrapper) configure(ctx context.Context, clusterID string, blob []b
 		return fmt.Errorf("configure: %w", err)
 	}
 	return nil
+}
+
+// deliver tidies, writes blob into the fresh 0600 file tidy created and
+// renames it to BlobPath.
+func (b *Bootstrapper) deliver(ctx context.Context, blob []byte) error {
+	tmp, err := b.tidy(ctx, true)
+	if err != nil {
+		return err
+	}
+	if err := b.c.WriteFile(ctx, tmp, blob, b.cfg.ChunkSize); err != nil {
+		return fmt.Errorf("write blob: %w", err)
+	}
+	return b.publish(ctx)
 }
 
 // waitAgent bounds WaitReady by AgentWait so a guest without an agent fails
@@ -150,7 +179,7 @@ func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, forms s
 	checks := 0
 	for {
 		checks++
-		res, err := b.c.RunHook(ctx, argv, b.cfg.ReadyBudget)
+		res, err := b.runTracked(ctx, hookReady, argv, b.cfg.ReadyBudget)
 		if missingHook(present, res, err) {
 			return nil
 		}

@@ -137,7 +137,7 @@ func (c *Client) Sync(ctx context.Context) error {
 }
 
 // FileOpen opens a file in the guest (guest-file-open) and returns its handle.
-// Mode is fopen(3)'s ("r", "w", "a", ...). New files are created 0600.
+// Mode is fopen(3)'s ("r", "w", "a", ...). qemu-ga creates new files 0666.
 func (c *Client) FileOpen(ctx context.Context, path, mode string) (int64, error) {
 	var h int64
 	if err := c.call(ctx, cmdFileOpen, fileOpenArgs{Path: path, Mode: mode}, &h); err != nil {

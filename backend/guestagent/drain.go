@@ -19,6 +19,9 @@ var errNoGrace = errors.New("grace period is 0: no graceful drain")
 // an error (the caller then marks the machine FAILED).
 //
 // An image without a drain hook has nothing to drain: Drain returns nil.
+// Drain first kills what an interrupted earlier transition left running
+// (guestside.go), and a hook run that must stop is killed with its whole
+// process group.
 func (b *Bootstrapper) Drain(ctx context.Context, clusterID string, grace time.Duration) error {
 	if err := b.waitAgent(ctx); err != nil {
 		return fmt.Errorf("drain: %w", err)
@@ -28,6 +31,9 @@ func (b *Bootstrapper) Drain(ctx context.Context, clusterID string, grace time.D
 
 // drain is Drain once the agent has answered.
 func (b *Bootstrapper) drain(ctx context.Context, clusterID string, grace time.Duration) error {
+	if _, err := b.tidy(ctx, false); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
 	p := b.probe(ctx, b.cfg.DrainHook)
 	if p == absent {
 		return nil
@@ -35,7 +41,7 @@ func (b *Bootstrapper) drain(ctx context.Context, clusterID string, grace time.D
 	cause := errNoGrace
 	if grace > 0 {
 		argv := []string{b.cfg.DrainHook, "--", clusterID, graceSeconds(grace)}
-		res, err := b.c.RunHook(ctx, argv, grace+b.cfg.DrainMargin)
+		res, err := b.runTracked(ctx, hookDrain, argv, grace+b.cfg.DrainMargin)
 		switch {
 		case missingHook(p, res, err):
 			return nil
@@ -59,7 +65,7 @@ func (b *Bootstrapper) drain(ctx context.Context, clusterID string, grace time.D
 // forceDrain runs the forced mode after the graceful one gave up.
 func (b *Bootstrapper) forceDrain(ctx context.Context, clusterID string, cause error) error {
 	argv := []string{b.cfg.DrainHook, "--force", "--", clusterID, "0"}
-	res, err := b.c.RunHook(ctx, argv, b.cfg.DrainMargin)
+	res, err := b.runTracked(ctx, hookDrain, argv, b.cfg.DrainMargin)
 	if err == nil && res.OK() {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,13 @@ type fakeGuest struct {
 	reqs     []string // command names in order
 	timeouts []time.Duration
 	override func(cmd string, args json.RawMessage) ([]byte, error, bool)
+
+	// The guest-side bookkeeping (guestside.go), played by the fake.
+	modes      map[string]uint32 // file modes; qemu-ga creates files 0666
+	scripts    []string          // $0 of each bookkeeping script run, in order
+	scriptFail map[string]proc   // $0 -> how that script ends instead of 0
+	reaped     []int64           // hook pids a tidy killed
+	groupKills []int64           // process groups killed after a budget or ctx end
 }
 
 func newFakeGuest(t testing.TB) *fakeGuest {
@@ -64,6 +72,7 @@ func newFakeGuest(t testing.TB) *fakeGuest {
 		t: t, files: map[string][]byte{}, handles: map[int64]string{},
 		programs: map[string]program{}, runs: map[string]int{},
 		procs: map[int64]*running{}, next: 1000,
+		modes: map[string]uint32{}, scriptFail: map[string]proc{},
 	}
 }
 
@@ -150,6 +159,9 @@ func (g *fakeGuest) open(args json.RawMessage) (any, string) {
 			return nil, fmt.Sprintf("failed to open file '%s' (mode: 'r'): No such file or directory", a.Path)
 		}
 	case "w":
+		if _, ok := g.files[a.Path]; !ok {
+			g.modes[a.Path] = 0o666 // what qemu-ga does, whatever its umask
+		}
 		g.files[a.Path] = []byte{}
 	default:
 		return nil, "unexpected mode " + a.Mode
@@ -173,6 +185,13 @@ func (g *fakeGuest) exec(args json.RawMessage) (any, string) {
 		g.procs[pid] = &running{p: proc{}}
 		return execReply{PID: pid}, ""
 	}
+	switch a.Path {
+	case setsidBinary:
+		return g.wrapped(pid, a.Arg)
+	case shellBinary:
+		g.procs[pid] = &running{p: g.script(a.Arg)}
+		return execReply{PID: pid}, ""
+	}
 	prog, ok := g.programs[a.Path]
 	if !ok {
 		return nil, fmt.Sprintf("Failed to execute child process “%s” (No such file or directory)", a.Path)
@@ -180,6 +199,92 @@ func (g *fakeGuest) exec(args json.RawMessage) (any, string) {
 	g.runs[a.Path]++
 	g.procs[pid] = &running{p: prog(a.Arg, g.runs[a.Path])}
 	return execReply{PID: pid}, ""
+}
+
+// wrapped plays "setsid sh -c wrapScript bigfleet-hook <dir> <name> hook
+// args...": the pid record, then the hook in place (exit 127 from the
+// shell's exec when the hook does not exist). The exec is logged as the
+// hook's own, so execsOf(hook) sees it.
+func (g *fakeGuest) wrapped(pid int64, args []string) (any, string) {
+	if len(args) < 7 || args[0] != shellBinary || args[1] != "-c" || args[2] != wrapScript || args[3] != "bigfleet-hook" {
+		g.t.Errorf("setsid run without the pid-recording wrapper: %q", args)
+		return nil, "bad wrapper"
+	}
+	dir, name, hook := args[4], args[5], args[6]
+	g.execs[len(g.execs)-1] = execCall{Path: hook, Args: args[7:]}
+	g.files[dir+"/"+name+".pgid"] = []byte(strconv.FormatInt(pid, 10) + " 4242\n")
+	prog, ok := g.programs[hook]
+	if !ok {
+		g.procs[pid] = &running{p: proc{Exit: 127, Stderr: "sh: exec: " + hook + ": not found"}}
+		return execReply{PID: pid}, ""
+	}
+	g.runs[hook]++
+	g.procs[pid] = &running{p: prog(args[7:], g.runs[hook])}
+	return execReply{PID: pid}, ""
+}
+
+// script plays one bookkeeping script ("-c", script, $0, args...).
+func (g *fakeGuest) script(args []string) proc {
+	if len(args) < 3 || args[0] != "-c" {
+		g.t.Errorf("unexpected shell run %q", args)
+		return proc{Exit: 2}
+	}
+	name, a := args[2], args[3:]
+	g.scripts = append(g.scripts, name)
+	if p, ok := g.scriptFail[name]; ok {
+		return p
+	}
+	switch {
+	case args[1] == tidyScript && name == "bigfleet-tidy":
+		g.tidy(a[0], a[1], a[2], a[3:])
+	case args[1] == publishScript && name == "bigfleet-blob":
+		src, dst := a[0]+"/"+a[1], a[2]
+		data, ok := g.files[src]
+		if !ok {
+			return proc{Exit: 1, Stderr: "mv: can't rename '" + src + "': No such file or directory"}
+		}
+		g.files[dst], g.modes[dst] = data, g.modes[src]
+		delete(g.files, src)
+		delete(g.modes, src)
+	case args[1] == groupKillScript && name == "bigfleet-kill":
+		target, _ := strconv.ParseInt(a[0], 10, 64)
+		g.groupKills = append(g.groupKills, target)
+		if r, ok := g.procs[target]; ok {
+			r.killed = true
+		}
+	default:
+		g.t.Errorf("unknown script %s: %q", name, args[1])
+		return proc{Exit: 2}
+	}
+	return proc{}
+}
+
+// tidy plays tidyScript: kill every recorded hook still running, drop the
+// records and the private blob directory, and maybe create the blob file.
+func (g *fakeGuest) tidy(dir, tmp, file string, hooks []string) {
+	for _, h := range hooks {
+		rec := dir + "/" + h + ".pgid"
+		raw, ok := g.files[rec]
+		if !ok {
+			continue
+		}
+		var pid int64
+		fmt.Sscan(string(raw), &pid)
+		if r, ok := g.procs[pid]; ok && !r.killed {
+			r.killed = true
+			g.reaped = append(g.reaped, pid)
+		}
+		delete(g.files, rec)
+	}
+	for p := range g.files {
+		if strings.HasPrefix(p, tmp+"/") {
+			delete(g.files, p)
+			delete(g.modes, p)
+		}
+	}
+	if file != "" {
+		g.files[tmp+"/"+file], g.modes[tmp+"/"+file] = []byte{}, 0o600
+	}
 }
 
 func (g *fakeGuest) status(args json.RawMessage) (any, string) {

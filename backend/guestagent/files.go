@@ -56,8 +56,10 @@ const ChannelName = "org.qemu.guest_agent.0"
 // through argv, the environment or a shell. The handle is closed on every
 // path, also when a write fails or ctx ends, so qemu-ga does not leak it.
 //
-// qemu-ga creates new files with mode 0600 (the CVE-2013-2007 fix); an
-// existing file is truncated and keeps its mode. Nothing here chmods.
+// qemu-ga creates a new file 0666 whatever its umask (an existing file is
+// truncated and keeps its mode), so a secret must go to a file created with
+// the right mode beforehand: Configure has tidy create it 0600 in a 0700
+// directory (guestside.go). Nothing here chmods.
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte, chunkSize int) (err error) {
 	if chunkSize <= 0 {
 		chunkSize = DefaultChunkSize

@@ -81,6 +81,13 @@ func (e *HookError) Error() string {
 // A hook that ran and failed is not an error: inspect the result (or call
 // its Err). The error reports agent and transport failures and ctx ending.
 func (c *Client) RunHook(ctx context.Context, argv []string, budget time.Duration) (HookResult, error) {
+	return c.run(ctx, argv, budget, c.kill)
+}
+
+// run is RunHook with the way a process that must stop is killed: kill
+// (its pid) or killGroup (its process group, for a hook run as a group
+// leader, so the children it started die with it).
+func (c *Client) run(ctx context.Context, argv []string, budget time.Duration, kill func(context.Context, int64)) (HookResult, error) {
 	res := HookResult{Argv: argv, Budget: budget}
 	if len(argv) == 0 {
 		return res, errors.New("run hook: empty argv")
@@ -97,7 +104,7 @@ func (c *Client) RunHook(ctx context.Context, argv []string, budget time.Duratio
 		res.Elapsed = c.clock.Now().Sub(start)
 		if err != nil {
 			if !IsAgentUnavailable(err) { // a dead agent would only time out again
-				c.kill(ctx, pid)
+				kill(ctx, pid)
 			}
 			return res, err
 		}
@@ -108,14 +115,14 @@ func (c *Client) RunHook(ctx context.Context, argv []string, budget time.Duratio
 		wait := delay
 		if budget > 0 {
 			if res.Elapsed >= budget {
-				c.kill(ctx, pid)
+				kill(ctx, pid)
 				res.TimedOut = true
 				return res, nil
 			}
 			wait = min(wait, budget-res.Elapsed)
 		}
 		if err := c.clock.Sleep(ctx, wait); err != nil {
-			c.kill(ctx, pid)
+			kill(ctx, pid)
 			return res, fmt.Errorf("%s: %w", argv[0], err)
 		}
 		delay = min(delay*3/2, pollMax)

@@ -82,6 +82,15 @@ func (a *fakeAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]b
 	case "guest-exec":
 		a.next++
 		code := 0
+		if args.Path == "/bin/sh" {
+			a.script(args.Arg)
+			a.exits[a.next] = 0
+			return ret(map[string]any{"pid": a.next})
+		}
+		if args.Path == "/usr/bin/setsid" && len(args.Arg) > 6 {
+			// The pid-recording wrapper (sh -c script $0 dir name hook args...).
+			args.Path, args.Arg = args.Arg[6], args.Arg[7:]
+		}
 		if args.Path == "/opt/bigfleet/bootstrap" {
 			// The cluster id is the value after "--" (argv ends options).
 			cluster := ""
@@ -108,6 +117,29 @@ func (a *fakeAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]b
 		return ret(st)
 	}
 	return nil, &guestagent.AgentError{Class: "CommandNotFound", Desc: r.Execute}
+}
+
+// script plays guestagent's bookkeeping scripts ("-c", script, $0, args):
+// the tidy that creates the empty blob file, the rename into place; the
+// rest (reaping, group kills) has nothing to act on here.
+func (a *fakeAgent) script(arg []string) {
+	if len(arg) < 3 {
+		return
+	}
+	switch v := arg[3:]; arg[2] {
+	case "bigfleet-tidy":
+		for p := range a.files {
+			if strings.HasPrefix(p, v[1]+"/") {
+				delete(a.files, p)
+			}
+		}
+		if v[2] != "" {
+			a.files[v[1]+"/"+v[2]] = nil
+		}
+	case "bigfleet-blob":
+		a.files[v[2]] = a.files[v[0]+"/"+v[1]]
+		delete(a.files, v[0]+"/"+v[1])
+	}
 }
 
 func withFakeAgent(b *Backend) *fakeAgent {
