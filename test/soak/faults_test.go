@@ -30,10 +30,14 @@ func (s *soak) runFaults() {
 			return
 		}
 		time.Sleep(span(s.p.Gap))
+		aimed := s.aim(k)
 		shared := s.led.beginFault(k)
 		ev := faultEvent{Kind: k, Start: shared.Start}
 		err := s.inject(&ev, shared, rng, span)
 		ev.End = time.Now()
+		if aimed != "" {
+			ev.Note = aimed + ", " + ev.Note
+		}
 		s.led.editFault(shared, func(f *faultEvent) {
 			f.End, f.Note, f.CutShort = ev.End, ev.Note, ev.CutShort
 			if err != nil {

@@ -59,7 +59,7 @@ func TestProfiles(t *testing.T) {
 }
 
 func TestJudgement(t *testing.T) {
-	s := &soak{led: newLedger(), t0: time.Now(), pr: &provider{logPath: "/nonexistent"}, quiet: true}
+	s := &soak{led: newLedger(), aimer: newAimer(), t0: time.Now(), pr: &provider{logPath: "/nonexistent"}, quiet: true}
 	s.h = &host{log: s.logf}
 	now := time.Now()
 	op := &opRecord{Kind: "Configure", Machine: "m", Sent: now.Add(-time.Minute)}

@@ -56,6 +56,7 @@ type soak struct {
 	locks  map[string]*sync.Mutex // held by a client for one whole operation
 	domain map[string]string      // machine → the domain name the provider derives
 	stop   atomic.Bool
+	aimer  *aimer
 	// deadline is go test's -timeout: faults stop early enough for the
 	// teardown, which must always run (it leaves libvirtd thawed and clean).
 	deadline time.Time
@@ -79,7 +80,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{p: p, led: newLedger(), t0: time.Now(), owner: map[string]*client{},
+	s := &soak{p: p, led: newLedger(), aimer: newAimer(), t0: time.Now(), owner: map[string]*client{},
 		locks: map[string]*sync.Mutex{}, domain: map[string]string{}}
 	s.deadline, _ = t.Deadline()
 	s.h = &host{env: e, prefix: "bf-" + p.Provider + "-", log: s.logf}
@@ -220,6 +221,7 @@ func (s *soak) report(t *testing.T) {
 	for _, o := range l.unsettled() {
 		s.violate(clOther, "unsettled|"+o.OpID, fmt.Sprintf("acknowledged %s of %s (op %s) has no outcome", o.Kind, o.Machine, o.OpID), nil)
 	}
+	s.aimReport()
 	s.logf("operations by outcome: %s", l.outcomes())
 	for _, d := range l.details {
 		fmt.Println(d)
