@@ -1,6 +1,9 @@
 package lifecycle
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Close stops the engine: Shutdown bounded by Config.ShutdownGrace (0, the
 // default, cancels in-flight transitions at once, as a crash would).
@@ -27,8 +30,26 @@ func (e *Engine) Shutdown(ctx context.Context) {
 		e.closed.Store(true)
 		e.bgMu.Unlock()
 		e.bgCancel()
-		e.bg.Wait()
+		e.waitBackground()
 	})
+}
+
+// stragglerWait bounds the wait for background work after it is
+// cancelled. A backend call that cannot be cancelled (a libvirt call to a
+// frozen daemon waits for the daemon) must not hold the process: what it
+// was doing is transitional in the store and resumed by the next Start,
+// exactly as after a crash.
+var stragglerWait = 3 * time.Second
+
+func (e *Engine) waitBackground() {
+	done := make(chan struct{})
+	go func() { e.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(stragglerWait):
+		e.log.Warn("shutdown: work still inside the backend after cancel; not waiting for it (resumed at next start)",
+			"running", e.runs.len())
+	}
 }
 
 // StopAccepting is the first step of Shutdown, for callers that must order

@@ -138,3 +138,44 @@ func TestShutdownWaitsForAcceptanceInProgress(t *testing.T) {
 		t.Fatalf("acknowledged Create stored as %s after a graceful stop", s.State)
 	}
 }
+
+// stuckConfigure's Configure ignores its context until released, as a
+// libvirt call to a frozen daemon does.
+type stuckConfigure struct {
+	*testBackend
+	release chan struct{}
+}
+
+func (b *stuckConfigure) Configure(ctx context.Context, s backend.ConfigureSpec) error {
+	<-b.release
+	return nil
+}
+
+// Issue 15 case 1 (a SIGTERM while libvirtd is frozen did not exit for
+// 61 s): a backend call that ignores cancellation does not hold the stop
+// past the bound and the straggler wait; the transition stays in the store
+// for the next Start.
+func TestShutdownDoesNotWaitForStuckBackend(t *testing.T) {
+	old := stragglerWait
+	stragglerWait = 100 * time.Millisecond
+	t.Cleanup(func() { stragglerWait = old })
+	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
+	stuck := &stuckConfigure{testBackend: f.be, release: make(chan struct{})}
+	t.Cleanup(func() { close(stuck.release) })
+	f.wrap = stuck
+	f.start(2)
+	f.toIdle("m000")
+	if _, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	f.e.Shutdown(ctx)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Shutdown took %s with a 50ms bound and a 100ms straggler wait", d)
+	}
+	if s := f.st.stored("m000"); s.State != Configuring {
+		t.Fatalf("the stuck transition is stored as %s, want CONFIGURING (resumed at next start)", s.State)
+	}
+}
