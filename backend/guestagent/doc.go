@@ -17,6 +17,10 @@
 //     status polling with backoff + kill on overrun).
 //   - Bootstrapper: Configure and Drain as the image contract in
 //     docs/image-contract.md describes them.
+//   - Guest-side bookkeeping (guestside.go): the blob goes to a 0600 file in
+//     a private directory and is renamed into place; hooks run as their own
+//     process group with a pid record in the guest, so a transition can
+//     kill what one interrupted by a provider crash left running.
 //
 // Errors: ErrAgentUnavailable marks "the agent did not answer" (timeouts,
 // unreachable channel); *AgentError marks "the agent answered with an error".
