@@ -7,6 +7,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"strings"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -24,6 +25,12 @@ import (
 // could not tell a provoked failure from a false one would prove nothing.
 
 func TestProfiles(t *testing.T) {
+	// The profiles' own values: not those of a by-hand run's overrides.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SOAK_") {
+			t.Setenv(k, "")
+		}
+	}
 	t.Setenv("SOAK_PROFILE", "short")
 	p, err := loadParams()
 	if err != nil {
