@@ -7,9 +7,9 @@ import (
 	"context"
 	"net"
 	"os"
-	"strings"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
