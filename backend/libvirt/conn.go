@@ -13,15 +13,15 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
-// eventLoop starts libvirt's default event loop once per process. Keepalive
-// and close callbacks only work while it runs, and it must be registered
+// eventLoop starts libvirt's default event loop once per process. Close
+// callbacks only work while it runs, and it must be registered
 // before the first connection is opened.
 var eventLoop sync.Once
 
 func startEventLoop(log *slog.Logger) {
 	eventLoop.Do(func() {
 		if err := libvirt.EventRegisterDefaultImpl(); err != nil {
-			log.Error("libvirt event loop: register failed; keepalive and loss detection are off", "err", err)
+			log.Error("libvirt event loop: register failed; loss detection by close callback is off", "err", err)
 			return
 		}
 		go func() {
@@ -114,8 +114,8 @@ func (h *host) isUp() bool {
 	return h.conn != nil
 }
 
-// connect dials once and installs the connection with keepalive and a close
-// callback.
+// connect dials once and installs the connection with its close callback
+// and watchdog.
 func (h *host) connect() error {
 	conn, err := h.dial(h.uri)
 	if err != nil {
@@ -263,7 +263,7 @@ func (h *host) unavailableLocked() error {
 // observe looks at the outcome of a call on conn and reports whether the
 // call failed because of the link rather than the work: a connection that
 // is no longer alive (dropped here, so the loop re-dials now rather than
-// when keepalive notices), or an RPC/timeout error on one that is. Such a
+// when the watchdog notices), or an RPC/timeout error on one that is. Such a
 // failure is backend.ErrTransient: the engine runs the idempotent call
 // again once the host is back.
 func (h *host) observe(conn lvConn, err error) bool {

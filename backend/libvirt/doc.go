@@ -28,9 +28,11 @@
 // rebuilt from libvirt alone.
 //
 // Connections: the default libvirt event loop runs once per process so that
-// keepalive and close callbacks work; a lost connection (close callback, or an
-// error classified as a connection error) is re-dialled in the background
-// with capped exponential backoff. A host that is down does not stop the
+// close callbacks work; libvirt's keepalive is off (its client crashes when
+// a keepalive timeout closes a connection under calls) and a watchdog ping
+// declares a silent daemon dead instead (watch.go). A lost connection (close
+// callback, watchdog, or an error classified as a connection error) is
+// re-dialled in the background with capped exponential backoff. A host that is down does not stop the
 // others: its zone reports backend.ErrHostUnavailable until it is back.
 //
 // Security: weak transports (qemu+tcp, SSH without host key checking, any
