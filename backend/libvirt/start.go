@@ -47,6 +47,24 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	return nil
 }
 
+// requireRunning fails at once, wrapping backend.ErrNotRunning, when the
+// domain is not running (shut off, crashed, paused, ...): Configure and
+// Drain talk to its guest agent, and waiting out the agent's timeout for a
+// guest that cannot answer only delays the same answer (2 min for a
+// Drain) and hides its cause.
+func (b *Backend) requireRunning(h *host, name string) error {
+	return h.withDomain(name, func(_ lvConn, dom lvDomain) error {
+		st, reason, err := dom.GetState()
+		if err != nil {
+			return fmt.Errorf("state of %s: %w", name, err)
+		}
+		if rs := runState(st, reason); !rs.Up() {
+			return fmt.Errorf("domain %s is %s: %w", name, rs, backend.ErrNotRunning)
+		}
+		return nil
+	})
+}
+
 // runState names a domain's state and libvirt's reason for it, in the
 // words virsh domstate --reason uses.
 func runState(st libvirt.DomainState, reason int) backend.RunState {

@@ -112,3 +112,24 @@ func TestRunStateNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRequireRunning: the check Configure and Drain make before they talk
+// to the agent says at once, with the state, that a stopped guest cannot
+// answer.
+func TestRequireRunning(t *testing.T) {
+	t.Parallel()
+	b, _ := newTestBackend(t, nil)
+	c := testConn(t, b, "z1")
+	pl := mustCreate(t, b, "m1")
+	h, _ := b.host("z1")
+	if err := b.requireRunning(h, pl.Domain); err != nil {
+		t.Fatalf("running domain: %v", err)
+	}
+	if err := onDomain(lvc(c), pl.Domain, destroy); err != nil {
+		t.Fatal(err)
+	}
+	err := b.requireRunning(h, pl.Domain)
+	if !errors.Is(err, backend.ErrNotRunning) || err.Error() != "domain "+pl.Domain+" is shut off (destroyed): domain is not running" {
+		t.Fatalf("stopped domain: %v", err)
+	}
+}
