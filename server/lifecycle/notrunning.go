@@ -52,7 +52,7 @@ func (e *Engine) checkRun(ctx context.Context, o backend.Observed, listedAt time
 		}
 		note += fmt.Sprintf("; reconcile could not start it again: %v", err)
 	} else if cur.State == Configured {
-		note += fmt.Sprintf("; not restarted: the machine is CONFIGURED (cluster %q), BigFleet decides; a Drain fails at once", cur.Cluster)
+		note += fmt.Sprintf("; not restarted: the machine is CONFIGURED (cluster %q), BigFleet decides (a Drain cannot run its hook in a stopped guest)", cur.Cluster)
 	} else {
 		note += "; not restarted: only a shut off or crashed domain is started again"
 	}
