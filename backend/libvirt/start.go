@@ -47,13 +47,19 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	return nil
 }
 
-// requireRunning fails at once, wrapping backend.ErrNotRunning, when the
-// domain is not running (shut off, crashed, paused, ...): Configure and
-// Drain talk to its guest agent, and waiting out the agent's timeout for a
-// guest that cannot answer only delays the same answer (2 min for a
+// ownedRunning is ownedMetadata for the operations that talk to the guest
+// agent (Configure, Drain): in the same lookup, a domain that is not
+// running (shut off, crashed, paused, ...) fails at once, wrapping
+// backend.ErrNotRunning with its state. Waiting out the agent's timeout
+// for a guest that cannot answer only delays that answer (2 min for a
 // Drain) and hides its cause.
-func (b *Backend) requireRunning(h *host, name string) error {
-	return h.withDomain(name, func(_ lvConn, dom lvDomain) error {
+func (b *Backend) ownedRunning(h *host, name, machineID string) (Metadata, error) {
+	var md Metadata
+	err := h.withDomain(name, func(_ lvConn, dom lvDomain) error {
+		var err error
+		if md, err = b.owned(dom, name, machineID); err != nil {
+			return err
+		}
 		st, reason, err := dom.GetState()
 		if err != nil {
 			return fmt.Errorf("state of %s: %w", name, err)
@@ -63,6 +69,10 @@ func (b *Backend) requireRunning(h *host, name string) error {
 		}
 		return nil
 	})
+	if isNoDomain(err) {
+		return Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)
+	}
+	return md, err
 }
 
 // runState names a domain's state and libvirt's reason for it, in the

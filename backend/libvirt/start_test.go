@@ -113,23 +113,29 @@ func TestRunStateNames(t *testing.T) {
 	}
 }
 
-// TestRequireRunning: the check Configure and Drain make before they talk
-// to the agent says at once, with the state, that a stopped guest cannot
-// answer.
-func TestRequireRunning(t *testing.T) {
+// TestOwnedRunning: the check Configure and Drain would make before they
+// talk to the agent reads the metadata of a running domain, and says at
+// once, with the state, that a stopped guest cannot answer.
+func TestOwnedRunning(t *testing.T) {
 	t.Parallel()
 	b, _ := newTestBackend(t, nil)
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
 	h, _ := b.host("z1")
-	if err := b.requireRunning(h, pl.Domain); err != nil {
-		t.Fatalf("running domain: %v", err)
+	if md, err := b.ownedRunning(h, pl.Domain, "m1"); err != nil || md.MachineID != "m1" {
+		t.Fatalf("running domain: %+v %v", md, err)
+	}
+	if _, err := b.ownedRunning(h, pl.Domain, "m2"); !errors.Is(err, backend.ErrNotOurs) {
+		t.Fatalf("another machine's domain: %v", err)
 	}
 	if err := onDomain(lvc(c), pl.Domain, destroy); err != nil {
 		t.Fatal(err)
 	}
-	err := b.requireRunning(h, pl.Domain)
+	_, err := b.ownedRunning(h, pl.Domain, "m1")
 	if !errors.Is(err, backend.ErrNotRunning) || err.Error() != "domain "+pl.Domain+" is shut off (destroyed): domain is not running" {
 		t.Fatalf("stopped domain: %v", err)
+	}
+	if _, err := b.ownedRunning(h, "bf-nope", "m1"); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("missing domain: %v", err)
 	}
 }
