@@ -1,0 +1,77 @@
+//go:build integration
+
+package integration
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+)
+
+// TestFenceSurvivesLostState (issue 15 case 5): a machine created and
+// configured under epoch 5 records its fence marks in its domain metadata;
+// the provider stops, its --state file is deleted, and the restarted
+// provider rebuilds the machine CONFIGURED from libvirt with its marks: a
+// Drain with epoch 4 is FailedPrecondition and changes nothing, one with
+// epoch 6 passes and records the new mark. Before the fix the epoch-4
+// Drain was accepted.
+func TestFenceSurvivesLostState(t *testing.T) {
+	e := loadEnv(t)
+	const name = "it-fence"
+	const shard = "shard-it"
+	sweepAtEnd(t, e, name)
+	state := filepath.Join(t.TempDir(), "state.db")
+	cfg := provCfg{Name: name, State: state, Slots: 1}
+	p := startProvider(t, e, cfg)
+	id := p.ids(t)[0]
+	domain := libvirt.DomainName(name, id)
+
+	p.accept(t, "Create", &pb.CreateRequest{MachineId: id, ShardId: shard, ShardEpoch: 5, SequenceNumber: 1})
+	p.awaitOneOf(t, id, 3*time.Minute, stIdle)
+	if got := domainMetadata(t, e, domain).Marks; !maps.Equal(got, map[string]backend.FenceMark{shard: {Epoch: 5, Sequence: 1}}) {
+		t.Fatalf("marks defined by Create: %v (the engine must hand the backend the machine's marks)", got)
+	}
+	p.accept(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-fence", BootstrapBlob: []byte("fence"),
+		ShardId: shard, ShardEpoch: 5, SequenceNumber: 2})
+	p.awaitOneOf(t, id, 3*time.Minute, stConfigured)
+	if got := domainMetadata(t, e, domain).Marks; !maps.Equal(got, map[string]backend.FenceMark{shard: {Epoch: 5, Sequence: 2}}) {
+		t.Fatalf("marks recorded by Configure: %v", got)
+	}
+
+	p.stop(t)
+	must(t, os.Remove(state))
+	t0 := time.Now()
+	p = startProvider(t, e, cfg)
+	m, _ := p.awaitOneOf(t, id, time.Minute, stConfigured)
+	t.Logf("TIMING restart without state → machine rebuilt CONFIGURED in %s", time.Since(t0).Round(time.Millisecond))
+	if m.GetCluster() != "c-fence" {
+		t.Fatalf("rebuilt as %+v", m)
+	}
+
+	var ack pb.TransitionAck
+	err := p.call(t.Context(), "Drain", &pb.DrainRequest{MachineId: id, GracePeriodSeconds: 2,
+		ShardId: shard, ShardEpoch: 4, SequenceNumber: 99}, &ack)
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Drain with epoch 4 after epoch 5, state file lost: %v, want FailedPrecondition", err)
+	}
+	if m := p.get(t, id); m.GetState() != stConfigured || m.GetCluster() != "c-fence" {
+		t.Fatalf("the refused Drain changed the machine: %v %q", m.GetState(), m.GetCluster())
+	}
+	p.accept(t, "Drain", &pb.DrainRequest{MachineId: id, GracePeriodSeconds: 2, ShardId: shard, ShardEpoch: 6})
+	p.awaitOneOf(t, id, 2*time.Minute, stIdle)
+	md := domainMetadata(t, e, domain)
+	if md.ClusterID != "" || !maps.Equal(md.Marks, map[string]backend.FenceMark{shard: {Epoch: 6}}) {
+		t.Fatalf("after the epoch-6 Drain: cluster %q marks %v", md.ClusterID, md.Marks)
+	}
+	p.settle(t, id)
+	assertNothingLeft(t, e, name)
+}
