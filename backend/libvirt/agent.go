@@ -61,20 +61,6 @@ func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
 	return guestagent.NewBootstrapper(c, cfg)
 }
 
-// ownedMetadata reads the metadata of our machine's domain.
-func (b *Backend) ownedMetadata(h *host, name, machineID string) (Metadata, error) {
-	var md Metadata
-	err := h.withDomain(name, func(_ lvConn, dom lvDomain) error {
-		var err error
-		md, err = b.owned(dom, name, machineID)
-		return err
-	})
-	if isNoDomain(err) {
-		return Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)
-	}
-	return md, err
-}
-
 // setBinding writes md, after checking again that the domain is still ours.
 func (b *Backend) setBinding(h *host, name string, md Metadata) error {
 	return h.withDomain(name, func(_ lvConn, dom lvDomain) error {
@@ -93,7 +79,7 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	md, err := b.ownedMetadata(h, name, spec.MachineID)
+	md, err := b.ownedRunning(h, name, spec.MachineID)
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
@@ -124,7 +110,7 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	md, err := b.ownedMetadata(h, name, spec.MachineID)
+	md, err := b.ownedRunning(h, name, spec.MachineID)
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}

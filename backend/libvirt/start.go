@@ -47,8 +47,9 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	return nil
 }
 
-// ownedRunning is ownedMetadata for the operations that talk to the guest
-// agent (Configure, Drain): in the same lookup, a domain that is not
+// ownedRunning reads the metadata of our machine's domain, for the
+// operations that talk to the guest agent (Configure, Drain): in the same
+// lookup, a domain that is not
 // running (shut off, crashed, paused, ...) fails at once, wrapping
 // backend.ErrNotRunning with its state. Waiting out the agent's timeout
 // for a guest that cannot answer only delays that answer (2 min for a

@@ -77,6 +77,17 @@ func TestCrashedGuests(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// A Drain of the crashed CONFIGURED machine fails at once, saying why,
+	// instead of waiting out the agent (2 min): its guest cannot run the
+	// hook, and it must not go IDLE with the cluster's credentials on disk.
+	d0 := time.Now()
+	p.accept(t, "Drain", &pb.DrainRequest{MachineId: conf, GracePeriodSeconds: 5})
+	m, _ = p.awaitOneOf(t, conf, 20*time.Second, stFailed)
+	if !strings.Contains(m.GetLastError(), "is shut off (crashed)") || !strings.Contains(m.GetLastError(), "not running") {
+		t.Errorf("Drain of the crashed machine: %q", m.GetLastError())
+	}
+	t.Logf("TIMING Drain of the crashed CONFIGURED machine FAILED %s after it was accepted", time.Since(d0).Round(time.Millisecond))
+	p.release(t, conf)
 	p.settle(t, idle)
 }
 
