@@ -65,9 +65,8 @@ type Engine struct {
 	locks keyedMutex
 	idx   *index
 
-	marksMu sync.RWMutex
-	marks   map[MarkKey]Mark // durable: machines that exist
-	unknown *unknownMarks    // in memory, bounded: ids that do not exist
+	marks   *markTable    // durable: machines that exist
+	unknown *unknownMarks // in memory, bounded: ids that do not exist
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -120,11 +119,8 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: snap.Marks,
+	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: newMarkTable(snap.Marks),
 		unknown: newUnknownMarks(cfg.UnknownMarkLimit)}
-	if e.marks == nil {
-		e.marks = make(map[MarkKey]Mark)
-	}
 	interner := newMapInterner()
 	interner.machines(snap.Machines)
 	interner.machines(cfg.Seed)

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"fmt"
-	"maps"
 	"strconv"
 )
 
@@ -45,36 +44,30 @@ func (e *Engine) markOf(key MarkKey, known bool) (Mark, bool) {
 	if !known {
 		return e.unknown.get(key)
 	}
-	e.marksMu.RLock()
-	defer e.marksMu.RUnlock()
-	m, ok := e.marks[key]
-	return m, ok
+	return e.marks.get(key)
 }
 
 func (e *Engine) setMark(machineID, shardID string, m Mark) {
-	e.marksMu.Lock()
-	e.marks[MarkKey{ShardID: shardID, MachineID: machineID}] = m
-	e.marksMu.Unlock()
+	e.marks.set(MarkKey{ShardID: shardID, MachineID: machineID}, m)
 }
 
 // adoptUnknownMarks moves loaded marks of machine ids the engine does not
 // know (stored by versions that kept them durably) into the bounded
 // in-memory set, so the two never disagree about one key.
 func (e *Engine) adoptUnknownMarks() {
-	for k, m := range e.marks {
-		if _, ok := e.idx.get(k.MachineID); !ok {
-			e.unknown.put(k, m)
-			delete(e.marks, k)
-		}
+	unknown := e.marks.takeIf(func(k MarkKey) bool {
+		_, ok := e.idx.get(k.MachineID)
+		return !ok
+	})
+	for k, m := range unknown {
+		e.unknown.put(k, m)
 	}
 }
 
 // Marks returns a copy of every durable fence mark, those of existing
 // machines (for the admin API).
 func (e *Engine) Marks() map[MarkKey]Mark {
-	e.marksMu.RLock()
-	defer e.marksMu.RUnlock()
-	return maps.Clone(e.marks)
+	return e.marks.clone()
 }
 
 // quoteClipped quotes s for a message, clipped if it is over the shard_id

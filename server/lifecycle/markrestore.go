@@ -15,23 +15,9 @@ import (
 // file rebuilt from the hosts refuses the stale tokens the lost one did.
 
 // machineMarks returns the durable fence marks of machine id, by shard id,
-// for the backend to record with the machine (nil when it has none). It
-// reads every mark: transitions are rare next to reads of a mark, and the
-// marks map is keyed for the fence's lookup.
+// for the backend to record with the machine (nil when it has none).
 func (e *Engine) machineMarks(id string) map[string]backend.FenceMark {
-	e.marksMu.RLock()
-	defer e.marksMu.RUnlock()
-	var out map[string]backend.FenceMark
-	for k, m := range e.marks {
-		if k.MachineID != id {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]backend.FenceMark)
-		}
-		out[k.ShardID] = backend.FenceMark{Epoch: m.Epoch, Sequence: m.Sequence}
-	}
-	return out
+	return e.marks.forMachine(id)
 }
 
 // restoreMarks raises the marks of existing machines to those their hosts

@@ -58,6 +58,7 @@ func (e *Engine) reconcileLoop() {
 func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 	rep := ReconcileReport{At: e.cfg.Now(), Zones: map[string]string{}}
 	inv := e.be.Inventory(ctx)
+	e.restoreMarks(ctx, inv) // before any adoption: a rebuilt machine is never seen without its marks
 	healthy := map[string]map[string]backend.Observed{}
 	down := map[string]map[string]int{} // listed zone → run state → machines
 	for _, zi := range inv {

@@ -113,18 +113,18 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte) result {
 	case OpCreate:
 		p, err := e.be.Create(ctx, backend.MachineSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone,
-			InstanceType: m.InstanceType, VCPU: m.VCPU, MemoryMiB: m.MemoryMiB,
+			InstanceType: m.InstanceType, VCPU: m.VCPU, MemoryMiB: m.MemoryMiB, Marks: e.machineMarks(m.ID),
 		})
 		return result{placement: p, err: err}
 	case OpConfigure:
 		return result{err: e.be.Configure(ctx, backend.ConfigureSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,
-			BootstrapBlob: blob, ShardMetadata: cloneMap(m.ShardMetadata),
+			BootstrapBlob: blob, ShardMetadata: cloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID),
 		})}
 	case OpDrain:
 		return result{err: e.be.Drain(ctx, backend.DrainSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,
-			Grace: time.Duration(min(m.DrainGrace, maxGraceSeconds)) * time.Second,
+			Grace: time.Duration(min(m.DrainGrace, maxGraceSeconds)) * time.Second, Marks: e.machineMarks(m.ID),
 		})}
 	case OpDelete, OpRelease:
 		return result{err: e.be.Delete(ctx, backend.DeleteSpec{
