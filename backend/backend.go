@@ -226,3 +226,12 @@ type Confirmer interface {
 type Starter interface {
 	Start(ctx context.Context, machineID string, pl Placement) error
 }
+
+// Abandoner is implemented by backends that can clean up after a
+// Configure the engine will not finish (cut by a restart): the partial
+// blob and the hook processes it left in the guest are removed. A VM that
+// is not running has nothing to clean: success. Called through the
+// machine's call gate.
+type Abandoner interface {
+	AbandonConfigure(ctx context.Context, machineID string, pl Placement) error
+}

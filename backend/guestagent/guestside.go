@@ -188,3 +188,13 @@ func checkBlobPath(p string) error {
 	}
 	return nil
 }
+
+// Abandon removes what an interrupted Configure left in the guest (its
+// partial blob, its hook processes) when the provider cannot go on with
+// it: the blob is never stored, so a Configure cut by a restart ends
+// FAILED, and nothing it started may outlive it (a bootstrap hook left
+// running could still join the node to the cluster).
+func (b *Bootstrapper) Abandon(ctx context.Context) error {
+	_, err := b.tidy(ctx, false)
+	return err
+}

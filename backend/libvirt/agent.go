@@ -148,3 +148,23 @@ func (b *Backend) AgentClient(pl backend.Placement) (*guestagent.Client, error) 
 	}
 	return guestagent.NewClient(agentTransport{h: h, name: pl.Domain}, guestagent.WithTimeout(b.cfg.AgentTimeout)), nil
 }
+
+// AbandonConfigure is backend.Abandoner: a Configure cut by a provider
+// restart leaves its partial blob and maybe its bootstrap hook in the
+// guest; they go before the machine is reported FAILED.
+func (b *Backend) AbandonConfigure(ctx context.Context, machineID string, pl backend.Placement) error {
+	h, name, err := b.locate(machineID, pl, "")
+	if err != nil {
+		return fmt.Errorf("abandon configure: %w", err)
+	}
+	if _, err := b.ownedRunning(h, name, machineID); err != nil {
+		if errors.Is(err, backend.ErrNotRunning) || errors.Is(err, backend.ErrNotFound) {
+			return nil // no guest running: nothing of the Configure runs on
+		}
+		return fmt.Errorf("abandon configure: %w", err)
+	}
+	if err := b.bootstrapper(h, name).Abandon(ctx); err != nil {
+		return fmt.Errorf("abandon configure: %w", err)
+	}
+	return nil
+}

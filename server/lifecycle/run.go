@@ -143,7 +143,11 @@ func (e *Engine) resume(id string) {
 	if m.OpKind == OpConfigure {
 		op := *m
 		e.track(op.OperationID, func() {
-			e.finish(op, result{err: errors.New("interrupted by a provider restart; the bootstrap blob is never persisted, so it cannot be delivered again")})
+			msg := "interrupted by a provider restart; the bootstrap blob is never persisted, so it cannot be delivered again"
+			if err := e.abandonConfigure(op); err != nil {
+				msg += "; cleaning the guest failed too: " + err.Error()
+			}
+			e.finish(op, result{err: errors.New(msg)})
 		})
 		return
 	}

@@ -166,6 +166,9 @@ func TestGuestCleanKillMidBlob(t *testing.T) {
 	p = startProvider(t, e, cfg)
 	m, _ := p.awaitOneOf(t, id, time.Minute, stFailed, stConfigured)
 	t.Logf("after the restart: %s %q", m.GetState(), m.GetLastError())
+	if left := blobFiles(guestFiles(t, diag, pl)); m.GetState() == stFailed && len(left) != 0 {
+		t.Errorf("the Configure cut by the restart is FAILED but left %+v in the guest", left)
+	}
 	for _, f := range blobFiles(guestFiles(t, diag, pl)) {
 		if f.Path == guestagent.DefaultBlobPath && f.Size != len(blob) {
 			t.Errorf("after the kill: a partial blob at %s (%d of %d bytes, mode %s)", f.Path, f.Size, len(blob), f.Mode)

@@ -1,0 +1,38 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// abandonTimeout bounds the cleanup of a Configure cut by a restart: the
+// wait for the machine's call gate and the backend's guest cleanup.
+const abandonTimeout = time.Minute
+
+// abandonConfigure asks the backend to remove what a Configure cut by a
+// restart left in the guest (its partial blob, its bootstrap hook, which
+// could otherwise still join the node to the cluster) before the machine
+// is reported FAILED. Through the call gate, like every backend call on a
+// machine; a failure is logged and returned for last_error.
+func (e *Engine) abandonConfigure(op Machine) error {
+	ab, ok := e.be.(backend.Abandoner)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(e.bgCtx, abandonTimeout)
+	defer cancel()
+	leave, running, err := e.calls.enter(ctx, op.ID, OpConfigure)
+	if err != nil {
+		err = fmt.Errorf("the machine's %s call did not return: %w", running, err)
+	} else {
+		err = ab.AbandonConfigure(ctx, op.ID, backend.Placement{Zone: op.Zone, Domain: op.Domain})
+		leave()
+	}
+	if err != nil {
+		e.log.Warn("could not clean up after a Configure cut by a restart", "machine", op.ID, "op", op.OperationID, "err", err)
+	}
+	return err
+}
