@@ -41,6 +41,7 @@ func startReal(t *testing.T) *realProvider {
 		t.Fatal(err)
 	}
 	eng.Start(t.Context())
+	waitListed(t, eng)
 	t.Cleanup(eng.Close)
 	ts := startServerWith(t, modeH2C, eng)
 	return &realProvider{testServer: ts, be: be, c: grpcClient{dialGRPC(t, ts, nil)}}
@@ -227,5 +228,16 @@ func TestEngineListPagingOverWire(t *testing.T) {
 	_, err := p.c.call(t.Context(), svc+"List", &pb.ListFilter{SinceRevision: []byte("garbage")}, out)
 	if err != nil || len(out.GetMachines()) != 7 {
 		t.Errorf("garbage cursor: %d machines, %v; want the full list", len(out.GetMachines()), err)
+	}
+}
+
+// waitListed waits for the engine's first reconcile pass, as serve does
+// before it listens: mutations wait for a zone's first listing.
+func waitListed(t *testing.T, eng *lifecycle.Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if !eng.WaitFirstReconcile(ctx) {
+		t.Fatal("no first reconcile within 5s")
 	}
 }

@@ -74,6 +74,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return err
 	}
 	eng.Start(context.WithoutCancel(ctx))
+	waitFirstListing(ctx, eng, log)
 
 	status := server.NewStatus()
 	status.AddProbe(st.ready)
@@ -217,4 +218,22 @@ func printBanner(w io.Writer, addr net.Addr, security server.Security) {
 	fmt.Fprintf(w, "libvirt provider listening on %s (%s)\n", hp, security)
 	fmt.Fprintf(w, "try: curl -s%s -H 'Content-Type: application/json' -d '{}' %s://%s/bigfleet.v1alpha1.CapacityProvider/List\n",
 		extra, scheme, hp)
+}
+
+// firstListingWait bounds the wait for the first reconcile before serving:
+// a host listing is bounded by the backend's inventory timeout anyway.
+const firstListingWait = 30 * time.Second
+
+// waitFirstListing lets the first reconcile (which rebuilds machines,
+// bindings and fence marks from the hosts after a lost state file) finish
+// before clients are served: until a zone is listed, its mutations get
+// Unavailable. A host down at start is not waited for.
+func waitFirstListing(ctx context.Context, eng *lifecycle.Engine, log *slog.Logger) {
+	wctx, cancel := context.WithTimeout(ctx, firstListingWait)
+	defer cancel()
+	start := time.Now()
+	if !eng.WaitFirstReconcile(wctx) {
+		log.Warn("first reconcile still running; serving anyway (mutations for unlisted zones get Unavailable)",
+			"waited", time.Since(start).Round(time.Millisecond).String())
+	}
 }

@@ -67,6 +67,7 @@ type Engine struct {
 
 	marks   *markTable    // durable: machines that exist
 	unknown *unknownMarks // in memory, bounded: ids that do not exist
+	listed  *listedZones  // zones listed since start (listed.go)
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -120,7 +121,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
 	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: newMarkTable(snap.Marks),
-		unknown: newUnknownMarks(cfg.UnknownMarkLimit)}
+		unknown: newUnknownMarks(cfg.UnknownMarkLimit), listed: newListedZones()}
 	interner := newMapInterner()
 	interner.machines(snap.Machines)
 	interner.machines(cfg.Seed)

@@ -87,6 +87,7 @@ func TestSweepFinishesOrphans(t *testing.T) {
 	be := e.be.(*testBackend)
 	release := be.hold(OpCreate)
 	defer release()
+	e.Reconcile(t.Context())                                // the first listing, which mutations wait for
 	e.Create(t.Context(), CreateRequest{MachineID: "m001"}) // live run, gated
 	skew.Store(int64(time.Hour))                            // both deadlines passed on the engine's clock
 	e.Sweep()

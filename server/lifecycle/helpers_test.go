@@ -218,8 +218,17 @@ func (f *fixture) start(n int, tweak ...func(*Config)) {
 		f.t.Fatal(err)
 	}
 	f.e = e
-	e.Start(context.Background())
+	startListed(e, context.Background())
 	f.t.Cleanup(e.Close)
+}
+
+// startListed starts e and waits (bounded) for its first reconcile pass,
+// as serve does: mutations wait for a zone's first listing (listed.go).
+func startListed(e *Engine, ctx context.Context) {
+	e.Start(ctx)
+	wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e.WaitFirstReconcile(wctx)
 }
 
 // waitState polls until the machine is in state s (bounded).

@@ -195,7 +195,7 @@ func TestCursorsFollowOutOfOrderCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Start(t.Context())
+	startListed(e, t.Context())
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()

@@ -245,7 +245,7 @@ func (e *Engine) durable(ctx context.Context, b Batch) (err error) {
 func (e *Engine) zoneReady(zone string) *Error {
 	zr, ok := e.be.(backend.ZoneReadiness)
 	if !ok {
-		return nil
+		return e.notListed(zone)
 	}
 	if err := zr.ZoneReady(zone); err != nil {
 		msg := fmt.Sprintf("host of zone %q is not available", zone)
@@ -254,7 +254,7 @@ func (e *Engine) zoneReady(zone string) *Error {
 		}
 		return errorf(CodeUnavailable, "%s", msg)
 	}
-	return nil
+	return e.notListed(zone)
 }
 
 func firstErr(errs ...*Error) *Error {

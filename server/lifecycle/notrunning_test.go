@@ -29,7 +29,7 @@ type runRig struct {
 func newRunRig(t *testing.T, n int) *runRig {
 	t.Helper()
 	r := &runRig{t: t, be: fake.New(fake.Options{}), logs: &logBuf{}, obs: &runObs{},
-		now: time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)}
+		now: time.Now().UTC().Truncate(time.Second)} // real time: run deadlines are contexts on the real clock
 	cfg := Config{Provider: "test", Seed: seed(n), Logger: slog.New(slog.NewJSONHandler(r.logs, nil)),
 		Observer: r.obs, Now: r.clock}
 	e, err := New(cfg, newMemStore(), r.be)
@@ -37,7 +37,7 @@ func newRunRig(t *testing.T, n int) *runRig {
 		t.Fatal(err)
 	}
 	r.e = e
-	e.Start(context.Background())
+	startListed(e, context.Background())
 	t.Cleanup(e.Close)
 	return r
 }
@@ -168,7 +168,7 @@ func TestStoppedConfiguredIsReportedNotRestarted(t *testing.T) {
 	r.be.SetRunState("m001", destroyed)
 	first := r.reconcile()
 	m := r.get("m001")
-	want := "domain bf-m001 is shut off (destroyed) since 2026-12-03T15:00:0"
+	want := "domain bf-m001 is shut off (destroyed) since " + r.clock().Format("2006-01-02T")
 	if m.State != Configured || !strings.HasPrefix(m.LastError, want) || !strings.Contains(m.LastError, "BigFleet decides") {
 		t.Fatalf("machine %s %q", m.State, m.LastError)
 	}
@@ -194,7 +194,7 @@ func TestStoppedConfiguredIsReportedNotRestarted(t *testing.T) {
 	// A new state is a change: one more WARN, the first-seen time restarts.
 	r.be.SetRunState("m001", backend.RunState{State: backend.RunPaused, Reason: "user"})
 	r.reconcile()
-	if m := r.get("m001"); !strings.HasPrefix(m.LastError, "domain bf-m001 is paused (user) since 2026-12-03T15:00:0") ||
+	if m := r.get("m001"); !strings.HasPrefix(m.LastError, "domain bf-m001 is paused (user) since "+r.clock().Format("2006-01-02T")) ||
 		len(r.logs.records("reconcile: domain not running")) != 2 {
 		t.Fatalf("changed state: %q", m.LastError)
 	}

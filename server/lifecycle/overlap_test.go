@@ -62,6 +62,7 @@ func TestNoBackendOverlapAfterTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	e.Reconcile(t.Context()) // the first listing, which mutations wait for
 	e.Create(t.Context(), CreateRequest{MachineID: "m000"})
 	f := &fixture{t: t, e: e}
 	m := f.waitState("m000", Failed)
@@ -102,6 +103,7 @@ func TestWaitForPreviousCallTimesOut(t *testing.T) {
 	}
 	defer e.Close()
 	f := &fixture{t: t, e: e}
+	e.Reconcile(t.Context()) // the first listing, which mutations wait for
 	e.Create(t.Context(), CreateRequest{MachineID: "m000"})
 	f.waitState("m000", Failed)
 	if _, err := e.Release(t.Context(), "m000"); err != nil {

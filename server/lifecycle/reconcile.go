@@ -42,6 +42,8 @@ func (e *Engine) reconcileLoop() {
 		case <-ctx.Done():
 		case <-reconcileTick:
 			e.Reconcile(ctx)
+		case <-e.listed.kick:
+			e.Reconcile(ctx)
 		case <-sweep.C:
 		}
 	}
@@ -111,6 +113,12 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 		}
 	}
 	e.observeNotRunning(down)
+	if ctx.Err() == nil {
+		for zone := range healthy {
+			e.listed.mark(zone)
+		}
+	}
+	e.listed.passed()
 	e.setLastReconcile(rep)
 	if rep.Adopted+rep.Vanished+rep.Restarted > 0 {
 		e.log.Info("reconcile changed machines", "adopted", rep.Adopted, "vanished", rep.Vanished, "restarted", rep.Restarted)

@@ -115,7 +115,7 @@ func TestStorePanicDoesNotStallPublication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Start(t.Context())
+	startListed(e, t.Context())
 	defer e.Close()
 	st.panicNext.Store(true)
 	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); codeOf(err) != CodeUnavailable {

@@ -15,11 +15,18 @@ import (
 // when that happened: it shows whether reconcile is cancelled at once.
 type blockingInventory struct {
 	*testBackend
+	calls     atomic.Int32
+	blockOnce sync.Once
+	blocked   chan struct{} // closed when a reconcile is blocked in Inventory
 	once      sync.Once
 	cancelled chan struct{}
 }
 
 func (b *blockingInventory) Inventory(ctx context.Context) []backend.ZoneInventory {
+	if b.calls.Add(1) == 1 {
+		return b.testBackend.Inventory(ctx) // the first listing, which mutations wait for
+	}
+	b.blockOnce.Do(func() { close(b.blocked) })
 	<-ctx.Done()
 	b.once.Do(func() { close(b.cancelled) })
 	return nil
@@ -27,14 +34,15 @@ func (b *blockingInventory) Inventory(ctx context.Context) []backend.ZoneInvento
 
 func newShutdownFixture(t *testing.T, grace time.Duration) (*fixture, *blockingInventory) {
 	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
-	bi := &blockingInventory{testBackend: f.be, cancelled: make(chan struct{})}
+	bi := &blockingInventory{testBackend: f.be, cancelled: make(chan struct{}), blocked: make(chan struct{})}
 	f.wrap = bi
-	f.start(2, func(c *Config) { c.ShutdownGrace = grace })
+	f.start(2, func(c *Config) { c.ShutdownGrace, c.ReconcileInterval = grace, 5*time.Millisecond })
 	f.toIdle("m000")
 	f.be.setDelay(OpConfigure, 300*time.Millisecond)
 	if _, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
 		t.Fatal(err)
 	}
+	<-bi.blocked // a periodic reconcile is under way when the test stops the engine
 	return f, bi
 }
 
@@ -117,7 +125,7 @@ func TestShutdownWaitsForAcceptanceInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Start(t.Context())
+	startListed(e, t.Context())
 	st.armed.Store(true)
 	acked := make(chan error, 1)
 	go func() { _, err := e.Create(context.Background(), CreateRequest{MachineID: "m000"}); acked <- err }()

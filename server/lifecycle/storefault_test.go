@@ -40,6 +40,9 @@ func newRig(t *testing.T, n int) *rig {
 		t.Fatal(err)
 	}
 	r.e.Start(t.Context())
+	listed, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	r.e.WaitFirstReconcile(listed)
 	t.Cleanup(r.e.Close)
 	return r
 }

@@ -118,6 +118,11 @@ func Start(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	eng.Start(context.Background())
+	listed, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !eng.WaitFirstReconcile(listed) {
+		t.Fatal("no first reconcile within 5s")
+	}
 	var ae admin.Engine = eng
 	if opts.Wrap != nil {
 		ae = opts.Wrap(eng)

@@ -1,0 +1,69 @@
+package lifecycle
+
+import (
+	"context"
+	"sync"
+)
+
+// Mutations wait for a zone's first listing since start. Until reconcile
+// has listed a zone's host once, the engine may not know its machines'
+// bindings and fence marks (a lost state file is rebuilt from the hosts,
+// marks included): a stale token would pass the fence and a Create could
+// adopt a bound domain as IDLE. So a mutation that would change a machine
+// of such a zone gets Unavailable and wakes reconcile. serve waits for
+// the first pass before it listens, so on a healthy start nobody sees it;
+// it bites for a host that was down at start, until it is listed.
+type listedZones struct {
+	mu    sync.Mutex
+	zones map[string]bool
+	first chan struct{} // closed after the first reconcile pass
+	once  sync.Once
+	kick  chan struct{} // wakes the reconcile loop
+}
+
+func newListedZones() *listedZones {
+	return &listedZones{zones: map[string]bool{}, first: make(chan struct{}), kick: make(chan struct{}, 1)}
+}
+
+func (l *listedZones) mark(zone string) {
+	l.mu.Lock()
+	l.zones[zone] = true
+	l.mu.Unlock()
+}
+
+func (l *listedZones) has(zone string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.zones[zone]
+}
+
+// passed records that a reconcile pass completed.
+func (l *listedZones) passed() { l.once.Do(func() { close(l.first) }) }
+
+// wake asks for a reconcile pass soon (never blocks).
+func (l *listedZones) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// WaitFirstReconcile blocks until the first reconcile pass since Start
+// has completed or ctx ends, and reports whether it completed.
+func (e *Engine) WaitFirstReconcile(ctx context.Context) bool {
+	select {
+	case <-e.listed.first:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// notListed is the refusal for a zone not listed since start.
+func (e *Engine) notListed(zone string) *Error {
+	if e.listed.has(zone) {
+		return nil
+	}
+	e.listed.wake()
+	return errorf(CodeUnavailable, "zone %q has not been listed since the provider started (machines, bindings and fence marks are read from its host first); retry shortly", zone)
+}
