@@ -65,9 +65,12 @@ func TestBinaryOverGRPC(t *testing.T) {
 	}
 
 	// Removed behind the provider's back: reconcile marks it FAILED.
+	// Undefined first (it turns transient), then destroyed (it is gone): a
+	// defined domain seen shut off in between would be started again by
+	// reconcile, as an IDLE machine's stopped domain is.
 	p.transition(t, ctx, "Create", &pb.CreateRequest{MachineId: id}, pb.MachineState_MACHINE_STATE_IDLE)
-	virsh(t, e, "destroy", domain)
 	virsh(t, e, "undefine", domain)
+	virsh(t, e, "destroy", domain)
 	m = p.await(t, ctx, id, pb.MachineState_MACHINE_STATE_FAILED)
 	if !strings.Contains(m.GetLastError(), "vanished") {
 		t.Fatalf("last_error %q", m.GetLastError())
