@@ -194,7 +194,14 @@ func checkBlobPath(p string) error {
 // it: the blob is never stored, so a Configure cut by a restart ends
 // FAILED, and nothing it started may outlive it (a bootstrap hook left
 // running could still join the node to the cluster).
+//
+// The agent may be reconnecting (libvirt resets its channel when the
+// client that ran the interrupted command went away), so it is waited for
+// first, within ctx.
 func (b *Bootstrapper) Abandon(ctx context.Context) error {
+	if err := b.waitAgent(ctx); err != nil {
+		return err
+	}
 	_, err := b.tidy(ctx, false)
 	return err
 }

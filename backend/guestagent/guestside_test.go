@@ -2,6 +2,7 @@ package guestagent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -249,5 +250,35 @@ func TestBadBlobPathRefused(t *testing.T) {
 		if len(g.reqs) != 0 {
 			t.Errorf("BlobPath %q: agent commands %q", p, g.reqs)
 		}
+	}
+}
+
+// TestAbandonWaitsForTheAgent: after a provider restart the agent may be
+// reconnecting (the soak saw "QEMU guest agent is not connected" right
+// after a SIGKILL mid-Configure); Abandon waits for it, then kills the
+// interrupted Configure's bootstrap hook and removes its partial blob.
+func TestAbandonWaitsForTheAgent(t *testing.T) {
+	t.Parallel()
+	b, g, _ := newTestBootstrapper(t, BootstrapConfig{})
+	orphan := startOrphan(t, b, g, hookBootstrap, DefaultBootstrapHook)
+	pings := 0
+	g.override = func(cmd string, _ json.RawMessage) ([]byte, error, bool) {
+		if cmd == cmdPing || cmd == cmdSync {
+			if pings++; pings <= 3 {
+				return nil, ErrAgentUnavailable, true
+			}
+		}
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := NewBootstrapper(b.c, BootstrapConfig{}).Abandon(ctx); err != nil {
+		t.Fatalf("Abandon: %v", err)
+	}
+	if pings <= 3 {
+		t.Fatalf("Abandon did not wait for the agent (%d pings)", pings)
+	}
+	if !slices.Equal(g.reaped, []int64{orphan}) {
+		t.Fatalf("reaped %v, want the interrupted Configure's hook %d", g.reaped, orphan)
 	}
 }
