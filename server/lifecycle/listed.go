@@ -3,6 +3,9 @@ package lifecycle
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // Mutations wait for a zone's first listing since start. Until reconcile
@@ -14,21 +17,44 @@ import (
 // the first pass before it listens, so on a healthy start nobody sees it;
 // it bites for a host that was down at start, until it is listed.
 type listedZones struct {
-	mu    sync.Mutex
-	zones map[string]bool
-	first chan struct{} // closed after the first reconcile pass
-	once  sync.Once
-	kick  chan struct{} // wakes the reconcile loop
+	mu      sync.Mutex
+	zones   map[string]bool
+	changed chan struct{} // closed (and replaced) when a zone is newly listed
+	first   chan struct{} // closed after the first reconcile pass
+	once    sync.Once
+	kick    chan struct{} // wakes the reconcile loop
 }
 
 func newListedZones() *listedZones {
-	return &listedZones{zones: map[string]bool{}, first: make(chan struct{}), kick: make(chan struct{}, 1)}
+	return &listedZones{zones: map[string]bool{}, changed: make(chan struct{}), first: make(chan struct{}),
+		kick: make(chan struct{}, 1)}
 }
 
 func (l *listedZones) mark(zone string) {
 	l.mu.Lock()
-	l.zones[zone] = true
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if !l.zones[zone] {
+		l.zones[zone] = true
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+}
+
+// await waits until zone is listed or ctx ends.
+func (l *listedZones) await(ctx context.Context, zone string) bool {
+	for {
+		l.mu.Lock()
+		ok, ch := l.zones[zone], l.changed
+		l.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func (l *listedZones) has(zone string) bool {
@@ -57,6 +83,28 @@ func (e *Engine) WaitFirstReconcile(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// listingWait bounds how long a mutation waits (holding no lock) for its
+// zone's first listing: a host that connected after start is listed by
+// the reconcile the mutation wakes, within its inventory timeout.
+var listingWait = 20 * time.Second
+
+// awaitListing lets a mutation of a machine whose zone has not been listed
+// yet wake reconcile and wait for it, before it takes the machine's lock
+// (reconcile takes it too). notListed still refuses if the wait ran out.
+func (e *Engine) awaitListing(ctx context.Context, id string) {
+	m, ok := e.idx.get(id)
+	if !ok || e.listed.has(m.Zone) {
+		return
+	}
+	if zr, ok := e.be.(backend.ZoneReadiness); ok && zr.ZoneReady(m.Zone) != nil {
+		return // its host is down: refused at once, as Unavailable
+	}
+	e.listed.wake()
+	wctx, cancel := context.WithTimeout(ctx, listingWait)
+	defer cancel()
+	e.listed.await(wctx, m.Zone)
 }
 
 // notListed is the refusal for a zone not listed since start.

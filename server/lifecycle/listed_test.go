@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 )
@@ -34,6 +35,9 @@ func (b *zoneAUnlisted) Inventory(ctx context.Context) []backend.ZoneInventory {
 // Unavailable saying why (and changes nothing); reads work; other zones
 // are served; once the zone is listed, the mutation goes through.
 func TestMutationsWaitForFirstListing(t *testing.T) {
+	old := listingWait
+	listingWait = 200 * time.Millisecond
+	t.Cleanup(func() { listingWait = old })
 	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
 	b := &zoneAUnlisted{testBackend: f.be}
 	b.down.Store(true)
@@ -49,8 +53,10 @@ func TestMutationsWaitForFirstListing(t *testing.T) {
 	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m001"}); err != nil {
 		t.Fatalf("Create in the listed zone: %v", err)
 	}
+	// The host answers now: the next mutation wakes reconcile and waits
+	// for the listing instead of being refused (a host that connected
+	// after start, as on a slow KVM probe).
 	b.down.Store(false)
-	f.e.Reconcile(t.Context())
 	// The refused token advanced the mark (the contract: a token that
 	// passes advances it even if the operation then fails): the retry
 	// carries a newer one.

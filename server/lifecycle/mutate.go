@@ -155,6 +155,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	if err := firstErr(validateID("machine_id", id), invalid); err != nil {
 		return Ack{}, err
 	}
+	e.awaitListing(ctx, id)
 	unlock := e.locks.Lock(id)
 	defer unlock()
 	if !e.beginAccept() {
