@@ -171,3 +171,6 @@ soak-short: build env-up
 
 soak: build env-up
 	@export SOAK_PROFILE=long; $(call soak_run,12h)
+
+# Each capability with targets of its own keeps them in mk/<name>.mk.
+include $(wildcard mk/*.mk)

@@ -18,6 +18,13 @@ var (
 	ErrNotOurs = errors.New("domain exists but is not ours")
 	// ErrUnknownZone: the spec names a zone no host serves.
 	ErrUnknownZone = errors.New("unknown zone")
+	// ErrNoCapacity: no connected, schedulable host of the zone has room
+	// for the machine. Permanent for this Create (it ends FAILED at once,
+	// its last_error naming the zone, the request and the best host's
+	// free capacity), unlike ErrHostUnavailable.
+	ErrNoCapacity = errors.New("no host of the zone has room")
+	// ErrUnknownHost: a maintenance call names a host no zone has.
+	ErrUnknownHost = errors.New("unknown host")
 )
 
 // MachineSpec is what Create needs to build a VM.
@@ -43,12 +50,26 @@ type FenceMark struct {
 
 // Placement says where a VM lives once it exists.
 type Placement struct {
-	Zone   string
+	Zone string
+	// Host is the stable name of the hypervisor within the zone. Empty in
+	// placements recorded before a zone could hold several hosts: the
+	// backend then finds the domain (a single-host zone's only host).
+	Host   string
 	Domain string
+	// Why is the placement decision and its reason, for the log and the
+	// machine's history ("" when the backend made no choice). Not part of
+	// the placement's identity.
+	Why string
 }
 
-// Ref is the HostRef.ref value: "zone/domain".
-func (p Placement) Ref() string { return p.Zone + "/" + p.Domain }
+// Ref is the HostRef.ref value: "zone/host/domain", or "zone/domain" for a
+// placement without a host name (so refs recorded before stay valid).
+func (p Placement) Ref() string {
+	if p.Host == "" {
+		return p.Zone + "/" + p.Domain
+	}
+	return p.Zone + "/" + p.Host + "/" + p.Domain
+}
 
 // ConfigureSpec is what Configure needs to join a VM to a cluster. The
 // bootstrap blob is opaque: backends deliver it and never parse or log it.
@@ -154,6 +175,10 @@ type ZoneInventory struct {
 
 // HostStatus describes one host for readiness and the admin API.
 type HostStatus struct {
+	Name              string // stable, unique across zones; the zone's name for a --connect host
+	Labels            map[string]string
+	Cordoned          bool // no new placements go there
+	Capacity          HostCapacity
 	Zone              string
 	URI               string // redacted: no userinfo, no query string
 	Connected         bool
@@ -167,6 +192,27 @@ type HostStatus struct {
 	// until it connected; DomainTypeNote says why auto fell back to qemu.
 	DomainType     string
 	DomainTypeNote string
+}
+
+// HostCapacity is one host's size, read from libvirt (node info, free
+// memory, pool info) and kept current, and what our VMs there are sized to
+// use, in-flight reservations included. Zero fields: not read yet.
+type HostCapacity struct {
+	VCPUs            int     // the host's logical CPUs
+	MemoryMiB        int64   // the host's memory
+	FreeMemoryMiB    int64   // free now, as the host reports it
+	PoolFreeBytes    uint64  // free space of the storage pool
+	CPUOvercommit    float64 // vCPUs placeable = VCPUs × CPUOvercommit
+	MemoryOvercommit float64 // MiB placeable = MemoryMiB × MemoryOvercommit
+	UsedVCPUs        int     // sized vCPUs of our VMs there, reservations included
+	UsedMemoryMiB    int64   // sized memory of our VMs there, reservations included
+	Machines         int     // our VMs there, reservations included
+}
+
+// HostMaintainer is implemented by backends whose zones hold several
+// hosts: a cordoned host gets no new placements (its machines stay).
+type HostMaintainer interface {
+	SetCordoned(host string, cordoned bool) error // ErrUnknownHost
 }
 
 // Backend carries out transitions on a substrate. Every method is safe for

@@ -127,7 +127,7 @@ func restoreFakeVMs(ctx context.Context, be backend.Backend, eng *lifecycle.Engi
 		}
 		vm := fake.VM{MachineID: m.ID, OperationID: m.OperationID, InstanceType: m.InstanceType,
 			VCPU: m.VCPU, MemoryMiB: m.MemoryMiB, Running: true,
-			Placement: backend.Placement{Zone: m.Zone, Domain: m.Domain}}
+			Placement: m.Placement()}
 		if m.State == lifecycle.Configured || m.State == lifecycle.Draining {
 			vm.Binding = &fake.Binding{ClusterID: m.Cluster, ShardMetadata: m.ShardMetadata}
 		}

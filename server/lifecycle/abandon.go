@@ -28,7 +28,7 @@ func (e *Engine) abandonConfigure(op Machine) error {
 	if err != nil {
 		err = fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	} else {
-		err = ab.AbandonConfigure(ctx, op.ID, backend.Placement{Zone: op.Zone, Domain: op.Domain})
+		err = ab.AbandonConfigure(ctx, op.ID, op.Placement())
 		leave()
 	}
 	if err != nil {

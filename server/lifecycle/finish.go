@@ -132,7 +132,7 @@ func applySuccess(n *Machine, p backend.Placement, provider string) {
 		if p.Zone == "" {
 			p.Zone = n.Zone
 		}
-		n.Domain = p.Domain
+		n.Domain, n.HostName = p.Domain, p.Host
 		n.Host = HostRef{Provider: provider, Ref: p.Ref()}
 	case OpConfigure:
 		n.State = Configured
@@ -141,7 +141,7 @@ func applySuccess(n *Machine, p backend.Placement, provider string) {
 		n.Cluster, n.ShardMetadata, n.DrainGrace = "", nil, 0
 	case OpDelete, OpRelease:
 		n.State = Speculative
-		n.Host, n.Domain, n.Cluster, n.ShardMetadata = HostRef{}, "", "", nil
+		n.Host, n.Domain, n.HostName, n.Cluster, n.ShardMetadata = HostRef{}, "", "", "", nil
 	}
 }
 

@@ -142,7 +142,7 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 	case cur.State == Speculative && found:
 		what = "adopted"
 		n.State = Idle
-		n.Domain = o.Placement.Domain
+		n.Domain, n.HostName = o.Placement.Domain, o.Placement.Host
 		n.Host = HostRef{Provider: e.cfg.Provider, Ref: o.Placement.Ref()}
 		if o.OperationID != "" {
 			n.OperationID = o.OperationID
@@ -187,7 +187,7 @@ func (e *Engine) keepMissing(ctx context.Context, m *Machine, listedAt time.Time
 	if !ok || (m.State != Idle && m.State != Configured) || !m.StateSince.Before(listedAt) {
 		return false
 	}
-	gone, err := c.ConfirmGone(ctx, m.ID, backend.Placement{Zone: m.Zone, Domain: m.Domain})
+	gone, err := c.ConfirmGone(ctx, m.ID, m.Placement())
 	switch {
 	case err != nil:
 		e.log.Warn("reconcile: VM missing from the listing, its absence not confirmed; machine kept", "machine", m.ID, "err", err)

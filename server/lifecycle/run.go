@@ -108,7 +108,7 @@ func roundBudget(d time.Duration) time.Duration {
 }
 
 func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte) result {
-	pl := backend.Placement{Zone: m.Zone, Domain: m.Domain}
+	pl := m.Placement()
 	switch m.OpKind {
 	case OpCreate:
 		p, err := e.be.Create(ctx, backend.MachineSpec{

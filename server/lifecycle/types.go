@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"maps"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // State is a machine's lifecycle state. The numbering follows the wire enum
@@ -103,13 +105,20 @@ type Machine struct {
 
 	// Bookkeeping.
 	Domain      string       `json:"domain,omitempty"`
-	OperationID string       `json:"op,omitempty"`      // the current or last transition
-	OpKind      OpKind       `json:"op_kind,omitempty"` // kind of that transition
+	HostName    string       `json:"host_name,omitempty"` // the hypervisor within the zone ("" before zones had several)
+	OperationID string       `json:"op,omitempty"`        // the current or last transition
+	OpKind      OpKind       `json:"op_kind,omitempty"`   // kind of that transition
 	OpDeadline  time.Time    `json:"op_deadline,omitzero"`
 	DrainGrace  int64        `json:"drain_grace,omitempty"`
 	StateSince  time.Time    `json:"since,omitzero"`
 	Revision    uint64       `json:"rev"`
 	History     []Transition `json:"history,omitempty"`
+}
+
+// Placement is where the backend put the machine's VM (zero fields when
+// it has none yet).
+func (m *Machine) Placement() backend.Placement {
+	return backend.Placement{Zone: m.Zone, Host: m.HostName, Domain: m.Domain}
 }
 
 // Clone returns a deep copy, so a published record never aliases a caller's
