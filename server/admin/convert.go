@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/bigfleet/libvirt-provider/backend"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server"
@@ -40,6 +39,7 @@ func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
 		OperationKind: string(m.OpKind),
 		StateSince:    ts(m.StateSince),
 		Revision:      m.Revision,
+		Host:          machineHost(m),
 	}
 	if !m.StateSince.IsZero() {
 		out.TimeInState = durationpb.New(max(now.Sub(m.StateSince), 0))
@@ -68,33 +68,6 @@ func transitionToProto(t lifecycle.Transition, now time.Time) *adminv1.Transitio
 	}
 	if !t.Started.IsZero() {
 		out.Duration = durationpb.New(max(end.Sub(t.Started), 0))
-	}
-	return out
-}
-
-func hostToProto(h backend.HostStatus, machines int32, rep lifecycle.ReconcileReport) *adminv1.Host {
-	out := &adminv1.Host{
-		Zone:                h.Zone,
-		Uri:                 RedactURI(h.URI),
-		Connected:           h.Connected,
-		LastError:           h.LastError,
-		LibvirtVersion:      h.LibvirtVersion,
-		HypervisorVersion:   h.HypervisorVersion,
-		PoolCapacityBytes:   h.PoolCapacity,
-		PoolAllocationBytes: h.PoolAllocation,
-		DomainCount:         int32(h.DomainCount),
-		MachineCount:        machines,
-		LastReconcileTime:   ts(rep.At),
-		DomainType:          h.DomainType,
-		DomainTypeNote:      h.DomainTypeNote,
-	}
-	switch zerr, ok := rep.Zones[h.Zone]; {
-	case !ok:
-		out.LastReconcileOutcome = "not reconciled yet"
-	case zerr == "":
-		out.LastReconcileOutcome = "ok"
-	default:
-		out.LastReconcileOutcome = zerr
 	}
 	return out
 }

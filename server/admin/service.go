@@ -59,6 +59,10 @@ type Options struct {
 	// Heartbeat is the idle interval after which WatchMachines sends a
 	// HEARTBEAT event; 0 means 15s.
 	Heartbeat time.Duration
+	// CordonFile keeps the cordons made through the admin API across
+	// restarts (a small JSON file, replaced atomically); empty keeps them in
+	// memory only. They are re-applied to the backend by New.
+	CordonFile string
 	// UI serves the web page at / and /ui/; nil serves no page.
 	UI  http.Handler
 	Now func() time.Time // nil: time.Now
@@ -74,6 +78,7 @@ type Service struct {
 	writes     *prometheus.CounterVec
 	heartbeat  time.Duration
 	ui         http.Handler
+	cordons    *cordonStore
 	now        func() time.Time
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -81,14 +86,19 @@ type Service struct {
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
 
-// New builds the service; it panics without an engine (a wiring bug) and
-// returns an error only if the metric cannot be registered.
+// New builds the service and re-applies the persisted cordons; it panics
+// without an engine (a wiring bug) and returns an error if the cordon file
+// cannot be read or the metric cannot be registered.
 func New(opts Options) (*Service, error) {
 	if opts.Engine == nil {
 		panic("admin.New: Options.Engine is nil")
 	}
+	cordons, err := loadCordons(opts.CordonFile)
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, testCaller: opts.InsecureTestCaller, log: opts.Logger,
-		heartbeat: opts.Heartbeat, ui: opts.UI, now: opts.Now, stop: make(chan struct{})}
+		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, now: opts.Now, stop: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -103,7 +113,7 @@ func New(opts Options) (*Service, error) {
 		Help: "Admin API write attempts by action, result (ok, denied, error) and caller identity (the --admin-clients pattern that matched, or anonymous, or unlisted).",
 	}, []string{"action", "result", "identity"})
 	// Export zeros, so rate() works from the start.
-	for _, a := range []string{actionRelease, actionReconcile} {
+	for _, a := range []string{actionRelease, actionReconcile, actionCordon, actionUncordon} {
 		for _, id := range []string{labelAnonymous, labelUnlisted} {
 			s.writes.WithLabelValues(a, "denied", id)
 		}
@@ -118,6 +128,7 @@ func New(opts Options) (*Service, error) {
 			return nil, err
 		}
 	}
+	s.applyCordons()
 	return s, nil
 }
 
@@ -158,20 +169,6 @@ func (s *Service) GetFleetSummary(_ context.Context, _ *connect.Request[adminv1.
 	return connect.NewResponse(out), nil
 }
 
-func (s *Service) ListHosts(ctx context.Context, _ *connect.Request[adminv1.ListHostsRequest]) (*connect.Response[adminv1.ListHostsResponse], error) {
-	rep := s.eng.LastReconcile()
-	perZone := map[string]int32{}
-	for k, n := range s.eng.Counts() {
-		perZone[k.Zone] += int32(n)
-	}
-	out := &adminv1.ListHostsResponse{}
-	for _, h := range s.eng.Backend().Hosts(ctx) {
-		out.Hosts = append(out.Hosts, hostToProto(h, perZone[h.Zone], rep))
-	}
-	slices.SortFunc(out.Hosts, func(a, b *adminv1.Host) int { return cmp.Compare(a.Zone, b.Zone) })
-	return connect.NewResponse(out), nil
-}
-
 func (s *Service) ListMachines(ctx context.Context, req *connect.Request[adminv1.ListMachinesRequest]) (*connect.Response[adminv1.ListMachinesResponse], error) {
 	if req.Msg.GetMaxResults() < 0 {
 		return nil, server.WireError(&lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "max_results must not be negative"})
@@ -180,10 +177,11 @@ func (s *Service) ListMachines(ctx context.Context, req *connect.Request[adminv1
 	if err != nil {
 		return nil, server.WireError(err)
 	}
-	states, zones := req.Msg.GetStates(), req.Msg.GetZones()
+	states, zones, hosts := req.Msg.GetStates(), req.Msg.GetZones(), req.Msg.GetHosts()
 	ms := slices.DeleteFunc(all, func(m lifecycle.Machine) bool {
 		return (len(states) > 0 && !slices.Contains(states, stateToProto(m.State))) ||
-			(len(zones) > 0 && !slices.Contains(zones, m.Zone))
+			(len(zones) > 0 && !slices.Contains(zones, m.Zone)) ||
+			(len(hosts) > 0 && !slices.Contains(hosts, machineHost(m)))
 	})
 	out := &adminv1.ListMachinesResponse{TotalMatched: int32(len(ms))}
 	if n := int(req.Msg.GetMaxResults()); n > 0 && len(ms) > n {

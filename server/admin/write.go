@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"log/slog"
 
 	"connectrpc.com/connect"
 
@@ -13,6 +14,8 @@ import (
 const (
 	actionRelease   = "release"
 	actionReconcile = "reconcile"
+	actionCordon    = "cordon"
+	actionUncordon  = "uncordon"
 
 	// Metric identities of callers no pattern matched. Every other value
 	// of the identity label is an --admin-clients pattern, so the label's
@@ -20,6 +23,10 @@ const (
 	labelAnonymous = Anonymous
 	labelUnlisted  = "unlisted"
 )
+
+// noTarget is the log target of a write about no one machine or host (it
+// keeps the key the log had before writes had other targets).
+var noTarget = slog.String("machine", "")
 
 // access is what a caller may do, decided once per call.
 type access struct {
@@ -59,28 +66,29 @@ func (s *Service) accessOf(ctx context.Context) access {
 
 // allow decides whether a write may run. Refusals are logged and counted
 // like the writes themselves: an operator wants to see who tried.
-func (s *Service) allow(ctx context.Context, action, machineID string, p connect.Peer) (access, error) {
+// target names what the write is about (machine=…, host=…).
+func (s *Service) allow(ctx context.Context, action string, target slog.Attr, p connect.Peer) (access, error) {
 	a := s.accessOf(ctx)
 	if a.mayWrite {
 		return a, nil
 	}
 	s.writes.WithLabelValues(action, "denied", a.label).Inc()
-	s.log.Warn("admin write refused", "action", action, "machine", machineID, "identity", a.identity,
+	s.log.Warn("admin write refused", "action", action, target, "identity", a.identity,
 		"reason", a.reason, "peer", p.Addr, "protocol", p.Protocol)
 	return a, server.WireError(&lifecycle.Error{Code: lifecycle.CodePermission, Msg: a.reason})
 }
 
 // done logs and counts a write that was allowed to run, under the
 // identity that was allowed.
-func (s *Service) done(a access, action, machineID, opID string, p connect.Peer, err error) {
+func (s *Service) done(a access, action string, target slog.Attr, opID string, p connect.Peer, err error) {
 	if err != nil {
 		s.writes.WithLabelValues(action, "error", a.label).Inc()
-		s.log.Warn("admin write failed", "action", action, "machine", machineID, "identity", a.identity,
+		s.log.Warn("admin write failed", "action", action, target, "identity", a.identity,
 			"allowed_by", a.label, "peer", p.Addr, "protocol", p.Protocol, "err", err)
 		return
 	}
 	s.writes.WithLabelValues(action, "ok", a.label).Inc()
-	s.log.Info("admin write", "action", action, "machine", machineID, "op", opID, "identity", a.identity,
+	s.log.Info("admin write", "action", action, target, "op", opID, "identity", a.identity,
 		"allowed_by", a.label, "peer", p.Addr, "protocol", p.Protocol)
 }
 
@@ -93,7 +101,8 @@ func (s *Service) WhoAmI(ctx context.Context, _ *connect.Request[adminv1.WhoAmIR
 
 func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[adminv1.ReleaseMachineRequest]) (*connect.Response[adminv1.ReleaseMachineResponse], error) {
 	id := req.Msg.GetId()
-	a, err := s.allow(ctx, actionRelease, id, req.Peer())
+	target := slog.String("machine", id)
+	a, err := s.allow(ctx, actionRelease, target, req.Peer())
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +111,7 @@ func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[admin
 	if id != "" {
 		ack, err = s.eng.Release(ctx, id)
 	}
-	s.done(a, actionRelease, id, ack.OperationID, req.Peer(), err)
+	s.done(a, actionRelease, target, ack.OperationID, req.Peer(), err)
 	if err != nil {
 		return nil, server.WireError(err)
 	}
@@ -113,13 +122,13 @@ func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[admin
 }
 
 func (s *Service) TriggerReconcile(ctx context.Context, req *connect.Request[adminv1.TriggerReconcileRequest]) (*connect.Response[adminv1.TriggerReconcileResponse], error) {
-	a, err := s.allow(ctx, actionReconcile, "", req.Peer())
+	a, err := s.allow(ctx, actionReconcile, noTarget, req.Peer())
 	if err != nil {
 		return nil, err
 	}
 	rep := s.eng.Reconcile(ctx)
 	err = ctx.Err() // a pass cut short by the client is not a success
-	s.done(a, actionReconcile, "", "", req.Peer(), err)
+	s.done(a, actionReconcile, noTarget, "", req.Peer(), err)
 	if err != nil {
 		return nil, server.WireError(err)
 	}

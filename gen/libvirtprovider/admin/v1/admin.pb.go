@@ -392,7 +392,7 @@ func (x *GetFleetSummaryResponse) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// Host is one libvirt host (a zone).
+// Host is one libvirt host (a hypervisor of a zone).
 type Host struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Zone  string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
@@ -405,7 +405,8 @@ type Host struct {
 	PoolCapacityBytes   uint64 `protobuf:"varint,7,opt,name=pool_capacity_bytes,json=poolCapacityBytes,proto3" json:"pool_capacity_bytes,omitempty"`
 	PoolAllocationBytes uint64 `protobuf:"varint,8,opt,name=pool_allocation_bytes,json=poolAllocationBytes,proto3" json:"pool_allocation_bytes,omitempty"`
 	DomainCount         int32  `protobuf:"varint,9,opt,name=domain_count,json=domainCount,proto3" json:"domain_count,omitempty"`
-	// Machine records the provider holds for this zone.
+	// Machine records the provider holds for this host's zone (all hosts of
+	// the zone together; host_machine_count is this host's share).
 	MachineCount      int32                  `protobuf:"varint,10,opt,name=machine_count,json=machineCount,proto3" json:"machine_count,omitempty"`
 	LastReconcileTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_reconcile_time,json=lastReconcileTime,proto3" json:"last_reconcile_time,omitempty"`
 	// "ok", "not reconciled yet", or the error that stopped the last pass
@@ -417,8 +418,23 @@ type Host struct {
 	// Set when --domain-type=auto found kvm offered but unusable by QEMU
 	// and fell back to qemu: the reason.
 	DomainTypeNote string `protobuf:"bytes,14,opt,name=domain_type_note,json=domainTypeNote,proto3" json:"domain_type_note,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The host's stable name, unique across zones: the zone's name for the
+	// only host of a zone given by --connect.
+	Name string `protobuf:"bytes,15,opt,name=name,proto3" json:"name,omitempty"`
+	// Labels from the hosts file (rack, room, ...).
+	Labels map[string]string `protobuf:"bytes,16,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A cordoned host gets no new placements; its machines stay.
+	Cordoned bool `protobuf:"varint,17,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	// Who cordoned the host, when and why; unset when it is not cordoned,
+	// and for a host cordoned by the hosts file only (reason "hosts file").
+	Cordon *HostCordon `protobuf:"bytes,18,opt,name=cordon,proto3" json:"cordon,omitempty"`
+	// Size and use, read from libvirt; unset fields were not read yet.
+	Capacity *HostCapacity `protobuf:"bytes,19,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// Machine records placed on this host: what must move off when it is
+	// cordoned (ListMachines with hosts = [name] lists them).
+	HostMachineCount int32 `protobuf:"varint,20,opt,name=host_machine_count,json=hostMachineCount,proto3" json:"host_machine_count,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Host) Reset() {
@@ -549,6 +565,260 @@ func (x *Host) GetDomainTypeNote() string {
 	return ""
 }
 
+func (x *Host) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Host) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Host) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
+func (x *Host) GetCordon() *HostCordon {
+	if x != nil {
+		return x.Cordon
+	}
+	return nil
+}
+
+func (x *Host) GetCapacity() *HostCapacity {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *Host) GetHostMachineCount() int32 {
+	if x != nil {
+		return x.HostMachineCount
+	}
+	return 0
+}
+
+// HostCordon records a cordon made through the admin API.
+type HostCordon struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The identity of the caller that cordoned it, or "hosts file".
+	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostCordon) Reset() {
+	*x = HostCordon{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostCordon) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostCordon) ProtoMessage() {}
+
+func (x *HostCordon) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostCordon.ProtoReflect.Descriptor instead.
+func (*HostCordon) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HostCordon) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HostCordon) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *HostCordon) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// HostCapacity is a host's size and what the provider's VMs there are
+// sized to use (in-flight reservations included). "Placeable" is the size
+// times the overcommit ratio: what placement fills up to. An overcommit of
+// 0 means capacity is not enforced on this host (a single --connect host
+// per zone); placeable is then 0 and only the use is meaningful.
+type HostCapacity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Logical CPUs of the host.
+	Vcpus          int32   `protobuf:"varint,1,opt,name=vcpus,proto3" json:"vcpus,omitempty"`
+	CpuOvercommit  float64 `protobuf:"fixed64,2,opt,name=cpu_overcommit,json=cpuOvercommit,proto3" json:"cpu_overcommit,omitempty"`
+	VcpusPlaceable int32   `protobuf:"varint,3,opt,name=vcpus_placeable,json=vcpusPlaceable,proto3" json:"vcpus_placeable,omitempty"`
+	VcpusUsed      int32   `protobuf:"varint,4,opt,name=vcpus_used,json=vcpusUsed,proto3" json:"vcpus_used,omitempty"`
+	// placeable - used, never below 0; 0 when not enforced.
+	VcpusAvailable       int32   `protobuf:"varint,5,opt,name=vcpus_available,json=vcpusAvailable,proto3" json:"vcpus_available,omitempty"`
+	MemoryBytes          uint64  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	MemoryOvercommit     float64 `protobuf:"fixed64,7,opt,name=memory_overcommit,json=memoryOvercommit,proto3" json:"memory_overcommit,omitempty"`
+	MemoryPlaceableBytes uint64  `protobuf:"varint,8,opt,name=memory_placeable_bytes,json=memoryPlaceableBytes,proto3" json:"memory_placeable_bytes,omitempty"`
+	MemoryUsedBytes      uint64  `protobuf:"varint,9,opt,name=memory_used_bytes,json=memoryUsedBytes,proto3" json:"memory_used_bytes,omitempty"`
+	// placeable - used, never below 0; 0 when not enforced.
+	MemoryAvailableBytes uint64 `protobuf:"varint,10,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"`
+	// Free memory as the host itself reports it (all its guests included).
+	MemoryFreeBytes uint64 `protobuf:"varint,11,opt,name=memory_free_bytes,json=memoryFreeBytes,proto3" json:"memory_free_bytes,omitempty"`
+	PoolFreeBytes   uint64 `protobuf:"varint,12,opt,name=pool_free_bytes,json=poolFreeBytes,proto3" json:"pool_free_bytes,omitempty"`
+	// The provider's VMs on the host, reservations included.
+	Machines      int32 `protobuf:"varint,13,opt,name=machines,proto3" json:"machines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostCapacity) Reset() {
+	*x = HostCapacity{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostCapacity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostCapacity) ProtoMessage() {}
+
+func (x *HostCapacity) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostCapacity.ProtoReflect.Descriptor instead.
+func (*HostCapacity) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HostCapacity) GetVcpus() int32 {
+	if x != nil {
+		return x.Vcpus
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetCpuOvercommit() float64 {
+	if x != nil {
+		return x.CpuOvercommit
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetVcpusPlaceable() int32 {
+	if x != nil {
+		return x.VcpusPlaceable
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetVcpusUsed() int32 {
+	if x != nil {
+		return x.VcpusUsed
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetVcpusAvailable() int32 {
+	if x != nil {
+		return x.VcpusAvailable
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetMemoryOvercommit() float64 {
+	if x != nil {
+		return x.MemoryOvercommit
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetMemoryPlaceableBytes() uint64 {
+	if x != nil {
+		return x.MemoryPlaceableBytes
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetMemoryUsedBytes() uint64 {
+	if x != nil {
+		return x.MemoryUsedBytes
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetMemoryAvailableBytes() uint64 {
+	if x != nil {
+		return x.MemoryAvailableBytes
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetMemoryFreeBytes() uint64 {
+	if x != nil {
+		return x.MemoryFreeBytes
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetPoolFreeBytes() uint64 {
+	if x != nil {
+		return x.PoolFreeBytes
+	}
+	return 0
+}
+
+func (x *HostCapacity) GetMachines() int32 {
+	if x != nil {
+		return x.Machines
+	}
+	return 0
+}
+
 type ListHostsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -557,7 +827,7 @@ type ListHostsRequest struct {
 
 func (x *ListHostsRequest) Reset() {
 	*x = ListHostsRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +839,7 @@ func (x *ListHostsRequest) String() string {
 func (*ListHostsRequest) ProtoMessage() {}
 
 func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +852,7 @@ func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsRequest.ProtoReflect.Descriptor instead.
 func (*ListHostsRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type ListHostsResponse struct {
@@ -594,7 +864,7 @@ type ListHostsResponse struct {
 
 func (x *ListHostsResponse) Reset() {
 	*x = ListHostsResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +876,7 @@ func (x *ListHostsResponse) String() string {
 func (*ListHostsResponse) ProtoMessage() {}
 
 func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +889,7 @@ func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsResponse.ProtoReflect.Descriptor instead.
 func (*ListHostsResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListHostsResponse) GetHosts() []*Host {
@@ -646,14 +916,17 @@ type AdminMachine struct {
 	// Deadline of the running transition; unset when none runs.
 	OperationDeadline *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=operation_deadline,json=operationDeadline,proto3" json:"operation_deadline,omitempty"`
 	// Monotonic record revision: a larger one is a newer record.
-	Revision      uint64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision uint64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The name of the host its VM is on (Host.name); empty while no VM
+	// exists.
+	Host          string `protobuf:"bytes,9,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdminMachine) Reset() {
 	*x = AdminMachine{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +938,7 @@ func (x *AdminMachine) String() string {
 func (*AdminMachine) ProtoMessage() {}
 
 func (x *AdminMachine) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +951,7 @@ func (x *AdminMachine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminMachine.ProtoReflect.Descriptor instead.
 func (*AdminMachine) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AdminMachine) GetMachine() *v1alpha1.Machine {
@@ -737,6 +1010,13 @@ func (x *AdminMachine) GetRevision() uint64 {
 	return 0
 }
 
+func (x *AdminMachine) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
 type ListMachinesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Union of the listed states; empty means all.
@@ -744,14 +1024,17 @@ type ListMachinesRequest struct {
 	// Union of the listed zones; empty means all.
 	Zones []string `protobuf:"bytes,2,rep,name=zones,proto3" json:"zones,omitempty"`
 	// Caps the number returned; 0 means no cap.
-	MaxResults    int32 `protobuf:"varint,3,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
+	MaxResults int32 `protobuf:"varint,3,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
+	// Union of the listed host names (Host.name); empty means all. A
+	// machine with no VM is on no host.
+	Hosts         []string `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +1046,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +1059,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListMachinesRequest) GetStates() []v1alpha1.MachineState {
@@ -800,6 +1083,13 @@ func (x *ListMachinesRequest) GetMaxResults() int32 {
 	return 0
 }
 
+func (x *ListMachinesRequest) GetHosts() []string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
 type ListMachinesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ordered by machine id.
@@ -812,7 +1102,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +1114,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +1127,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*AdminMachine {
@@ -863,7 +1153,7 @@ type GetMachineRequest struct {
 
 func (x *GetMachineRequest) Reset() {
 	*x = GetMachineRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1165,7 @@ func (x *GetMachineRequest) String() string {
 func (*GetMachineRequest) ProtoMessage() {}
 
 func (x *GetMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1178,7 @@ func (x *GetMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineRequest.ProtoReflect.Descriptor instead.
 func (*GetMachineRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetMachineRequest) GetId() string {
@@ -907,7 +1197,7 @@ type GetMachineResponse struct {
 
 func (x *GetMachineResponse) Reset() {
 	*x = GetMachineResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1209,7 @@ func (x *GetMachineResponse) String() string {
 func (*GetMachineResponse) ProtoMessage() {}
 
 func (x *GetMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1222,7 @@ func (x *GetMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineResponse.ProtoReflect.Descriptor instead.
 func (*GetMachineResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetMachineResponse) GetMachine() *AdminMachine {
@@ -965,7 +1255,7 @@ type Transition struct {
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1267,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1280,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Transition) GetOperationId() string {
@@ -1065,7 +1355,7 @@ type GetMachineHistoryRequest struct {
 
 func (x *GetMachineHistoryRequest) Reset() {
 	*x = GetMachineHistoryRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1367,7 @@ func (x *GetMachineHistoryRequest) String() string {
 func (*GetMachineHistoryRequest) ProtoMessage() {}
 
 func (x *GetMachineHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1380,7 @@ func (x *GetMachineHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetMachineHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetMachineHistoryRequest) GetId() string {
@@ -1113,7 +1403,7 @@ type GetMachineHistoryResponse struct {
 
 func (x *GetMachineHistoryResponse) Reset() {
 	*x = GetMachineHistoryResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1415,7 @@ func (x *GetMachineHistoryResponse) String() string {
 func (*GetMachineHistoryResponse) ProtoMessage() {}
 
 func (x *GetMachineHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1428,7 @@ func (x *GetMachineHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetMachineHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetMachineHistoryResponse) GetMachineId() string {
@@ -1174,7 +1464,7 @@ type FenceMark struct {
 
 func (x *FenceMark) Reset() {
 	*x = FenceMark{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1476,7 @@ func (x *FenceMark) String() string {
 func (*FenceMark) ProtoMessage() {}
 
 func (x *FenceMark) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1489,7 @@ func (x *FenceMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceMark.ProtoReflect.Descriptor instead.
 func (*FenceMark) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FenceMark) GetMachineId() string {
@@ -1234,7 +1524,7 @@ type ShardMarks struct {
 
 func (x *ShardMarks) Reset() {
 	*x = ShardMarks{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1536,7 @@ func (x *ShardMarks) String() string {
 func (*ShardMarks) ProtoMessage() {}
 
 func (x *ShardMarks) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1549,7 @@ func (x *ShardMarks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMarks.ProtoReflect.Descriptor instead.
 func (*ShardMarks) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShardMarks) GetShardId() string {
@@ -1288,7 +1578,7 @@ type ListFenceMarksRequest struct {
 
 func (x *ListFenceMarksRequest) Reset() {
 	*x = ListFenceMarksRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1590,7 @@ func (x *ListFenceMarksRequest) String() string {
 func (*ListFenceMarksRequest) ProtoMessage() {}
 
 func (x *ListFenceMarksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1603,7 @@ func (x *ListFenceMarksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFenceMarksRequest.ProtoReflect.Descriptor instead.
 func (*ListFenceMarksRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListFenceMarksRequest) GetShardId() string {
@@ -1340,7 +1630,7 @@ type ListFenceMarksResponse struct {
 
 func (x *ListFenceMarksResponse) Reset() {
 	*x = ListFenceMarksResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1642,7 @@ func (x *ListFenceMarksResponse) String() string {
 func (*ListFenceMarksResponse) ProtoMessage() {}
 
 func (x *ListFenceMarksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1655,7 @@ func (x *ListFenceMarksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFenceMarksResponse.ProtoReflect.Descriptor instead.
 func (*ListFenceMarksResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListFenceMarksResponse) GetShards() []*ShardMarks {
@@ -1383,7 +1673,7 @@ type WatchMachinesRequest struct {
 
 func (x *WatchMachinesRequest) Reset() {
 	*x = WatchMachinesRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1685,7 @@ func (x *WatchMachinesRequest) String() string {
 func (*WatchMachinesRequest) ProtoMessage() {}
 
 func (x *WatchMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1698,7 @@ func (x *WatchMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMachinesRequest.ProtoReflect.Descriptor instead.
 func (*WatchMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 type WatchMachinesResponse struct {
@@ -1422,7 +1712,7 @@ type WatchMachinesResponse struct {
 
 func (x *WatchMachinesResponse) Reset() {
 	*x = WatchMachinesResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1724,7 @@ func (x *WatchMachinesResponse) String() string {
 func (*WatchMachinesResponse) ProtoMessage() {}
 
 func (x *WatchMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1737,7 @@ func (x *WatchMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMachinesResponse.ProtoReflect.Descriptor instead.
 func (*WatchMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchMachinesResponse) GetType() WatchEventType {
@@ -1480,7 +1770,7 @@ type ReleaseMachineRequest struct {
 
 func (x *ReleaseMachineRequest) Reset() {
 	*x = ReleaseMachineRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1782,7 @@ func (x *ReleaseMachineRequest) String() string {
 func (*ReleaseMachineRequest) ProtoMessage() {}
 
 func (x *ReleaseMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1795,7 @@ func (x *ReleaseMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseMachineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseMachineRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReleaseMachineRequest) GetId() string {
@@ -1525,7 +1815,7 @@ type ReleaseMachineResponse struct {
 
 func (x *ReleaseMachineResponse) Reset() {
 	*x = ReleaseMachineResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1827,7 @@ func (x *ReleaseMachineResponse) String() string {
 func (*ReleaseMachineResponse) ProtoMessage() {}
 
 func (x *ReleaseMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1840,7 @@ func (x *ReleaseMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseMachineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseMachineResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReleaseMachineResponse) GetOperationId() string {
@@ -1575,7 +1865,7 @@ type TriggerReconcileRequest struct {
 
 func (x *TriggerReconcileRequest) Reset() {
 	*x = TriggerReconcileRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1877,7 @@ func (x *TriggerReconcileRequest) String() string {
 func (*TriggerReconcileRequest) ProtoMessage() {}
 
 func (x *TriggerReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1890,7 @@ func (x *TriggerReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerReconcileRequest.ProtoReflect.Descriptor instead.
 func (*TriggerReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type TriggerReconcileResponse struct {
@@ -1612,7 +1902,7 @@ type TriggerReconcileResponse struct {
 
 func (x *TriggerReconcileResponse) Reset() {
 	*x = TriggerReconcileResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1914,7 @@ func (x *TriggerReconcileResponse) String() string {
 func (*TriggerReconcileResponse) ProtoMessage() {}
 
 func (x *TriggerReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,12 +1927,198 @@ func (x *TriggerReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerReconcileResponse.ProtoReflect.Descriptor instead.
 func (*TriggerReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TriggerReconcileResponse) GetReconcile() *ReconcileSummary {
 	if x != nil {
 		return x.Reconcile
+	}
+	return nil
+}
+
+type CordonHostRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Host.name.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// Why, for the log and the admin page (e.g. "kernel upgrade, ticket 123").
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonHostRequest) Reset() {
+	*x = CordonHostRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonHostRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonHostRequest) ProtoMessage() {}
+
+func (x *CordonHostRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonHostRequest.ProtoReflect.Descriptor instead.
+func (*CordonHostRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CordonHostRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *CordonHostRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type CordonHostResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          *Host                  `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonHostResponse) Reset() {
+	*x = CordonHostResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonHostResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonHostResponse) ProtoMessage() {}
+
+func (x *CordonHostResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonHostResponse.ProtoReflect.Descriptor instead.
+func (*CordonHostResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CordonHostResponse) GetHost() *Host {
+	if x != nil {
+		return x.Host
+	}
+	return nil
+}
+
+type UncordonHostRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UncordonHostRequest) Reset() {
+	*x = UncordonHostRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UncordonHostRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UncordonHostRequest) ProtoMessage() {}
+
+func (x *UncordonHostRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UncordonHostRequest.ProtoReflect.Descriptor instead.
+func (*UncordonHostRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UncordonHostRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+type UncordonHostResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          *Host                  `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UncordonHostResponse) Reset() {
+	*x = UncordonHostResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UncordonHostResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UncordonHostResponse) ProtoMessage() {}
+
+func (x *UncordonHostResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UncordonHostResponse.ProtoReflect.Descriptor instead.
+func (*UncordonHostResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UncordonHostResponse) GetHost() *Host {
+	if x != nil {
+		return x.Host
 	}
 	return nil
 }
@@ -1655,7 +2131,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +2143,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +2156,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type WhoAmIResponse struct {
@@ -1691,7 +2167,8 @@ type WhoAmIResponse struct {
 	Identity string `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
 	// True when no verified client certificate was presented.
 	Anonymous bool `protobuf:"varint,2,opt,name=anonymous,proto3" json:"anonymous,omitempty"`
-	// Whether ReleaseMachine and TriggerReconcile would be allowed.
+	// Whether the writes (ReleaseMachine, TriggerReconcile, CordonHost,
+	// UncordonHost) would be allowed.
 	MayWrite bool `protobuf:"varint,3,opt,name=may_write,json=mayWrite,proto3" json:"may_write,omitempty"`
 	// Why not, when may_write is false.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -1701,7 +2178,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +2190,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +2203,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -1782,7 +2259,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\vadmin_write\x18\x04 \x01(\bR\n" +
 	"adminWrite\x12;\n" +
 	"\vserver_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"\xba\x04\n" +
+	"serverTime\"\x99\a\n" +
 	"\x04Host\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\x12\x1c\n" +
@@ -1800,10 +2277,40 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x16last_reconcile_outcome\x18\f \x01(\tR\x14lastReconcileOutcome\x12\x1f\n" +
 	"\vdomain_type\x18\r \x01(\tR\n" +
 	"domainType\x12(\n" +
-	"\x10domain_type_note\x18\x0e \x01(\tR\x0edomainTypeNote\"\x12\n" +
+	"\x10domain_type_note\x18\x0e \x01(\tR\x0edomainTypeNote\x12\x12\n" +
+	"\x04name\x18\x0f \x01(\tR\x04name\x12B\n" +
+	"\x06labels\x18\x10 \x03(\v2*.libvirtprovider.admin.v1.Host.LabelsEntryR\x06labels\x12\x1a\n" +
+	"\bcordoned\x18\x11 \x01(\bR\bcordoned\x12<\n" +
+	"\x06cordon\x18\x12 \x01(\v2$.libvirtprovider.admin.v1.HostCordonR\x06cordon\x12B\n" +
+	"\bcapacity\x18\x13 \x01(\v2&.libvirtprovider.admin.v1.HostCapacityR\bcapacity\x12,\n" +
+	"\x12host_machine_count\x18\x14 \x01(\x05R\x10hostMachineCount\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
+	"\n" +
+	"HostCordon\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x94\x04\n" +
+	"\fHostCapacity\x12\x14\n" +
+	"\x05vcpus\x18\x01 \x01(\x05R\x05vcpus\x12%\n" +
+	"\x0ecpu_overcommit\x18\x02 \x01(\x01R\rcpuOvercommit\x12'\n" +
+	"\x0fvcpus_placeable\x18\x03 \x01(\x05R\x0evcpusPlaceable\x12\x1d\n" +
+	"\n" +
+	"vcpus_used\x18\x04 \x01(\x05R\tvcpusUsed\x12'\n" +
+	"\x0fvcpus_available\x18\x05 \x01(\x05R\x0evcpusAvailable\x12!\n" +
+	"\fmemory_bytes\x18\x06 \x01(\x04R\vmemoryBytes\x12+\n" +
+	"\x11memory_overcommit\x18\a \x01(\x01R\x10memoryOvercommit\x124\n" +
+	"\x16memory_placeable_bytes\x18\b \x01(\x04R\x14memoryPlaceableBytes\x12*\n" +
+	"\x11memory_used_bytes\x18\t \x01(\x04R\x0fmemoryUsedBytes\x124\n" +
+	"\x16memory_available_bytes\x18\n" +
+	" \x01(\x04R\x14memoryAvailableBytes\x12*\n" +
+	"\x11memory_free_bytes\x18\v \x01(\x04R\x0fmemoryFreeBytes\x12&\n" +
+	"\x0fpool_free_bytes\x18\f \x01(\x04R\rpoolFreeBytes\x12\x1a\n" +
+	"\bmachines\x18\r \x01(\x05R\bmachines\"\x12\n" +
 	"\x10ListHostsRequest\"I\n" +
 	"\x11ListHostsResponse\x124\n" +
-	"\x05hosts\x18\x01 \x03(\v2\x1e.libvirtprovider.admin.v1.HostR\x05hosts\"\x89\x03\n" +
+	"\x05hosts\x18\x01 \x03(\v2\x1e.libvirtprovider.admin.v1.HostR\x05hosts\"\x9d\x03\n" +
 	"\fAdminMachine\x124\n" +
 	"\amachine\x18\x01 \x01(\v2\x1a.bigfleet.v1alpha1.MachineR\amachine\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12!\n" +
@@ -1813,12 +2320,14 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"stateSince\x12=\n" +
 	"\rtime_in_state\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vtimeInState\x12I\n" +
 	"\x12operation_deadline\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x11operationDeadline\x12\x1a\n" +
-	"\brevision\x18\b \x01(\x04R\brevision\"\x85\x01\n" +
+	"\brevision\x18\b \x01(\x04R\brevision\x12\x12\n" +
+	"\x04host\x18\t \x01(\tR\x04host\"\x9b\x01\n" +
 	"\x13ListMachinesRequest\x127\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x1f.bigfleet.v1alpha1.MachineStateR\x06states\x12\x14\n" +
 	"\x05zones\x18\x02 \x03(\tR\x05zones\x12\x1f\n" +
 	"\vmax_results\x18\x03 \x01(\x05R\n" +
-	"maxResults\"\x7f\n" +
+	"maxResults\x12\x14\n" +
+	"\x05hosts\x18\x04 \x03(\tR\x05hosts\"\x7f\n" +
 	"\x14ListMachinesResponse\x12B\n" +
 	"\bmachines\x18\x01 \x03(\v2&.libvirtprovider.admin.v1.AdminMachineR\bmachines\x12#\n" +
 	"\rtotal_matched\x18\x02 \x01(\x05R\ftotalMatched\"#\n" +
@@ -1874,7 +2383,16 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\amachine\x18\x02 \x01(\v2&.libvirtprovider.admin.v1.AdminMachineR\amachine\"\x19\n" +
 	"\x17TriggerReconcileRequest\"d\n" +
 	"\x18TriggerReconcileResponse\x12H\n" +
-	"\treconcile\x18\x01 \x01(\v2*.libvirtprovider.admin.v1.ReconcileSummaryR\treconcile\"\x0f\n" +
+	"\treconcile\x18\x01 \x01(\v2*.libvirtprovider.admin.v1.ReconcileSummaryR\treconcile\"?\n" +
+	"\x11CordonHostRequest\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
+	"\x12CordonHostResponse\x122\n" +
+	"\x04host\x18\x01 \x01(\v2\x1e.libvirtprovider.admin.v1.HostR\x04host\")\n" +
+	"\x13UncordonHostRequest\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\"J\n" +
+	"\x14UncordonHostResponse\x122\n" +
+	"\x04host\x18\x01 \x01(\v2\x1e.libvirtprovider.admin.v1.HostR\x04host\"\x0f\n" +
 	"\rWhoAmIRequest\"\x7f\n" +
 	"\x0eWhoAmIResponse\x12\x1a\n" +
 	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x1c\n" +
@@ -1886,7 +2404,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xa1\t\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\x83\v\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetFleetSummary\x120.libvirtprovider.admin.v1.GetFleetSummaryRequest\x1a1.libvirtprovider.admin.v1.GetFleetSummaryResponse\"\x03\x90\x02\x01\x12i\n" +
 	"\tListHosts\x12*.libvirtprovider.admin.v1.ListHostsRequest\x1a+.libvirtprovider.admin.v1.ListHostsResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -1897,7 +2415,10 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eListFenceMarks\x12/.libvirtprovider.admin.v1.ListFenceMarksRequest\x1a0.libvirtprovider.admin.v1.ListFenceMarksResponse\"\x03\x90\x02\x01\x12w\n" +
 	"\rWatchMachines\x12..libvirtprovider.admin.v1.WatchMachinesRequest\x1a/.libvirtprovider.admin.v1.WatchMachinesResponse\"\x03\x90\x02\x010\x01\x12s\n" +
 	"\x0eReleaseMachine\x12/.libvirtprovider.admin.v1.ReleaseMachineRequest\x1a0.libvirtprovider.admin.v1.ReleaseMachineResponse\x12y\n" +
-	"\x10TriggerReconcile\x121.libvirtprovider.admin.v1.TriggerReconcileRequest\x1a2.libvirtprovider.admin.v1.TriggerReconcileResponse\x12`\n" +
+	"\x10TriggerReconcile\x121.libvirtprovider.admin.v1.TriggerReconcileRequest\x1a2.libvirtprovider.admin.v1.TriggerReconcileResponse\x12l\n" +
+	"\n" +
+	"CordonHost\x12+.libvirtprovider.admin.v1.CordonHostRequest\x1a,.libvirtprovider.admin.v1.CordonHostResponse\"\x03\x90\x02\x02\x12r\n" +
+	"\fUncordonHost\x12-.libvirtprovider.admin.v1.UncordonHostRequest\x1a..libvirtprovider.admin.v1.UncordonHostResponse\"\x03\x90\x02\x02\x12`\n" +
 	"\x06WhoAmI\x12'.libvirtprovider.admin.v1.WhoAmIRequest\x1a(.libvirtprovider.admin.v1.WhoAmIResponse\"\x03\x90\x02\x01BKZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1;adminv1b\x06proto3"
 
 var (
@@ -1913,7 +2434,7 @@ func file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_libvirtprovider_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(WatchEventType)(0),               // 0: libvirtprovider.admin.v1.WatchEventType
 	(*StateZoneCount)(nil),            // 1: libvirtprovider.admin.v1.StateZoneCount
@@ -1922,87 +2443,104 @@ var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(*GetFleetSummaryRequest)(nil),    // 4: libvirtprovider.admin.v1.GetFleetSummaryRequest
 	(*GetFleetSummaryResponse)(nil),   // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse
 	(*Host)(nil),                      // 6: libvirtprovider.admin.v1.Host
-	(*ListHostsRequest)(nil),          // 7: libvirtprovider.admin.v1.ListHostsRequest
-	(*ListHostsResponse)(nil),         // 8: libvirtprovider.admin.v1.ListHostsResponse
-	(*AdminMachine)(nil),              // 9: libvirtprovider.admin.v1.AdminMachine
-	(*ListMachinesRequest)(nil),       // 10: libvirtprovider.admin.v1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),      // 11: libvirtprovider.admin.v1.ListMachinesResponse
-	(*GetMachineRequest)(nil),         // 12: libvirtprovider.admin.v1.GetMachineRequest
-	(*GetMachineResponse)(nil),        // 13: libvirtprovider.admin.v1.GetMachineResponse
-	(*Transition)(nil),                // 14: libvirtprovider.admin.v1.Transition
-	(*GetMachineHistoryRequest)(nil),  // 15: libvirtprovider.admin.v1.GetMachineHistoryRequest
-	(*GetMachineHistoryResponse)(nil), // 16: libvirtprovider.admin.v1.GetMachineHistoryResponse
-	(*FenceMark)(nil),                 // 17: libvirtprovider.admin.v1.FenceMark
-	(*ShardMarks)(nil),                // 18: libvirtprovider.admin.v1.ShardMarks
-	(*ListFenceMarksRequest)(nil),     // 19: libvirtprovider.admin.v1.ListFenceMarksRequest
-	(*ListFenceMarksResponse)(nil),    // 20: libvirtprovider.admin.v1.ListFenceMarksResponse
-	(*WatchMachinesRequest)(nil),      // 21: libvirtprovider.admin.v1.WatchMachinesRequest
-	(*WatchMachinesResponse)(nil),     // 22: libvirtprovider.admin.v1.WatchMachinesResponse
-	(*ReleaseMachineRequest)(nil),     // 23: libvirtprovider.admin.v1.ReleaseMachineRequest
-	(*ReleaseMachineResponse)(nil),    // 24: libvirtprovider.admin.v1.ReleaseMachineResponse
-	(*TriggerReconcileRequest)(nil),   // 25: libvirtprovider.admin.v1.TriggerReconcileRequest
-	(*TriggerReconcileResponse)(nil),  // 26: libvirtprovider.admin.v1.TriggerReconcileResponse
-	(*WhoAmIRequest)(nil),             // 27: libvirtprovider.admin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),            // 28: libvirtprovider.admin.v1.WhoAmIResponse
-	(v1alpha1.MachineState)(0),        // 29: bigfleet.v1alpha1.MachineState
-	(*timestamppb.Timestamp)(nil),     // 30: google.protobuf.Timestamp
-	(*v1alpha1.Machine)(nil),          // 31: bigfleet.v1alpha1.Machine
-	(*durationpb.Duration)(nil),       // 32: google.protobuf.Duration
+	(*HostCordon)(nil),                // 7: libvirtprovider.admin.v1.HostCordon
+	(*HostCapacity)(nil),              // 8: libvirtprovider.admin.v1.HostCapacity
+	(*ListHostsRequest)(nil),          // 9: libvirtprovider.admin.v1.ListHostsRequest
+	(*ListHostsResponse)(nil),         // 10: libvirtprovider.admin.v1.ListHostsResponse
+	(*AdminMachine)(nil),              // 11: libvirtprovider.admin.v1.AdminMachine
+	(*ListMachinesRequest)(nil),       // 12: libvirtprovider.admin.v1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),      // 13: libvirtprovider.admin.v1.ListMachinesResponse
+	(*GetMachineRequest)(nil),         // 14: libvirtprovider.admin.v1.GetMachineRequest
+	(*GetMachineResponse)(nil),        // 15: libvirtprovider.admin.v1.GetMachineResponse
+	(*Transition)(nil),                // 16: libvirtprovider.admin.v1.Transition
+	(*GetMachineHistoryRequest)(nil),  // 17: libvirtprovider.admin.v1.GetMachineHistoryRequest
+	(*GetMachineHistoryResponse)(nil), // 18: libvirtprovider.admin.v1.GetMachineHistoryResponse
+	(*FenceMark)(nil),                 // 19: libvirtprovider.admin.v1.FenceMark
+	(*ShardMarks)(nil),                // 20: libvirtprovider.admin.v1.ShardMarks
+	(*ListFenceMarksRequest)(nil),     // 21: libvirtprovider.admin.v1.ListFenceMarksRequest
+	(*ListFenceMarksResponse)(nil),    // 22: libvirtprovider.admin.v1.ListFenceMarksResponse
+	(*WatchMachinesRequest)(nil),      // 23: libvirtprovider.admin.v1.WatchMachinesRequest
+	(*WatchMachinesResponse)(nil),     // 24: libvirtprovider.admin.v1.WatchMachinesResponse
+	(*ReleaseMachineRequest)(nil),     // 25: libvirtprovider.admin.v1.ReleaseMachineRequest
+	(*ReleaseMachineResponse)(nil),    // 26: libvirtprovider.admin.v1.ReleaseMachineResponse
+	(*TriggerReconcileRequest)(nil),   // 27: libvirtprovider.admin.v1.TriggerReconcileRequest
+	(*TriggerReconcileResponse)(nil),  // 28: libvirtprovider.admin.v1.TriggerReconcileResponse
+	(*CordonHostRequest)(nil),         // 29: libvirtprovider.admin.v1.CordonHostRequest
+	(*CordonHostResponse)(nil),        // 30: libvirtprovider.admin.v1.CordonHostResponse
+	(*UncordonHostRequest)(nil),       // 31: libvirtprovider.admin.v1.UncordonHostRequest
+	(*UncordonHostResponse)(nil),      // 32: libvirtprovider.admin.v1.UncordonHostResponse
+	(*WhoAmIRequest)(nil),             // 33: libvirtprovider.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),            // 34: libvirtprovider.admin.v1.WhoAmIResponse
+	nil,                               // 35: libvirtprovider.admin.v1.Host.LabelsEntry
+	(v1alpha1.MachineState)(0),        // 36: bigfleet.v1alpha1.MachineState
+	(*timestamppb.Timestamp)(nil),     // 37: google.protobuf.Timestamp
+	(*v1alpha1.Machine)(nil),          // 38: bigfleet.v1alpha1.Machine
+	(*durationpb.Duration)(nil),       // 39: google.protobuf.Duration
 }
 var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
-	29, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
-	30, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
+	36, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
+	37, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
 	3,  // 2: libvirtprovider.admin.v1.ReconcileSummary.zones:type_name -> libvirtprovider.admin.v1.ZoneOutcome
 	1,  // 3: libvirtprovider.admin.v1.GetFleetSummaryResponse.counts:type_name -> libvirtprovider.admin.v1.StateZoneCount
 	2,  // 4: libvirtprovider.admin.v1.GetFleetSummaryResponse.last_reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	30, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
-	30, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
-	6,  // 7: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
-	31, // 8: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
-	30, // 9: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
-	32, // 10: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
-	30, // 11: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
-	29, // 12: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
-	9,  // 13: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	9,  // 14: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	29, // 15: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
-	29, // 16: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
-	30, // 17: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
-	30, // 18: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
-	32, // 19: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
-	14, // 20: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
-	17, // 21: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
-	18, // 22: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
-	0,  // 23: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
-	9,  // 24: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	30, // 25: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
-	9,  // 26: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	2,  // 27: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	4,  // 28: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
-	7,  // 29: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
-	10, // 30: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
-	12, // 31: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
-	15, // 32: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
-	19, // 33: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
-	21, // 34: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
-	23, // 35: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
-	25, // 36: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
-	27, // 37: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
-	5,  // 38: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
-	8,  // 39: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
-	11, // 40: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
-	13, // 41: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
-	16, // 42: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
-	20, // 43: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
-	22, // 44: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
-	24, // 45: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
-	26, // 46: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
-	28, // 47: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
-	38, // [38:48] is the sub-list for method output_type
-	28, // [28:38] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	37, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
+	37, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
+	35, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
+	7,  // 8: libvirtprovider.admin.v1.Host.cordon:type_name -> libvirtprovider.admin.v1.HostCordon
+	8,  // 9: libvirtprovider.admin.v1.Host.capacity:type_name -> libvirtprovider.admin.v1.HostCapacity
+	37, // 10: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
+	6,  // 11: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
+	38, // 12: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
+	37, // 13: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
+	39, // 14: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
+	37, // 15: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
+	36, // 16: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
+	11, // 17: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
+	11, // 18: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	36, // 19: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
+	36, // 20: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
+	37, // 21: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
+	37, // 22: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
+	39, // 23: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
+	16, // 24: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
+	19, // 25: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
+	20, // 26: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
+	0,  // 27: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
+	11, // 28: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
+	37, // 29: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
+	11, // 30: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	2,  // 31: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
+	6,  // 32: libvirtprovider.admin.v1.CordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	6,  // 33: libvirtprovider.admin.v1.UncordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	4,  // 34: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
+	9,  // 35: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
+	12, // 36: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
+	14, // 37: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
+	17, // 38: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
+	21, // 39: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
+	23, // 40: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
+	25, // 41: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
+	27, // 42: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
+	29, // 43: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
+	31, // 44: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
+	33, // 45: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
+	5,  // 46: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
+	10, // 47: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
+	13, // 48: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
+	15, // 49: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
+	18, // 50: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
+	22, // 51: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
+	24, // 52: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
+	26, // 53: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
+	28, // 54: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
+	30, // 55: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
+	32, // 56: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
+	34, // 57: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
+	46, // [46:58] is the sub-list for method output_type
+	34, // [34:46] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_libvirtprovider_admin_v1_admin_proto_init() }
@@ -2016,7 +2554,7 @@ func file_libvirtprovider_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_libvirtprovider_admin_v1_admin_proto_rawDesc), len(file_libvirtprovider_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

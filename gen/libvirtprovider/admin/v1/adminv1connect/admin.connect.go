@@ -64,6 +64,11 @@ const (
 	// AdminServiceTriggerReconcileProcedure is the fully-qualified name of the AdminService's
 	// TriggerReconcile RPC.
 	AdminServiceTriggerReconcileProcedure = "/libvirtprovider.admin.v1.AdminService/TriggerReconcile"
+	// AdminServiceCordonHostProcedure is the fully-qualified name of the AdminService's CordonHost RPC.
+	AdminServiceCordonHostProcedure = "/libvirtprovider.admin.v1.AdminService/CordonHost"
+	// AdminServiceUncordonHostProcedure is the fully-qualified name of the AdminService's UncordonHost
+	// RPC.
+	AdminServiceUncordonHostProcedure = "/libvirtprovider.admin.v1.AdminService/UncordonHost"
 	// AdminServiceWhoAmIProcedure is the fully-qualified name of the AdminService's WhoAmI RPC.
 	AdminServiceWhoAmIProcedure = "/libvirtprovider.admin.v1.AdminService/WhoAmI"
 )
@@ -73,7 +78,8 @@ type AdminServiceClient interface {
 	// GetFleetSummary returns machine counts by state and zone, the last
 	// reconcile and whether admin writes are enabled.
 	GetFleetSummary(context.Context, *connect.Request[v1.GetFleetSummaryRequest]) (*connect.Response[v1.GetFleetSummaryResponse], error)
-	// ListHosts reports every libvirt host (one per zone).
+	// ListHosts reports every libvirt host, sorted by zone then name (a
+	// zone may hold several).
 	ListHosts(context.Context, *connect.Request[v1.ListHostsRequest]) (*connect.Response[v1.ListHostsResponse], error)
 	// ListMachines lists machine records with the provider's bookkeeping.
 	ListMachines(context.Context, *connect.Request[v1.ListMachinesRequest]) (*connect.Response[v1.ListMachinesResponse], error)
@@ -95,6 +101,15 @@ type AdminServiceClient interface {
 	// TriggerReconcile runs one reconcile pass now and reports it.
 	// Requires --admin-write and a caller on --admin-clients.
 	TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error)
+	// CordonHost stops new placements on a host; its machines stay where
+	// they are (ListMachines with hosts = [host] lists what must move off).
+	// The cordon survives a restart. Idempotent: cordoning a cordoned host
+	// replaces its reason. Requires --admin-write and a caller on
+	// --admin-clients; an unknown host is NotFound.
+	CordonHost(context.Context, *connect.Request[v1.CordonHostRequest]) (*connect.Response[v1.CordonHostResponse], error)
+	// UncordonHost lets placements go to the host again. Idempotent.
+	// Requires --admin-write and a caller on --admin-clients.
+	UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error)
 	// WhoAmI reports the identity the server saw on this call and whether
 	// it may write, so a client (the admin page) can say so before trying.
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -172,6 +187,20 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("TriggerReconcile")),
 			connect.WithClientOptions(opts...),
 		),
+		cordonHost: connect.NewClient[v1.CordonHostRequest, v1.CordonHostResponse](
+			httpClient,
+			baseURL+AdminServiceCordonHostProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CordonHost")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		uncordonHost: connect.NewClient[v1.UncordonHostRequest, v1.UncordonHostResponse](
+			httpClient,
+			baseURL+AdminServiceUncordonHostProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("UncordonHost")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
 			httpClient,
 			baseURL+AdminServiceWhoAmIProcedure,
@@ -193,6 +222,8 @@ type adminServiceClient struct {
 	watchMachines     *connect.Client[v1.WatchMachinesRequest, v1.WatchMachinesResponse]
 	releaseMachine    *connect.Client[v1.ReleaseMachineRequest, v1.ReleaseMachineResponse]
 	triggerReconcile  *connect.Client[v1.TriggerReconcileRequest, v1.TriggerReconcileResponse]
+	cordonHost        *connect.Client[v1.CordonHostRequest, v1.CordonHostResponse]
+	uncordonHost      *connect.Client[v1.UncordonHostRequest, v1.UncordonHostResponse]
 	whoAmI            *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
 }
 
@@ -241,6 +272,16 @@ func (c *adminServiceClient) TriggerReconcile(ctx context.Context, req *connect.
 	return c.triggerReconcile.CallUnary(ctx, req)
 }
 
+// CordonHost calls libvirtprovider.admin.v1.AdminService.CordonHost.
+func (c *adminServiceClient) CordonHost(ctx context.Context, req *connect.Request[v1.CordonHostRequest]) (*connect.Response[v1.CordonHostResponse], error) {
+	return c.cordonHost.CallUnary(ctx, req)
+}
+
+// UncordonHost calls libvirtprovider.admin.v1.AdminService.UncordonHost.
+func (c *adminServiceClient) UncordonHost(ctx context.Context, req *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error) {
+	return c.uncordonHost.CallUnary(ctx, req)
+}
+
 // WhoAmI calls libvirtprovider.admin.v1.AdminService.WhoAmI.
 func (c *adminServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
 	return c.whoAmI.CallUnary(ctx, req)
@@ -251,7 +292,8 @@ type AdminServiceHandler interface {
 	// GetFleetSummary returns machine counts by state and zone, the last
 	// reconcile and whether admin writes are enabled.
 	GetFleetSummary(context.Context, *connect.Request[v1.GetFleetSummaryRequest]) (*connect.Response[v1.GetFleetSummaryResponse], error)
-	// ListHosts reports every libvirt host (one per zone).
+	// ListHosts reports every libvirt host, sorted by zone then name (a
+	// zone may hold several).
 	ListHosts(context.Context, *connect.Request[v1.ListHostsRequest]) (*connect.Response[v1.ListHostsResponse], error)
 	// ListMachines lists machine records with the provider's bookkeeping.
 	ListMachines(context.Context, *connect.Request[v1.ListMachinesRequest]) (*connect.Response[v1.ListMachinesResponse], error)
@@ -273,6 +315,15 @@ type AdminServiceHandler interface {
 	// TriggerReconcile runs one reconcile pass now and reports it.
 	// Requires --admin-write and a caller on --admin-clients.
 	TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error)
+	// CordonHost stops new placements on a host; its machines stay where
+	// they are (ListMachines with hosts = [host] lists what must move off).
+	// The cordon survives a restart. Idempotent: cordoning a cordoned host
+	// replaces its reason. Requires --admin-write and a caller on
+	// --admin-clients; an unknown host is NotFound.
+	CordonHost(context.Context, *connect.Request[v1.CordonHostRequest]) (*connect.Response[v1.CordonHostResponse], error)
+	// UncordonHost lets placements go to the host again. Idempotent.
+	// Requires --admin-write and a caller on --admin-clients.
+	UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error)
 	// WhoAmI reports the identity the server saw on this call and whether
 	// it may write, so a client (the admin page) can say so before trying.
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -346,6 +397,20 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("TriggerReconcile")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceCordonHostHandler := connect.NewUnaryHandler(
+		AdminServiceCordonHostProcedure,
+		svc.CordonHost,
+		connect.WithSchema(adminServiceMethods.ByName("CordonHost")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceUncordonHostHandler := connect.NewUnaryHandler(
+		AdminServiceUncordonHostProcedure,
+		svc.UncordonHost,
+		connect.WithSchema(adminServiceMethods.ByName("UncordonHost")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceWhoAmIHandler := connect.NewUnaryHandler(
 		AdminServiceWhoAmIProcedure,
 		svc.WhoAmI,
@@ -373,6 +438,10 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceReleaseMachineHandler.ServeHTTP(w, r)
 		case AdminServiceTriggerReconcileProcedure:
 			adminServiceTriggerReconcileHandler.ServeHTTP(w, r)
+		case AdminServiceCordonHostProcedure:
+			adminServiceCordonHostHandler.ServeHTTP(w, r)
+		case AdminServiceUncordonHostProcedure:
+			adminServiceUncordonHostHandler.ServeHTTP(w, r)
 		case AdminServiceWhoAmIProcedure:
 			adminServiceWhoAmIHandler.ServeHTTP(w, r)
 		default:
@@ -418,6 +487,14 @@ func (UnimplementedAdminServiceHandler) ReleaseMachine(context.Context, *connect
 
 func (UnimplementedAdminServiceHandler) TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.TriggerReconcile is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CordonHost(context.Context, *connect.Request[v1.CordonHostRequest]) (*connect.Response[v1.CordonHostResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.CordonHost is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.UncordonHost is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {

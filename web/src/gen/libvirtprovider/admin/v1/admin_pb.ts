@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file libvirtprovider/admin/v1/admin.proto.
  */
 export const file_libvirtprovider_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiRsaWJ2aXJ0cHJvdmlkZXIvYWRtaW4vdjEvYWRtaW4ucHJvdG8SGGxpYnZpcnRwcm92aWRlci5hZG1pbi52MSJdCg5TdGF0ZVpvbmVDb3VudBIuCgVzdGF0ZRgBIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIMCgR6b25lGAIgASgJEg0KBWNvdW50GAMgASgFIpUBChBSZWNvbmNpbGVTdW1tYXJ5EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2Fkb3B0ZWQYAiABKAUSEAoIdmFuaXNoZWQYAyABKAUSNAoFem9uZXMYBCADKAsyJS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuWm9uZU91dGNvbWUiKgoLWm9uZU91dGNvbWUSDAoEem9uZRgBIAEoCRINCgVlcnJvchgCIAEoCSIYChZHZXRGbGVldFN1bW1hcnlSZXF1ZXN0IuwBChdHZXRGbGVldFN1bW1hcnlSZXNwb25zZRI4CgZjb3VudHMYASADKAsyKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuU3RhdGVab25lQ291bnQSDQoFdG90YWwYAiABKAUSQgoObGFzdF9yZWNvbmNpbGUYAyABKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVjb25jaWxlU3VtbWFyeRITCgthZG1pbl93cml0ZRgEIAEoCBIvCgtzZXJ2ZXJfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi7gIKBEhvc3QSDAoEem9uZRgBIAEoCRILCgN1cmkYAiABKAkSEQoJY29ubmVjdGVkGAMgASgIEhIKCmxhc3RfZXJyb3IYBCABKAkSFwoPbGlidmlydF92ZXJzaW9uGAUgASgJEhoKEmh5cGVydmlzb3JfdmVyc2lvbhgGIAEoCRIbChNwb29sX2NhcGFjaXR5X2J5dGVzGAcgASgEEh0KFXBvb2xfYWxsb2NhdGlvbl9ieXRlcxgIIAEoBBIUCgxkb21haW5fY291bnQYCSABKAUSFQoNbWFjaGluZV9jb3VudBgKIAEoBRI3ChNsYXN0X3JlY29uY2lsZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIeChZsYXN0X3JlY29uY2lsZV9vdXRjb21lGAwgASgJEhMKC2RvbWFpbl90eXBlGA0gASgJEhgKEGRvbWFpbl90eXBlX25vdGUYDiABKAkiEgoQTGlzdEhvc3RzUmVxdWVzdCJCChFMaXN0SG9zdHNSZXNwb25zZRItCgVob3N0cxgBIAMoCzIeLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0IqYCCgxBZG1pbk1hY2hpbmUSKwoHbWFjaGluZRgBIAEoCzIaLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmUSDgoGZG9tYWluGAIgASgJEhQKDG9wZXJhdGlvbl9pZBgDIAEoCRIWCg5vcGVyYXRpb25fa2luZBgEIAEoCRIvCgtzdGF0ZV9zaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoNdGltZV9pbl9zdGF0ZRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI2ChJvcGVyYXRpb25fZGVhZGxpbmUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJldmlzaW9uGAggASgEImoKE0xpc3RNYWNoaW5lc1JlcXVlc3QSLwoGc3RhdGVzGAEgAygOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEg0KBXpvbmVzGAIgAygJEhMKC21heF9yZXN1bHRzGAMgASgFImcKFExpc3RNYWNoaW5lc1Jlc3BvbnNlEjgKCG1hY2hpbmVzGAEgAygLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZRIVCg10b3RhbF9tYXRjaGVkGAIgASgFIh8KEUdldE1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJIk0KEkdldE1hY2hpbmVSZXNwb25zZRI3CgdtYWNoaW5lGAEgASgLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZSLCAgoKVHJhbnNpdGlvbhIUCgxvcGVyYXRpb25faWQYASABKAkSDAoEa2luZBgCIAEoCRIzCgpmcm9tX3N0YXRlGAMgASgOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEjEKCHRvX3N0YXRlGAQgASgOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEisKB3N0YXJ0ZWQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBWVuZGVkGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdvdXRjb21lGAggASgJEhIKCmxhc3RfZXJyb3IYCSABKAkiJgoYR2V0TWFjaGluZUhpc3RvcnlSZXF1ZXN0EgoKAmlkGAEgASgJInkKGUdldE1hY2hpbmVIaXN0b3J5UmVzcG9uc2USEgoKbWFjaGluZV9pZBgBIAEoCRI5Cgt0cmFuc2l0aW9ucxgCIAMoCzIkLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5UcmFuc2l0aW9uEg0KBWxpbWl0GAMgASgFIkAKCUZlbmNlTWFyaxISCgptYWNoaW5lX2lkGAEgASgJEg0KBWVwb2NoGAIgASgDEhAKCHNlcXVlbmNlGAMgASgDIlIKClNoYXJkTWFya3MSEAoIc2hhcmRfaWQYASABKAkSMgoFbWFya3MYAiADKAsyIy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuRmVuY2VNYXJrIj0KFUxpc3RGZW5jZU1hcmtzUmVxdWVzdBIQCghzaGFyZF9pZBgBIAEoCRISCgptYWNoaW5lX2lkGAIgASgJIk4KFkxpc3RGZW5jZU1hcmtzUmVzcG9uc2USNAoGc2hhcmRzGAEgAygLMiQubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlNoYXJkTWFya3MiFgoUV2F0Y2hNYWNoaW5lc1JlcXVlc3QiugEKFVdhdGNoTWFjaGluZXNSZXNwb25zZRI2CgR0eXBlGAEgASgOMigubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldhdGNoRXZlbnRUeXBlEjgKCG1hY2hpbmVzGAIgAygLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZRIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIwoVUmVsZWFzZU1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJImcKFlJlbGVhc2VNYWNoaW5lUmVzcG9uc2USFAoMb3BlcmF0aW9uX2lkGAEgASgJEjcKB21hY2hpbmUYAiABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lIhkKF1RyaWdnZXJSZWNvbmNpbGVSZXF1ZXN0IlkKGFRyaWdnZXJSZWNvbmNpbGVSZXNwb25zZRI9CglyZWNvbmNpbGUYASABKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVjb25jaWxlU3VtbWFyeSIPCg1XaG9BbUlSZXF1ZXN0IlgKDldob0FtSVJlc3BvbnNlEhAKCGlkZW50aXR5GAEgASgJEhEKCWFub255bW91cxgCIAEoCBIRCgltYXlfd3JpdGUYAyABKAgSDgoGcmVhc29uGAQgASgJKqwBCg5XYXRjaEV2ZW50VHlwZRIgChxXQVRDSF9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASHQoZV0FUQ0hfRVZFTlRfVFlQRV9TTkFQU0hPVBABEhsKF1dBVENIX0VWRU5UX1RZUEVfU1lOQ0VEEAISHAoYV0FUQ0hfRVZFTlRfVFlQRV9DSEFOR0VEEAMSHgoaV0FUQ0hfRVZFTlRfVFlQRV9IRUFSVEJFQVQQBDKhCQoMQWRtaW5TZXJ2aWNlEnsKD0dldEZsZWV0U3VtbWFyeRIwLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRGbGVldFN1bW1hcnlSZXF1ZXN0GjEubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldEZsZWV0U3VtbWFyeVJlc3BvbnNlIgOQAgESaQoJTGlzdEhvc3RzEioubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RIb3N0c1JlcXVlc3QaKy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdEhvc3RzUmVzcG9uc2UiA5ACARJyCgxMaXN0TWFjaGluZXMSLS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdE1hY2hpbmVzUmVxdWVzdBouLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0TWFjaGluZXNSZXNwb25zZSIDkAIBEmwKCkdldE1hY2hpbmUSKy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0TWFjaGluZVJlcXVlc3QaLC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0TWFjaGluZVJlc3BvbnNlIgOQAgESgQEKEUdldE1hY2hpbmVIaXN0b3J5EjIubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVIaXN0b3J5UmVxdWVzdBozLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lSGlzdG9yeVJlc3BvbnNlIgOQAgESeAoOTGlzdEZlbmNlTWFya3MSLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdEZlbmNlTWFya3NSZXF1ZXN0GjAubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RGZW5jZU1hcmtzUmVzcG9uc2UiA5ACARJ3Cg1XYXRjaE1hY2hpbmVzEi4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldhdGNoTWFjaGluZXNSZXF1ZXN0Gi8ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldhdGNoTWFjaGluZXNSZXNwb25zZSIDkAIBMAEScwoOUmVsZWFzZU1hY2hpbmUSLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVsZWFzZU1hY2hpbmVSZXF1ZXN0GjAubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlbGVhc2VNYWNoaW5lUmVzcG9uc2USeQoQVHJpZ2dlclJlY29uY2lsZRIxLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5UcmlnZ2VyUmVjb25jaWxlUmVxdWVzdBoyLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5UcmlnZ2VyUmVjb25jaWxlUmVzcG9uc2USYAoGV2hvQW1JEicubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldob0FtSVJlcXVlc3QaKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2hvQW1JUmVzcG9uc2UiA5ACAUJLWklnaXRodWIuY29tL2JpZ2ZsZWV0L2xpYnZpcnQtcHJvdmlkZXIvZ2VuL2xpYnZpcnRwcm92aWRlci9hZG1pbi92MTthZG1pbnYxYgZwcm90bzM", [file_bigfleet_v1alpha1_provider, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRsaWJ2aXJ0cHJvdmlkZXIvYWRtaW4vdjEvYWRtaW4ucHJvdG8SGGxpYnZpcnRwcm92aWRlci5hZG1pbi52MSJdCg5TdGF0ZVpvbmVDb3VudBIuCgVzdGF0ZRgBIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIMCgR6b25lGAIgASgJEg0KBWNvdW50GAMgASgFIpUBChBSZWNvbmNpbGVTdW1tYXJ5EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2Fkb3B0ZWQYAiABKAUSEAoIdmFuaXNoZWQYAyABKAUSNAoFem9uZXMYBCADKAsyJS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuWm9uZU91dGNvbWUiKgoLWm9uZU91dGNvbWUSDAoEem9uZRgBIAEoCRINCgVlcnJvchgCIAEoCSIYChZHZXRGbGVldFN1bW1hcnlSZXF1ZXN0IuwBChdHZXRGbGVldFN1bW1hcnlSZXNwb25zZRI4CgZjb3VudHMYASADKAsyKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuU3RhdGVab25lQ291bnQSDQoFdG90YWwYAiABKAUSQgoObGFzdF9yZWNvbmNpbGUYAyABKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVjb25jaWxlU3VtbWFyeRITCgthZG1pbl93cml0ZRgEIAEoCBIvCgtzZXJ2ZXJfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihQUKBEhvc3QSDAoEem9uZRgBIAEoCRILCgN1cmkYAiABKAkSEQoJY29ubmVjdGVkGAMgASgIEhIKCmxhc3RfZXJyb3IYBCABKAkSFwoPbGlidmlydF92ZXJzaW9uGAUgASgJEhoKEmh5cGVydmlzb3JfdmVyc2lvbhgGIAEoCRIbChNwb29sX2NhcGFjaXR5X2J5dGVzGAcgASgEEh0KFXBvb2xfYWxsb2NhdGlvbl9ieXRlcxgIIAEoBBIUCgxkb21haW5fY291bnQYCSABKAUSFQoNbWFjaGluZV9jb3VudBgKIAEoBRI3ChNsYXN0X3JlY29uY2lsZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIeChZsYXN0X3JlY29uY2lsZV9vdXRjb21lGAwgASgJEhMKC2RvbWFpbl90eXBlGA0gASgJEhgKEGRvbWFpbl90eXBlX25vdGUYDiABKAkSDAoEbmFtZRgPIAEoCRI6CgZsYWJlbHMYECADKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdC5MYWJlbHNFbnRyeRIQCghjb3Jkb25lZBgRIAEoCBI0CgZjb3Jkb24YEiABKAsyJC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdENvcmRvbhI4CghjYXBhY2l0eRgTIAEoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0Q2FwYWNpdHkSGgoSaG9zdF9tYWNoaW5lX2NvdW50GBQgASgFGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUwoKSG9zdENvcmRvbhIOCgZyZWFzb24YASABKAkSCgoCYnkYAiABKAkSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIs0CCgxIb3N0Q2FwYWNpdHkSDQoFdmNwdXMYASABKAUSFgoOY3B1X292ZXJjb21taXQYAiABKAESFwoPdmNwdXNfcGxhY2VhYmxlGAMgASgFEhIKCnZjcHVzX3VzZWQYBCABKAUSFwoPdmNwdXNfYXZhaWxhYmxlGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoBBIZChFtZW1vcnlfb3ZlcmNvbW1pdBgHIAEoARIeChZtZW1vcnlfcGxhY2VhYmxlX2J5dGVzGAggASgEEhkKEW1lbW9yeV91c2VkX2J5dGVzGAkgASgEEh4KFm1lbW9yeV9hdmFpbGFibGVfYnl0ZXMYCiABKAQSGQoRbWVtb3J5X2ZyZWVfYnl0ZXMYCyABKAQSFwoPcG9vbF9mcmVlX2J5dGVzGAwgASgEEhAKCG1hY2hpbmVzGA0gASgFIhIKEExpc3RIb3N0c1JlcXVlc3QiQgoRTGlzdEhvc3RzUmVzcG9uc2USLQoFaG9zdHMYASADKAsyHi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdCK0AgoMQWRtaW5NYWNoaW5lEisKB21hY2hpbmUYASABKAsyGi5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lEg4KBmRvbWFpbhgCIAEoCRIUCgxvcGVyYXRpb25faWQYAyABKAkSFgoOb3BlcmF0aW9uX2tpbmQYBCABKAkSLwoLc3RhdGVfc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDXRpbWVfaW5fc3RhdGUYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNgoSb3BlcmF0aW9uX2RlYWRsaW5lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXZpc2lvbhgIIAEoBBIMCgRob3N0GAkgASgJInkKE0xpc3RNYWNoaW5lc1JlcXVlc3QSLwoGc3RhdGVzGAEgAygOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEg0KBXpvbmVzGAIgAygJEhMKC21heF9yZXN1bHRzGAMgASgFEg0KBWhvc3RzGAQgAygJImcKFExpc3RNYWNoaW5lc1Jlc3BvbnNlEjgKCG1hY2hpbmVzGAEgAygLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZRIVCg10b3RhbF9tYXRjaGVkGAIgASgFIh8KEUdldE1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJIk0KEkdldE1hY2hpbmVSZXNwb25zZRI3CgdtYWNoaW5lGAEgASgLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZSLCAgoKVHJhbnNpdGlvbhIUCgxvcGVyYXRpb25faWQYASABKAkSDAoEa2luZBgCIAEoCRIzCgpmcm9tX3N0YXRlGAMgASgOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEjEKCHRvX3N0YXRlGAQgASgOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEisKB3N0YXJ0ZWQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBWVuZGVkGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdvdXRjb21lGAggASgJEhIKCmxhc3RfZXJyb3IYCSABKAkiJgoYR2V0TWFjaGluZUhpc3RvcnlSZXF1ZXN0EgoKAmlkGAEgASgJInkKGUdldE1hY2hpbmVIaXN0b3J5UmVzcG9uc2USEgoKbWFjaGluZV9pZBgBIAEoCRI5Cgt0cmFuc2l0aW9ucxgCIAMoCzIkLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5UcmFuc2l0aW9uEg0KBWxpbWl0GAMgASgFIkAKCUZlbmNlTWFyaxISCgptYWNoaW5lX2lkGAEgASgJEg0KBWVwb2NoGAIgASgDEhAKCHNlcXVlbmNlGAMgASgDIlIKClNoYXJkTWFya3MSEAoIc2hhcmRfaWQYASABKAkSMgoFbWFya3MYAiADKAsyIy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuRmVuY2VNYXJrIj0KFUxpc3RGZW5jZU1hcmtzUmVxdWVzdBIQCghzaGFyZF9pZBgBIAEoCRISCgptYWNoaW5lX2lkGAIgASgJIk4KFkxpc3RGZW5jZU1hcmtzUmVzcG9uc2USNAoGc2hhcmRzGAEgAygLMiQubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlNoYXJkTWFya3MiFgoUV2F0Y2hNYWNoaW5lc1JlcXVlc3QiugEKFVdhdGNoTWFjaGluZXNSZXNwb25zZRI2CgR0eXBlGAEgASgOMigubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldhdGNoRXZlbnRUeXBlEjgKCG1hY2hpbmVzGAIgAygLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZRIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIwoVUmVsZWFzZU1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJImcKFlJlbGVhc2VNYWNoaW5lUmVzcG9uc2USFAoMb3BlcmF0aW9uX2lkGAEgASgJEjcKB21hY2hpbmUYAiABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lIhkKF1RyaWdnZXJSZWNvbmNpbGVSZXF1ZXN0IlkKGFRyaWdnZXJSZWNvbmNpbGVSZXNwb25zZRI9CglyZWNvbmNpbGUYASABKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVjb25jaWxlU3VtbWFyeSIxChFDb3Jkb25Ib3N0UmVxdWVzdBIMCgRob3N0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSJCChJDb3Jkb25Ib3N0UmVzcG9uc2USLAoEaG9zdBgBIAEoCzIeLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0IiMKE1VuY29yZG9uSG9zdFJlcXVlc3QSDAoEaG9zdBgBIAEoCSJEChRVbmNvcmRvbkhvc3RSZXNwb25zZRIsCgRob3N0GAEgASgLMh4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QiDwoNV2hvQW1JUmVxdWVzdCJYCg5XaG9BbUlSZXNwb25zZRIQCghpZGVudGl0eRgBIAEoCRIRCglhbm9ueW1vdXMYAiABKAgSEQoJbWF5X3dyaXRlGAMgASgIEg4KBnJlYXNvbhgEIAEoCSqsAQoOV2F0Y2hFdmVudFR5cGUSIAocV0FUQ0hfRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEh0KGVdBVENIX0VWRU5UX1RZUEVfU05BUFNIT1QQARIbChdXQVRDSF9FVkVOVF9UWVBFX1NZTkNFRBACEhwKGFdBVENIX0VWRU5UX1RZUEVfQ0hBTkdFRBADEh4KGldBVENIX0VWRU5UX1RZUEVfSEVBUlRCRUFUEAQygwsKDEFkbWluU2VydmljZRJ7Cg9HZXRGbGVldFN1bW1hcnkSMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0RmxlZXRTdW1tYXJ5UmVxdWVzdBoxLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRGbGVldFN1bW1hcnlSZXNwb25zZSIDkAIBEmkKCUxpc3RIb3N0cxIqLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0SG9zdHNSZXF1ZXN0GisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RIb3N0c1Jlc3BvbnNlIgOQAgEScgoMTGlzdE1hY2hpbmVzEi0ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RNYWNoaW5lc1JlcXVlc3QaLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdE1hY2hpbmVzUmVzcG9uc2UiA5ACARJsCgpHZXRNYWNoaW5lEisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVSZXF1ZXN0GiwubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVSZXNwb25zZSIDkAIBEoEBChFHZXRNYWNoaW5lSGlzdG9yeRIyLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lSGlzdG9yeVJlcXVlc3QaMy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0TWFjaGluZUhpc3RvcnlSZXNwb25zZSIDkAIBEngKDkxpc3RGZW5jZU1hcmtzEi8ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RGZW5jZU1hcmtzUmVxdWVzdBowLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0RmVuY2VNYXJrc1Jlc3BvbnNlIgOQAgESdwoNV2F0Y2hNYWNoaW5lcxIuLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaE1hY2hpbmVzUmVxdWVzdBovLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaE1hY2hpbmVzUmVzcG9uc2UiA5ACATABEnMKDlJlbGVhc2VNYWNoaW5lEi8ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlbGVhc2VNYWNoaW5lUmVxdWVzdBowLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5SZWxlYXNlTWFjaGluZVJlc3BvbnNlEnkKEFRyaWdnZXJSZWNvbmNpbGUSMS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJpZ2dlclJlY29uY2lsZVJlcXVlc3QaMi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJpZ2dlclJlY29uY2lsZVJlc3BvbnNlEmwKCkNvcmRvbkhvc3QSKy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQ29yZG9uSG9zdFJlcXVlc3QaLC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQ29yZG9uSG9zdFJlc3BvbnNlIgOQAgIScgoMVW5jb3Jkb25Ib3N0Ei0ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlVuY29yZG9uSG9zdFJlcXVlc3QaLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVW5jb3Jkb25Ib3N0UmVzcG9uc2UiA5ACAhJgCgZXaG9BbUkSJy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2hvQW1JUmVxdWVzdBooLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XaG9BbUlSZXNwb25zZSIDkAIBQktaSWdpdGh1Yi5jb20vYmlnZmxlZXQvbGlidmlydC1wcm92aWRlci9nZW4vbGlidmlydHByb3ZpZGVyL2FkbWluL3YxO2FkbWludjFiBnByb3RvMw", [file_bigfleet_v1alpha1_provider, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * StateZoneCount is the number of machines in one (state, zone).
@@ -170,7 +170,7 @@ export const GetFleetSummaryResponseSchema: GenMessage<GetFleetSummaryResponse> 
   messageDesc(file_libvirtprovider_admin_v1_admin, 4);
 
 /**
- * Host is one libvirt host (a zone).
+ * Host is one libvirt host (a hypervisor of a zone).
  *
  * @generated from message libvirtprovider.admin.v1.Host
  */
@@ -223,7 +223,8 @@ export type Host = Message<"libvirtprovider.admin.v1.Host"> & {
   domainCount: number;
 
   /**
-   * Machine records the provider holds for this zone.
+   * Machine records the provider holds for this host's zone (all hosts of
+   * the zone together; host_machine_count is this host's share).
    *
    * @generated from field: int32 machine_count = 10;
    */
@@ -257,6 +258,51 @@ export type Host = Message<"libvirtprovider.admin.v1.Host"> & {
    * @generated from field: string domain_type_note = 14;
    */
   domainTypeNote: string;
+
+  /**
+   * The host's stable name, unique across zones: the zone's name for the
+   * only host of a zone given by --connect.
+   *
+   * @generated from field: string name = 15;
+   */
+  name: string;
+
+  /**
+   * Labels from the hosts file (rack, room, ...).
+   *
+   * @generated from field: map<string, string> labels = 16;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * A cordoned host gets no new placements; its machines stay.
+   *
+   * @generated from field: bool cordoned = 17;
+   */
+  cordoned: boolean;
+
+  /**
+   * Who cordoned the host, when and why; unset when it is not cordoned,
+   * and for a host cordoned by the hosts file only (reason "hosts file").
+   *
+   * @generated from field: libvirtprovider.admin.v1.HostCordon cordon = 18;
+   */
+  cordon?: HostCordon | undefined;
+
+  /**
+   * Size and use, read from libvirt; unset fields were not read yet.
+   *
+   * @generated from field: libvirtprovider.admin.v1.HostCapacity capacity = 19;
+   */
+  capacity?: HostCapacity | undefined;
+
+  /**
+   * Machine records placed on this host: what must move off when it is
+   * cordoned (ListMachines with hosts = [name] lists them).
+   *
+   * @generated from field: int32 host_machine_count = 20;
+   */
+  hostMachineCount: number;
 };
 
 /**
@@ -265,6 +311,130 @@ export type Host = Message<"libvirtprovider.admin.v1.Host"> & {
  */
 export const HostSchema: GenMessage<Host> = /*@__PURE__*/
   messageDesc(file_libvirtprovider_admin_v1_admin, 5);
+
+/**
+ * HostCordon records a cordon made through the admin API.
+ *
+ * @generated from message libvirtprovider.admin.v1.HostCordon
+ */
+export type HostCordon = Message<"libvirtprovider.admin.v1.HostCordon"> & {
+  /**
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * The identity of the caller that cordoned it, or "hosts file".
+   *
+   * @generated from field: string by = 2;
+   */
+  by: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp since = 3;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.HostCordon.
+ * Use `create(HostCordonSchema)` to create a new message.
+ */
+export const HostCordonSchema: GenMessage<HostCordon> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 6);
+
+/**
+ * HostCapacity is a host's size and what the provider's VMs there are
+ * sized to use (in-flight reservations included). "Placeable" is the size
+ * times the overcommit ratio: what placement fills up to. An overcommit of
+ * 0 means capacity is not enforced on this host (a single --connect host
+ * per zone); placeable is then 0 and only the use is meaningful.
+ *
+ * @generated from message libvirtprovider.admin.v1.HostCapacity
+ */
+export type HostCapacity = Message<"libvirtprovider.admin.v1.HostCapacity"> & {
+  /**
+   * Logical CPUs of the host.
+   *
+   * @generated from field: int32 vcpus = 1;
+   */
+  vcpus: number;
+
+  /**
+   * @generated from field: double cpu_overcommit = 2;
+   */
+  cpuOvercommit: number;
+
+  /**
+   * @generated from field: int32 vcpus_placeable = 3;
+   */
+  vcpusPlaceable: number;
+
+  /**
+   * @generated from field: int32 vcpus_used = 4;
+   */
+  vcpusUsed: number;
+
+  /**
+   * placeable - used, never below 0; 0 when not enforced.
+   *
+   * @generated from field: int32 vcpus_available = 5;
+   */
+  vcpusAvailable: number;
+
+  /**
+   * @generated from field: uint64 memory_bytes = 6;
+   */
+  memoryBytes: bigint;
+
+  /**
+   * @generated from field: double memory_overcommit = 7;
+   */
+  memoryOvercommit: number;
+
+  /**
+   * @generated from field: uint64 memory_placeable_bytes = 8;
+   */
+  memoryPlaceableBytes: bigint;
+
+  /**
+   * @generated from field: uint64 memory_used_bytes = 9;
+   */
+  memoryUsedBytes: bigint;
+
+  /**
+   * placeable - used, never below 0; 0 when not enforced.
+   *
+   * @generated from field: uint64 memory_available_bytes = 10;
+   */
+  memoryAvailableBytes: bigint;
+
+  /**
+   * Free memory as the host itself reports it (all its guests included).
+   *
+   * @generated from field: uint64 memory_free_bytes = 11;
+   */
+  memoryFreeBytes: bigint;
+
+  /**
+   * @generated from field: uint64 pool_free_bytes = 12;
+   */
+  poolFreeBytes: bigint;
+
+  /**
+   * The provider's VMs on the host, reservations included.
+   *
+   * @generated from field: int32 machines = 13;
+   */
+  machines: number;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.HostCapacity.
+ * Use `create(HostCapacitySchema)` to create a new message.
+ */
+export const HostCapacitySchema: GenMessage<HostCapacity> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 7);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListHostsRequest
@@ -277,7 +447,7 @@ export type ListHostsRequest = Message<"libvirtprovider.admin.v1.ListHostsReques
  * Use `create(ListHostsRequestSchema)` to create a new message.
  */
 export const ListHostsRequestSchema: GenMessage<ListHostsRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 6);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 8);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListHostsResponse
@@ -294,7 +464,7 @@ export type ListHostsResponse = Message<"libvirtprovider.admin.v1.ListHostsRespo
  * Use `create(ListHostsResponseSchema)` to create a new message.
  */
 export const ListHostsResponseSchema: GenMessage<ListHostsResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 7);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 9);
 
 /**
  * AdminMachine is everything BigFleet sees plus the provider's bookkeeping.
@@ -355,6 +525,14 @@ export type AdminMachine = Message<"libvirtprovider.admin.v1.AdminMachine"> & {
    * @generated from field: uint64 revision = 8;
    */
   revision: bigint;
+
+  /**
+   * The name of the host its VM is on (Host.name); empty while no VM
+   * exists.
+   *
+   * @generated from field: string host = 9;
+   */
+  host: string;
 };
 
 /**
@@ -362,7 +540,7 @@ export type AdminMachine = Message<"libvirtprovider.admin.v1.AdminMachine"> & {
  * Use `create(AdminMachineSchema)` to create a new message.
  */
 export const AdminMachineSchema: GenMessage<AdminMachine> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 8);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 10);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListMachinesRequest
@@ -388,6 +566,14 @@ export type ListMachinesRequest = Message<"libvirtprovider.admin.v1.ListMachines
    * @generated from field: int32 max_results = 3;
    */
   maxResults: number;
+
+  /**
+   * Union of the listed host names (Host.name); empty means all. A
+   * machine with no VM is on no host.
+   *
+   * @generated from field: repeated string hosts = 4;
+   */
+  hosts: string[];
 };
 
 /**
@@ -395,7 +581,7 @@ export type ListMachinesRequest = Message<"libvirtprovider.admin.v1.ListMachines
  * Use `create(ListMachinesRequestSchema)` to create a new message.
  */
 export const ListMachinesRequestSchema: GenMessage<ListMachinesRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 9);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 11);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListMachinesResponse
@@ -421,7 +607,7 @@ export type ListMachinesResponse = Message<"libvirtprovider.admin.v1.ListMachine
  * Use `create(ListMachinesResponseSchema)` to create a new message.
  */
 export const ListMachinesResponseSchema: GenMessage<ListMachinesResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 10);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 12);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineRequest
@@ -438,7 +624,7 @@ export type GetMachineRequest = Message<"libvirtprovider.admin.v1.GetMachineRequ
  * Use `create(GetMachineRequestSchema)` to create a new message.
  */
 export const GetMachineRequestSchema: GenMessage<GetMachineRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 11);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 13);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineResponse
@@ -455,7 +641,7 @@ export type GetMachineResponse = Message<"libvirtprovider.admin.v1.GetMachineRes
  * Use `create(GetMachineResponseSchema)` to create a new message.
  */
 export const GetMachineResponseSchema: GenMessage<GetMachineResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 12);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 14);
 
 /**
  * Transition is one entry of a machine's history.
@@ -524,7 +710,7 @@ export type Transition = Message<"libvirtprovider.admin.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 13);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 15);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineHistoryRequest
@@ -541,7 +727,7 @@ export type GetMachineHistoryRequest = Message<"libvirtprovider.admin.v1.GetMach
  * Use `create(GetMachineHistoryRequestSchema)` to create a new message.
  */
 export const GetMachineHistoryRequestSchema: GenMessage<GetMachineHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 14);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 16);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineHistoryResponse
@@ -572,7 +758,7 @@ export type GetMachineHistoryResponse = Message<"libvirtprovider.admin.v1.GetMac
  * Use `create(GetMachineHistoryResponseSchema)` to create a new message.
  */
 export const GetMachineHistoryResponseSchema: GenMessage<GetMachineHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 15);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 17);
 
 /**
  * FenceMark is the highest accepted (epoch, sequence) of a (shard, machine).
@@ -601,7 +787,7 @@ export type FenceMark = Message<"libvirtprovider.admin.v1.FenceMark"> & {
  * Use `create(FenceMarkSchema)` to create a new message.
  */
 export const FenceMarkSchema: GenMessage<FenceMark> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 16);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 18);
 
 /**
  * ShardMarks are one shard's marks, ordered by machine id.
@@ -625,7 +811,7 @@ export type ShardMarks = Message<"libvirtprovider.admin.v1.ShardMarks"> & {
  * Use `create(ShardMarksSchema)` to create a new message.
  */
 export const ShardMarksSchema: GenMessage<ShardMarks> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 17);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 19);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListFenceMarksRequest
@@ -651,7 +837,7 @@ export type ListFenceMarksRequest = Message<"libvirtprovider.admin.v1.ListFenceM
  * Use `create(ListFenceMarksRequestSchema)` to create a new message.
  */
 export const ListFenceMarksRequestSchema: GenMessage<ListFenceMarksRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 18);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 20);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListFenceMarksResponse
@@ -670,7 +856,7 @@ export type ListFenceMarksResponse = Message<"libvirtprovider.admin.v1.ListFence
  * Use `create(ListFenceMarksResponseSchema)` to create a new message.
  */
 export const ListFenceMarksResponseSchema: GenMessage<ListFenceMarksResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 19);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 21);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WatchMachinesRequest
@@ -683,7 +869,7 @@ export type WatchMachinesRequest = Message<"libvirtprovider.admin.v1.WatchMachin
  * Use `create(WatchMachinesRequestSchema)` to create a new message.
  */
 export const WatchMachinesRequestSchema: GenMessage<WatchMachinesRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 20);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 22);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WatchMachinesResponse
@@ -710,7 +896,7 @@ export type WatchMachinesResponse = Message<"libvirtprovider.admin.v1.WatchMachi
  * Use `create(WatchMachinesResponseSchema)` to create a new message.
  */
 export const WatchMachinesResponseSchema: GenMessage<WatchMachinesResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 21);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 23);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ReleaseMachineRequest
@@ -727,7 +913,7 @@ export type ReleaseMachineRequest = Message<"libvirtprovider.admin.v1.ReleaseMac
  * Use `create(ReleaseMachineRequestSchema)` to create a new message.
  */
 export const ReleaseMachineRequestSchema: GenMessage<ReleaseMachineRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 22);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 24);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ReleaseMachineResponse
@@ -749,7 +935,7 @@ export type ReleaseMachineResponse = Message<"libvirtprovider.admin.v1.ReleaseMa
  * Use `create(ReleaseMachineResponseSchema)` to create a new message.
  */
 export const ReleaseMachineResponseSchema: GenMessage<ReleaseMachineResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 23);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 25);
 
 /**
  * @generated from message libvirtprovider.admin.v1.TriggerReconcileRequest
@@ -762,7 +948,7 @@ export type TriggerReconcileRequest = Message<"libvirtprovider.admin.v1.TriggerR
  * Use `create(TriggerReconcileRequestSchema)` to create a new message.
  */
 export const TriggerReconcileRequestSchema: GenMessage<TriggerReconcileRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 24);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 26);
 
 /**
  * @generated from message libvirtprovider.admin.v1.TriggerReconcileResponse
@@ -779,7 +965,84 @@ export type TriggerReconcileResponse = Message<"libvirtprovider.admin.v1.Trigger
  * Use `create(TriggerReconcileResponseSchema)` to create a new message.
  */
 export const TriggerReconcileResponseSchema: GenMessage<TriggerReconcileResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 25);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 27);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.CordonHostRequest
+ */
+export type CordonHostRequest = Message<"libvirtprovider.admin.v1.CordonHostRequest"> & {
+  /**
+   * Host.name.
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * Why, for the log and the admin page (e.g. "kernel upgrade, ticket 123").
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.CordonHostRequest.
+ * Use `create(CordonHostRequestSchema)` to create a new message.
+ */
+export const CordonHostRequestSchema: GenMessage<CordonHostRequest> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 28);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.CordonHostResponse
+ */
+export type CordonHostResponse = Message<"libvirtprovider.admin.v1.CordonHostResponse"> & {
+  /**
+   * @generated from field: libvirtprovider.admin.v1.Host host = 1;
+   */
+  host?: Host | undefined;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.CordonHostResponse.
+ * Use `create(CordonHostResponseSchema)` to create a new message.
+ */
+export const CordonHostResponseSchema: GenMessage<CordonHostResponse> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 29);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.UncordonHostRequest
+ */
+export type UncordonHostRequest = Message<"libvirtprovider.admin.v1.UncordonHostRequest"> & {
+  /**
+   * @generated from field: string host = 1;
+   */
+  host: string;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.UncordonHostRequest.
+ * Use `create(UncordonHostRequestSchema)` to create a new message.
+ */
+export const UncordonHostRequestSchema: GenMessage<UncordonHostRequest> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 30);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.UncordonHostResponse
+ */
+export type UncordonHostResponse = Message<"libvirtprovider.admin.v1.UncordonHostResponse"> & {
+  /**
+   * @generated from field: libvirtprovider.admin.v1.Host host = 1;
+   */
+  host?: Host | undefined;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.UncordonHostResponse.
+ * Use `create(UncordonHostResponseSchema)` to create a new message.
+ */
+export const UncordonHostResponseSchema: GenMessage<UncordonHostResponse> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 31);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WhoAmIRequest
@@ -792,7 +1055,7 @@ export type WhoAmIRequest = Message<"libvirtprovider.admin.v1.WhoAmIRequest"> & 
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 26);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 32);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WhoAmIResponse
@@ -815,7 +1078,8 @@ export type WhoAmIResponse = Message<"libvirtprovider.admin.v1.WhoAmIResponse"> 
   anonymous: boolean;
 
   /**
-   * Whether ReleaseMachine and TriggerReconcile would be allowed.
+   * Whether the writes (ReleaseMachine, TriggerReconcile, CordonHost,
+   * UncordonHost) would be allowed.
    *
    * @generated from field: bool may_write = 3;
    */
@@ -834,7 +1098,7 @@ export type WhoAmIResponse = Message<"libvirtprovider.admin.v1.WhoAmIResponse"> 
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 27);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 33);
 
 /**
  * WatchEventType says how to apply a WatchMachinesResponse.
@@ -886,9 +1150,10 @@ export const WatchEventTypeSchema: GenEnum<WatchEventType> = /*@__PURE__*/
 /**
  * AdminService is served on --addr next to CapacityProvider, with the same
  * TLS/mTLS, or alone on --admin-addr with its own client CA
- * (--admin-tls-ca). ReleaseMachine and TriggerReconcile answer
- * PermissionDenied unless the provider was started with --admin-write and
- * the caller's verified client certificate matches --admin-clients.
+ * (--admin-tls-ca). The writes (ReleaseMachine, TriggerReconcile,
+ * CordonHost, UncordonHost) answer PermissionDenied unless the provider was
+ * started with --admin-write and the caller's verified client certificate
+ * matches --admin-clients.
  *
  * @generated from service libvirtprovider.admin.v1.AdminService
  */
@@ -905,7 +1170,8 @@ export const AdminService: GenService<{
     output: typeof GetFleetSummaryResponseSchema;
   },
   /**
-   * ListHosts reports every libvirt host (one per zone).
+   * ListHosts reports every libvirt host, sorted by zone then name (a
+   * zone may hold several).
    *
    * @generated from rpc libvirtprovider.admin.v1.AdminService.ListHosts
    */
@@ -989,6 +1255,31 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof TriggerReconcileRequestSchema;
     output: typeof TriggerReconcileResponseSchema;
+  },
+  /**
+   * CordonHost stops new placements on a host; its machines stay where
+   * they are (ListMachines with hosts = [host] lists what must move off).
+   * The cordon survives a restart. Idempotent: cordoning a cordoned host
+   * replaces its reason. Requires --admin-write and a caller on
+   * --admin-clients; an unknown host is NotFound.
+   *
+   * @generated from rpc libvirtprovider.admin.v1.AdminService.CordonHost
+   */
+  cordonHost: {
+    methodKind: "unary";
+    input: typeof CordonHostRequestSchema;
+    output: typeof CordonHostResponseSchema;
+  },
+  /**
+   * UncordonHost lets placements go to the host again. Idempotent.
+   * Requires --admin-write and a caller on --admin-clients.
+   *
+   * @generated from rpc libvirtprovider.admin.v1.AdminService.UncordonHost
+   */
+  uncordonHost: {
+    methodKind: "unary";
+    input: typeof UncordonHostRequestSchema;
+    output: typeof UncordonHostResponseSchema;
   },
   /**
    * WhoAmI reports the identity the server saw on this call and whether
