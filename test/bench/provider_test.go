@@ -27,10 +27,18 @@ type provider struct {
 	cmd  *exec.Cmd
 	addr string
 	conn *grpc.ClientConn
+
+	stopped bool
 }
 
+// binary is bin/libvirt, or $BENCH_BINARY (to measure another build, e.g.
+// the "before" of a change, with the same harness).
 func binary(tb testing.TB) string {
-	p, err := filepath.Abs("../../bin/libvirt")
+	p := os.Getenv("BENCH_BINARY")
+	if p == "" {
+		p = "../../bin/libvirt"
+	}
+	p, err := filepath.Abs(p)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -53,6 +61,14 @@ func freePort(tb testing.TB) string {
 // until it answers.
 func start(tb testing.TB, n int, state string) *provider {
 	tb.Helper()
+	p := launch(tb, n, state)
+	p.waitReady(tb, 50*time.Millisecond)
+	return p
+}
+
+// launch starts the process and connects a client, without waiting.
+func launch(tb testing.TB, n int, state string) *provider {
+	tb.Helper()
 	addr := freePort(tb)
 	cmd := exec.Command(binary(tb), "--addr="+addr, "--provider=bench", "--use-fake-backend",
 		"--seed-count="+strconv.Itoa(n), "--state="+state, "--metrics-addr=", "--log-level=error",
@@ -70,22 +86,34 @@ func start(tb testing.TB, n int, state string) *provider {
 	}
 	p := &provider{cmd: cmd, addr: addr, conn: conn}
 	tb.Cleanup(p.stop)
+	return p
+}
+
+// waitReady polls List(max_results=1) every poll until it succeeds.
+func (p *provider) waitReady(tb testing.TB, poll time.Duration) {
+	tb.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := p.list(ctx, &pb.ListFilter{MaxResults: 1})
 		cancel()
 		if err == nil {
-			return p
+			return
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("provider did not answer: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(poll)
 	}
 }
 
+// stop ends the process (SIGTERM, then SIGKILL after 10 s); calling it
+// again is harmless.
 func (p *provider) stop() {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
 	p.conn.Close()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
@@ -102,6 +130,14 @@ func (p *provider) list(ctx context.Context, f *pb.ListFilter) (*pb.MachineList,
 	out := new(pb.MachineList)
 	err := p.conn.Invoke(ctx, svc+"List", f, out)
 	return out, err
+}
+
+// listRaw is a full List whose answer is kept as bytes, not decoded: the
+// server's share of a List, without the client's decoding.
+func (p *provider) listRaw(ctx context.Context, f *pb.ListFilter) ([]byte, error) {
+	var out rawMessage
+	err := p.conn.Invoke(ctx, svc+"List", f, &out, grpc.ForceCodecV2(rawCodec{}))
+	return out.b, err
 }
 
 func (p *provider) create(ctx context.Context, id string) error {
