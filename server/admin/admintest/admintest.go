@@ -46,6 +46,8 @@ type Options struct {
 	// Wrap may replace the engine the admin API sees (e.g. to inject a
 	// backend with other host URIs).
 	Wrap func(*lifecycle.Engine) admin.Engine
+	// CordonFile is admin.Options.CordonFile (empty: cordons in memory).
+	CordonFile string
 	// Service, when set, receives the admin service (e.g. to Close it).
 	Service **admin.Service
 }
@@ -129,7 +131,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	metrics := server.NewMetrics(nil)
 	aopts := admin.Options{Engine: ae, AllowWrite: opts.AdminWrite, Logger: log,
-		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler()}
+		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile}
 	if aopts.Clients, err = admin.ParseClients(opts.Clients); err != nil {
 		t.Fatal(err)
 	}
