@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
 // Operation names, as passed to failure hooks and delay settings.
@@ -38,6 +39,10 @@ type Options struct {
 	Delay  time.Duration            // applied to every operation
 	Delays map[string]time.Duration // per operation, overriding Delay
 	Fail   FailFunc
+	// Hosts, when set, are the hypervisors of each zone (Zones is then
+	// ignored: the zones are the hosts'); Policy chooses among them.
+	Hosts  []Host
+	Policy placement.Policy
 }
 
 // Binding is what Configure recorded: the cluster and a digest of the blob.
@@ -79,19 +84,26 @@ type Backend struct {
 	down     map[string]error
 	calls    map[string]int
 	closed   bool
+
+	// Multi-host mode (Options.Hosts): nil planner means one implicit host
+	// per zone, named after it, as before hosts files existed.
+	planner  *placement.Planner
+	hostList []Host
+	hostDown map[string]bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
 var _ backend.ZoneReadiness = (*Backend)(nil)
 var _ backend.Starter = (*Backend)(nil)
 
-// New returns a fake with opts applied.
+// New returns a fake with opts applied. It panics on Hosts naming a host
+// twice (a hosts file is validated before it gets here).
 func New(opts Options) *Backend {
 	zones := slices.Clone(opts.Zones)
 	if len(zones) == 0 {
 		zones = slices.Clone(DefaultZones)
 	}
-	return &Backend{
+	b := &Backend{
 		zones:    zones,
 		fail:     opts.Fail,
 		vms:      map[string]*VM{},
@@ -101,7 +113,14 @@ func New(opts Options) *Backend {
 		failures: map[failKey]error{},
 		down:     map[string]error{},
 		calls:    map[string]int{},
+		hostDown: map[string]bool{},
 	}
+	if len(opts.Hosts) > 0 {
+		if err := b.initHosts(opts); err != nil {
+			panic(err)
+		}
+	}
+	return b
 }
 
 // DomainName is the deterministic domain of a machine.
@@ -134,6 +153,8 @@ func (b *Backend) zoneErrLocked(zone string) error {
 		return fmt.Errorf("fake: backend closed: %w", backend.ErrHostUnavailable)
 	case b.down[zone] != nil:
 		return fmt.Errorf("fake: zone %q: %w", zone, b.down[zone])
+	case b.zoneHostsDownLocked(zone):
+		return fmt.Errorf("fake: zone %q: %w: %w", zone, errHostsDown, backend.ErrHostUnavailable)
 	}
 	return nil
 }
@@ -143,9 +164,12 @@ func (b *Backend) zoneErrLocked(zone string) error {
 func (b *Backend) Hosts(_ context.Context) []backend.HostStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.multiHost() {
+		return b.hostStatusesLocked()
+	}
 	out := make([]backend.HostStatus, 0, len(b.zones))
 	for _, z := range b.zones {
-		st := backend.HostStatus{Zone: z, URI: "fake://" + z, Connected: true,
+		st := backend.HostStatus{Name: z, Zone: z, URI: "fake://" + z, Connected: true,
 			LibvirtVersion: "fake", HypervisorVersion: "fake"}
 		if err := b.zoneErrLocked(z); err != nil {
 			st.Connected, st.LastError = false, err.Error()

@@ -71,6 +71,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	if spec.MachineID == "" {
 		return backend.Placement{}, errors.New("fake: create: empty machine id")
 	}
+	if b.multiHost() {
+		return b.createOnHost(ctx, spec)
+	}
 	if err := b.begin(ctx, OpCreate, spec.MachineID); err != nil {
 		return backend.Placement{}, err
 	}
@@ -132,15 +135,17 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	if zone == "" {
 		zone = spec.Zone
 	}
+	pl := backend.Placement{Zone: zone}
 	if vm, ok := b.vms[spec.MachineID]; ok {
-		zone = vm.Placement.Zone
+		pl = vm.Placement
 	}
-	if zone != "" {
-		if err := b.zoneErrLocked(zone); err != nil {
+	if pl.Zone != "" {
+		if err := b.hostErrLocked(pl); err != nil {
 			return err
 		}
 	}
 	delete(b.vms, spec.MachineID)
+	b.observeLocked(pl.Host)
 	return nil
 }
 
@@ -152,7 +157,7 @@ func (b *Backend) vmLocked(id string, p backend.Placement) (*VM, error) {
 	if !ok || (p.Domain != "" && p.Domain != vm.Placement.Domain) {
 		return nil, fmt.Errorf("fake: machine %q: %w", id, backend.ErrNotFound)
 	}
-	if err := b.zoneErrLocked(vm.Placement.Zone); err != nil {
+	if err := b.hostErrLocked(vm.Placement); err != nil {
 		return nil, err
 	}
 	return vm, nil
@@ -209,7 +214,8 @@ func (b *Backend) listZone(zone string) ([]backend.Observed, error) {
 	}
 	var out []backend.Observed
 	for _, vm := range b.vms {
-		if vm.Placement.Zone == zone {
+		// A down host's VMs are not listed: ConfirmGone keeps them.
+		if vm.Placement.Zone == zone && !b.hostDown[vm.Placement.Host] {
 			out = append(out, observe(vm))
 		}
 	}

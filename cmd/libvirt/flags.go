@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 	"github.com/bigfleet/libvirt-provider/server/capacity"
 	"github.com/bigfleet/libvirt-provider/server/tlsreload"
 )
@@ -26,6 +27,8 @@ type config struct {
 	Provider    string // --provider
 	Connect     string // --connect
 	DefaultZone string // --default-zone
+	HostsFile   string // --hosts
+	Placement   string // --placement
 
 	Offerings        string  // --offerings
 	SeedCount        int     // --seed-count
@@ -85,6 +88,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 
 	fs.StringVar(&c.Provider, "provider", "libvirt", "provider `name` reported as HostRef.provider; must stay stable for a state file")
 	fs.StringVar(&c.Connect, "connect", "", "libvirt `URI`, or comma-separated zone=URI list (one host per zone); a bare URI serves --default-zone")
+	fs.StringVar(&c.HostsFile, "hosts", "", "YAML `file` naming each hypervisor (name, zone, uri, labels, overcommit, cordoned); instead of --connect")
+	fs.StringVar(&c.Placement, "placement", string(placement.Spread), "how a Create picks a host of its zone: spread (most free memory) or pack (least free memory that fits)")
 	fs.StringVar(&c.DefaultZone, "default-zone", "local", "`zone` of a bare --connect URI (and of the fake backend)")
 
 	fs.StringVar(&c.Offerings, "offerings", "", "JSON `file` of offerings (instance type, zone, capacity type, count); empty: --seed-count slots spread over the zones")
@@ -135,10 +140,18 @@ func (c *config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch {
-	case c.Connect == "" && !c.UseFakeBackend:
-		bad("--connect is required: name the libvirt host(s) to serve (or pass --use-fake-backend for a test substrate)")
+	case c.Connect != "" && c.HostsFile != "":
+		bad("--connect and --hosts are mutually exclusive: name the hosts in one place")
+	case c.Connect == "" && c.HostsFile == "" && !c.UseFakeBackend:
+		bad("--connect is required: name the libvirt host(s) to serve (or pass --use-fake-backend for a test substrate); or list them in a --hosts file")
 	case c.Connect != "" && c.UseFakeBackend:
 		bad("--connect and --use-fake-backend are mutually exclusive: choose real libvirt hosts or the fake")
+	}
+	if c.HostsFile != "" && c.FakeZones != "" {
+		bad("--hosts and --fake-zones are mutually exclusive: the hosts file names the zones")
+	}
+	if _, err := placement.ParsePolicy(c.Placement); err != nil || c.Placement == "" {
+		bad("--placement %q: want spread or pack", c.Placement)
 	}
 	if strings.TrimSpace(c.Addr) == "" {
 		bad("--addr must not be empty")

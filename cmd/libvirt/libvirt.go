@@ -7,6 +7,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/hostsfile"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
 )
 
@@ -19,7 +20,7 @@ import (
 // its zone reports unavailable until it answers.
 func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Backend, error) {
 	_ = ctx // libvirt.New does not block on hosts beyond libvirt.StartupWait
-	hosts, err := libvirt.ParseConnect(cfg.Connect, cfg.DefaultZone)
+	hosts, err := libvirtHosts(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -48,4 +49,24 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		return nil, fmt.Errorf("--connect: libvirt backend not started: %w", err)
 	}
 	return be, nil
+}
+
+// libvirtHosts reads the hosts from --hosts or --connect.
+func libvirtHosts(cfg config) ([]libvirt.Host, error) {
+	if cfg.HostsFile == "" {
+		return libvirt.ParseConnect(cfg.Connect, cfg.DefaultZone)
+	}
+	f, err := hostsfile.Load(cfg.HostsFile)
+	if err != nil {
+		return nil, err
+	}
+	if h := f.HasFake(); h != nil {
+		return nil, fmt.Errorf("--hosts %s:%d: host %q: fake: only the fake backend reads it (--use-fake-backend); remove the block for real hosts",
+			f.Path, h.Line, h.Name)
+	}
+	hosts := make([]libvirt.Host, 0, len(f.Hosts))
+	for _, h := range f.Hosts {
+		hosts = append(hosts, libvirt.Host{Zone: h.Zone, URI: h.URI})
+	}
+	return hosts, nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/backend/hostsfile"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/capacity"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
@@ -21,6 +23,9 @@ import (
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend.Backend, error) {
 	if !cfg.UseFakeBackend {
 		return openLibvirt(ctx, cfg, log)
+	}
+	if cfg.HostsFile != "" {
+		return openFakeHosts(cfg, log)
 	}
 	zones := fake.DefaultZones
 	if cfg.FakeZones != "" {
@@ -163,4 +168,25 @@ func domainTypes(be backend.Backend) server.DomainTypesFunc {
 		}
 		return out
 	}
+}
+
+// openFakeHosts builds the fake from a --hosts file: each host sized by
+// its fake: block (or the defaults), placement by --placement.
+func openFakeHosts(cfg config, log *slog.Logger) (backend.Backend, error) {
+	f, err := hostsfile.Load(cfg.HostsFile)
+	if err != nil {
+		return nil, err
+	}
+	policy, _ := placement.ParsePolicy(cfg.Placement) // validated
+	hosts := make([]fake.Host, 0, len(f.Hosts))
+	for _, h := range f.Hosts {
+		sz := h.FakeSize()
+		hosts = append(hosts, fake.Host{Name: h.Name, Zone: h.Zone, Labels: h.Labels,
+			VCPUs: sz.VCPUs, MemoryMiB: sz.MemoryMiB, PoolGiB: sz.PoolGiB,
+			CPUOvercommit: h.Overcommit.CPU, MemoryOvercommit: h.Overcommit.Memory, Cordoned: h.Cordoned})
+	}
+	log.Warn("using the FAKE backend (--use-fake-backend) with the hosts of --hosts: no VMs are created; for conformance tests and development, NOT for production",
+		slog.String("hosts_file", cfg.HostsFile), slog.Int("hosts", len(hosts)), slog.Any("zones", f.Zones()),
+		slog.String("placement", string(policy)), slog.String("fake_delay", cfg.FakeDelay.String()))
+	return fake.New(fake.Options{Hosts: hosts, Policy: policy, Delay: cfg.FakeDelay}), nil
 }

@@ -1,0 +1,172 @@
+package placement
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// Decision is where a machine goes and why.
+type Decision struct {
+	Host string
+	Why  string
+}
+
+// Reserve picks a host of the zone for machineID and books s there, in one
+// step under the zone's mutex. A machine already booked in the zone (a
+// retried Create) keeps its host. No fitting host: an error wrapping
+// backend.ErrNoCapacity naming the zone, the request and the best host's
+// free capacity. An unknown zone wraps backend.ErrUnknownZone.
+func (p *Planner) Reserve(zoneName, machineID string, s Size) (Decision, error) {
+	z := p.zone(zoneName)
+	if z == nil {
+		return Decision{}, fmt.Errorf("zone %q: %w", zoneName, backend.ErrUnknownZone)
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if h := z.where[machineID]; h != nil {
+		return Decision{Host: h.Name, Why: fmt.Sprintf("%s: machine already booked on host %s", p.policy, h.Name)}, nil
+	}
+	var best *hostState
+	fitting := 0
+	for _, h := range z.hosts {
+		if !h.fits(s) {
+			continue
+		}
+		fitting++
+		if best == nil || p.better(h, best) {
+			best = h
+		}
+	}
+	if best == nil {
+		return Decision{}, z.noCapacity(s)
+	}
+	best.reserved[machineID] = s
+	best.add(s, +1)
+	z.where[machineID] = best
+	return Decision{Host: best.Name, Why: p.why(best, s, fitting, len(z.hosts))}, nil
+}
+
+// better reports whether a beats b under the policy. Hosts without limits
+// (not enforced) compare by their raw free memory.
+func (p *Planner) better(a, b *hostState) bool {
+	_, fa := a.free()
+	_, fb := b.free()
+	if fa != fb {
+		if p.policy == Pack {
+			return fa < fb
+		}
+		return fa > fb
+	}
+	if a.used.Machines != b.used.Machines {
+		return a.used.Machines < b.used.Machines
+	}
+	return a.Name < b.Name
+}
+
+func (p *Planner) why(h *hostState, s Size, fitting, total int) string {
+	v, m := h.free()
+	v, m = v+s.VCPUs, m+s.MemoryMiB // free before this booking
+	what := "most"
+	if p.policy == Pack {
+		what = "least"
+	}
+	if !h.Enforce {
+		return fmt.Sprintf("%s: host %s (%d of %d hosts schedulable; capacity not enforced)", p.policy, h.Name, fitting, total)
+	}
+	return fmt.Sprintf("%s: host %s has the %s free memory after overcommit among %d fitting of %d hosts (%d vCPU, %d MiB free before this %d vCPU, %d MiB)",
+		p.policy, h.Name, what, fitting, total, v, m, s.VCPUs, s.MemoryMiB)
+}
+
+// noCapacity explains a refusal: the request, the best schedulable host's
+// free capacity, and how many hosts were cordoned or down.
+func (z *zone) noCapacity(s Size) error {
+	var best *hostState
+	down, cordoned, full := 0, 0, 0
+	for _, h := range z.hosts {
+		switch {
+		case !h.Connected:
+			down++
+		case h.Cordoned:
+			cordoned++
+		default:
+			if h.PoolKnown && h.PoolFreeBytes == 0 {
+				full++
+			}
+			_, fm := h.free()
+			if best == nil {
+				best = h
+			} else if _, bm := best.free(); fm > bm || (fm == bm && h.Name < best.Name) {
+				best = h
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "zone %s: no host fits %d vCPU, %d MiB", z.name, s.VCPUs, s.MemoryMiB)
+	if best == nil {
+		b.WriteString(": no connected, uncordoned host")
+	} else {
+		v, m := best.free()
+		fmt.Fprintf(&b, "; best host %s has %d vCPU, %d MiB free after overcommit", best.Name, max(v, 0), max(m, 0))
+		if best.PoolKnown && best.PoolFreeBytes == 0 {
+			b.WriteString(" and a full storage pool")
+		}
+	}
+	fmt.Fprintf(&b, " (%d hosts: %d down, %d cordoned", len(z.hosts), down, cordoned)
+	if full > 0 {
+		fmt.Fprintf(&b, ", %d with a full pool", full)
+	}
+	b.WriteString(")")
+	return fmt.Errorf("%s: %w", b.String(), backend.ErrNoCapacity)
+}
+
+// Release drops a machine's reservation (its Create failed); an observed
+// machine stays booked. Unknown machines are ignored.
+func (p *Planner) Release(zoneName, machineID string) {
+	z := p.zone(zoneName)
+	if z == nil {
+		return
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	h := z.where[machineID]
+	if h == nil {
+		return
+	}
+	if s, ok := h.reserved[machineID]; ok {
+		h.add(s, -1)
+		delete(h.reserved, machineID)
+	}
+	if _, ok := h.observed[machineID]; !ok {
+		delete(z.where, machineID)
+	}
+}
+
+// Forget drops every booking of a machine (it was deleted).
+func (p *Planner) Forget(zoneName, machineID string) {
+	z := p.zone(zoneName)
+	if z == nil {
+		return
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if h := z.where[machineID]; h != nil {
+		h.drop(machineID)
+		delete(z.where, machineID)
+	}
+}
+
+// HostOf names the host a machine is booked on in the zone, if any.
+func (p *Planner) HostOf(zoneName, machineID string) (string, bool) {
+	z := p.zone(zoneName)
+	if z == nil {
+		return "", false
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if h := z.where[machineID]; h != nil {
+		return h.Name, true
+	}
+	return "", false
+}
