@@ -1,0 +1,99 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// HostsFunc reports every host with its capacity; backend.Backend.Hosts
+// fits. It is called at scrape time with a bounded context.
+type HostsFunc func(ctx context.Context) []backend.HostStatus
+
+// hostScrapeTimeout bounds one scrape's look at the hosts: a dead host
+// must not hang /metrics (its series then show what the backend knew).
+const hostScrapeTimeout = 5 * time.Second
+
+const mib = 1 << 20
+
+var hostLabels = []string{"zone", "host"}
+
+// The per-host gauges. Memory is in bytes, as Prometheus convention
+// wants; "placeable" is the size times the overcommit ratio, what
+// placement fills up to (0 where capacity is not enforced).
+var (
+	hostConnectedDesc = prometheus.NewDesc("host_connected",
+		"1 while the host's libvirt connection is up, 0 while it is not.", hostLabels, nil)
+	hostCordonedDesc = prometheus.NewDesc("host_cordoned",
+		"1 while the host is cordoned (no new placements), else 0.", hostLabels, nil)
+	hostVCPUsDesc = prometheus.NewDesc("host_vcpus",
+		"Logical CPUs of the host, as libvirt reports them (0 until read).", hostLabels, nil)
+	hostVCPUsPlaceableDesc = prometheus.NewDesc("host_vcpus_placeable",
+		"vCPUs placement may fill the host with: host_vcpus times the CPU overcommit ratio (0: not enforced).", hostLabels, nil)
+	hostVCPUsUsedDesc = prometheus.NewDesc("host_vcpus_used",
+		"vCPUs the provider's VMs on the host are sized to use, in-flight reservations included.", hostLabels, nil)
+	hostMemoryDesc = prometheus.NewDesc("host_memory_bytes",
+		"Memory of the host, as libvirt reports it (0 until read).", hostLabels, nil)
+	hostMemoryPlaceableDesc = prometheus.NewDesc("host_memory_placeable_bytes",
+		"Memory placement may fill the host with: host_memory_bytes times the memory overcommit ratio (0: not enforced).", hostLabels, nil)
+	hostMemoryUsedDesc = prometheus.NewDesc("host_memory_used_bytes",
+		"Memory the provider's VMs on the host are sized to use, in-flight reservations included.", hostLabels, nil)
+	hostMemoryFreeDesc = prometheus.NewDesc("host_memory_free_bytes",
+		"Free memory as the host reports it (every guest counted, ours or not).", hostLabels, nil)
+	hostPoolFreeDesc = prometheus.NewDesc("host_pool_free_bytes",
+		"Free space of the host's storage pool.", hostLabels, nil)
+	hostMachinesDesc = prometheus.NewDesc("host_machines",
+		"The provider's VMs on the host, in-flight reservations included.", hostLabels, nil)
+)
+
+// RegisterHostCapacity adds the per-host capacity and cordon gauges,
+// labelled by zone and host, read at scrape time.
+func (m *Metrics) RegisterHostCapacity(hosts HostsFunc) {
+	m.Registry.MustRegister(hostCapacityCollector{hosts: hosts})
+}
+
+type hostCapacityCollector struct{ hosts HostsFunc }
+
+func (hostCapacityCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{hostConnectedDesc, hostCordonedDesc, hostVCPUsDesc, hostVCPUsPlaceableDesc,
+		hostVCPUsUsedDesc, hostMemoryDesc, hostMemoryPlaceableDesc, hostMemoryUsedDesc, hostMemoryFreeDesc,
+		hostPoolFreeDesc, hostMachinesDesc} {
+		ch <- d
+	}
+}
+
+func (c hostCapacityCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), hostScrapeTimeout)
+	defer cancel()
+	for _, h := range c.hosts(ctx) {
+		// A --connect host without a name is named after its zone.
+		zone, name := h.Zone, cmp.Or(h.Name, h.Zone)
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, zone, name)
+		}
+		cp := h.Capacity
+		gauge(hostConnectedDesc, boolGauge(h.Connected))
+		gauge(hostCordonedDesc, boolGauge(h.Cordoned))
+		gauge(hostVCPUsDesc, float64(cp.VCPUs))
+		gauge(hostVCPUsPlaceableDesc, math.Floor(float64(cp.VCPUs)*cp.CPUOvercommit)) // whole vCPUs, as placement counts
+		gauge(hostVCPUsUsedDesc, float64(cp.UsedVCPUs))
+		gauge(hostMemoryDesc, float64(cp.MemoryMiB)*mib)
+		gauge(hostMemoryPlaceableDesc, float64(cp.MemoryMiB)*cp.MemoryOvercommit*mib)
+		gauge(hostMemoryUsedDesc, float64(cp.UsedMemoryMiB)*mib)
+		gauge(hostMemoryFreeDesc, float64(cp.FreeMemoryMiB)*mib)
+		gauge(hostPoolFreeDesc, float64(cp.PoolFreeBytes))
+		gauge(hostMachinesDesc, float64(cp.Machines))
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
