@@ -155,31 +155,6 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func cmdHosts(ctx context.Context, c *clients, o *opts, _ string, w io.Writer) error {
-	res, err := c.admin.ListHosts(ctx, connect.NewRequest(&adminv1.ListHostsRequest{}))
-	if err != nil {
-		return err
-	}
-	if o.output == "json" {
-		return writeJSON(w, res.Msg)
-	}
-	t := newTable(w, "ZONE", "URI", "CONNECTED", "LIBVIRT", "HYPERVISOR", "POOL USED", "DOMAINS", "MACHINES", "RECONCILED", "OUTCOME")
-	for _, h := range res.Msg.GetHosts() {
-		pool := ""
-		if h.GetPoolCapacityBytes() > 0 {
-			pool = bytesIEC(h.GetPoolAllocationBytes()) + "/" + bytesIEC(h.GetPoolCapacityBytes())
-		}
-		conn := "yes"
-		if !h.GetConnected() {
-			conn = "no: " + truncate(h.GetLastError(), 40)
-		}
-		t.row(h.GetZone(), h.GetUri(), conn, h.GetLibvirtVersion(), h.GetHypervisorVersion(), pool,
-			strconv.Itoa(int(h.GetDomainCount())), strconv.Itoa(int(h.GetMachineCount())),
-			stamp(h.GetLastReconcileTime()), truncate(h.GetLastReconcileOutcome(), 40))
-	}
-	return t.flush()
-}
-
 func cmdMarks(ctx context.Context, c *clients, o *opts, _ string, w io.Writer) error {
 	res, err := c.admin.ListFenceMarks(ctx, connect.NewRequest(&adminv1.ListFenceMarksRequest{ShardId: o.marksShard}))
 	if err != nil {

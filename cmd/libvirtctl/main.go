@@ -51,7 +51,8 @@ func commands() []command {
 		{name: "history", args: "ID", ids: 1, help: "show a machine's transition history", run: cmdHistory},
 		{name: "watch", help: "print a snapshot, then machine changes as they happen (--events N to stop)", flags: watchFlags, run: cmdWatch},
 		{name: "summary", help: "machines by state and zone, last reconcile", run: cmdSummary},
-		{name: "hosts", help: "list libvirt hosts", run: cmdHosts},
+		{name: "hosts", help: "list libvirt hosts: capacity used/placeable, machines, cordon", run: cmdHosts},
+		{name: "drain-list", args: "HOST", ids: 1, help: "the machines on a host: what must move off it before maintenance", run: cmdDrainList},
 		{name: "marks", help: "list fencing marks per shard (--shard to filter)", flags: marksFlags, run: cmdMarks},
 		{name: "create", args: "ID", ids: 1, help: "SPECULATIVE → CREATING → IDLE", flags: tokenFlags, run: cmdCreate},
 		{name: "configure", args: "ID", ids: 1, help: "IDLE → CONFIGURING → CONFIGURED (--cluster, --blob-file, --metadata k=v)", flags: configureFlags, run: cmdConfigure},
@@ -59,6 +60,8 @@ func commands() []command {
 		{name: "delete", args: "ID", ids: 1, help: "IDLE → DELETING → SPECULATIVE", flags: tokenFlags, run: cmdDelete},
 		{name: "release", args: "ID", ids: 1, help: "admin write: FAILED → destroy VM and volumes → SPECULATIVE", run: cmdRelease},
 		{name: "reconcile", help: "admin write: run a reconcile pass now", run: cmdReconcile},
+		{name: "cordon", args: "HOST", ids: 1, help: "admin write: no new placements on HOST (--reason TEXT); survives a restart", flags: cordonFlags, run: cmdCordon},
+		{name: "uncordon", args: "HOST", ids: 1, help: "admin write: placements may go to HOST again", run: cmdUncordon},
 	}
 }
 

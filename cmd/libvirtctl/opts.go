@@ -25,6 +25,7 @@ type opts struct {
 	metadata               map[string]string
 	grace                  int64
 	marksShard             string
+	reason                 string
 }
 
 func defaultOpts() *opts {
@@ -72,6 +73,10 @@ func watchFlags(fs *flag.FlagSet, o *opts) {
 
 func marksFlags(fs *flag.FlagSet, o *opts) {
 	fs.StringVar(&o.marksShard, "shard", "", "only this shard's marks")
+}
+
+func cordonFlags(fs *flag.FlagSet, o *opts) {
+	fs.StringVar(&o.reason, "reason", "", "why the host is cordoned, shown in hosts and the admin page")
 }
 
 func tokenFlags(fs *flag.FlagSet, o *opts) {
