@@ -67,17 +67,6 @@ func ackToProto(a lifecycle.Ack) *pb.TransitionAck {
 	return &pb.TransitionAck{OperationId: a.OperationID, Machine: MachineToProto(a.Machine)}
 }
 
-func listToProto(r lifecycle.ListResult) *pb.MachineList {
-	out := &pb.MachineList{
-		Machines: make([]*pb.Machine, len(r.Machines)),
-		Revision: r.Revision,
-	}
-	for i, m := range r.Machines {
-		out.Machines[i] = MachineToProto(m)
-	}
-	return out
-}
-
 // MachineToProto builds the wire view of a record (also used by the admin
 // API, so both show a machine identically). Maps are copied so the
 // marshaller never reads memory the engine might reuse, and the host stays

@@ -14,6 +14,8 @@ type Engine interface {
 	Configure(ctx context.Context, req lifecycle.ConfigureRequest) (lifecycle.Ack, error)
 	Drain(ctx context.Context, req lifecycle.DrainRequest) (lifecycle.Ack, error)
 	Delete(ctx context.Context, req lifecycle.DeleteRequest) (lifecycle.Ack, error)
-	Get(ctx context.Context, id string) (lifecycle.Machine, error)
-	List(ctx context.Context, q lifecycle.ListQuery) (lifecycle.ListResult, error)
+	// The reads hand out published records without copying them: the
+	// wire layer only reads them (see lifecycle.Engine.GetShared).
+	GetShared(ctx context.Context, id string) (*lifecycle.Machine, error)
+	ListShared(ctx context.Context, q lifecycle.ListQuery) (lifecycle.SharedList, error)
 }

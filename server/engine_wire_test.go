@@ -21,8 +21,9 @@ import (
 // backend, so these tests see exactly what BigFleet's client would.
 type realProvider struct {
 	*testServer
-	be *fake.Backend
-	c  grpcClient
+	be  *fake.Backend
+	c   grpcClient
+	eng *lifecycle.Engine
 }
 
 func startReal(t *testing.T) *realProvider {
@@ -44,7 +45,7 @@ func startReal(t *testing.T) *realProvider {
 	waitListed(t, eng)
 	t.Cleanup(eng.Close)
 	ts := startServerWith(t, modeH2C, eng)
-	return &realProvider{testServer: ts, be: be, c: grpcClient{dialGRPC(t, ts, nil)}}
+	return &realProvider{testServer: ts, be: be, c: grpcClient{dialGRPC(t, ts, nil)}, eng: eng}
 }
 
 const svc = "/" + bigfleetv1alpha1connect.CapacityProviderName + "/"

@@ -63,7 +63,10 @@ func NewHandler(opts Options) http.Handler {
 	common := []connect.HandlerOption{ic, connect.WithReadMaxBytes(MaxRequestBytes)}
 
 	mux := http.NewServeMux()
-	mux.Handle(bigfleetv1alpha1connect.NewCapacityProviderHandler(&service{engine: opts.Engine}, common...))
+	// CapacityProvider's Get and List answer with cached encodings that only
+	// the JSON codecs registered here know how to turn back into JSON.
+	mux.Handle(bigfleetv1alpha1connect.NewCapacityProviderHandler(&service{engine: opts.Engine},
+		append(common, jsonCodecs())...))
 	mux.Handle(grpchealth.NewHandler(healthChecker{status: status}, common...))
 	if opts.Reflection {
 		names := append([]string{bigfleetv1alpha1connect.CapacityProviderName, grpchealth.HealthV1ServiceName}, opts.ReflectionNames...)

@@ -51,17 +51,17 @@ func (s *service) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequ
 }
 
 func (s *service) Get(ctx context.Context, req *connect.Request[pb.MachineRef]) (*connect.Response[pb.Machine], error) {
-	m, err := s.engine.Get(ctx, req.Msg.GetId())
+	m, err := s.engine.GetShared(ctx, req.Msg.GetId())
 	if err != nil {
 		return nil, WireError(err)
 	}
-	return connect.NewResponse(MachineToProto(m)), nil
+	return connect.NewResponse(machineMessage(m)), nil
 }
 
 func (s *service) List(ctx context.Context, req *connect.Request[pb.ListFilter]) (*connect.Response[pb.MachineList], error) {
-	res, err := s.engine.List(ctx, listFromProto(req.Msg))
+	res, err := s.engine.ListShared(ctx, listFromProto(req.Msg))
 	if err != nil {
 		return nil, WireError(err)
 	}
-	return connect.NewResponse(listToProto(res)), nil
+	return connect.NewResponse(listMessage(res)), nil
 }

@@ -126,6 +126,26 @@ func (f *fakeEngine) List(_ context.Context, q lifecycle.ListQuery) (lifecycle.L
 	return out, nil
 }
 
+func (f *fakeEngine) GetShared(ctx context.Context, id string) (*lifecycle.Machine, error) {
+	m, err := f.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func (f *fakeEngine) ListShared(ctx context.Context, q lifecycle.ListQuery) (lifecycle.SharedList, error) {
+	res, err := f.List(ctx, q)
+	if err != nil {
+		return lifecycle.SharedList{}, err
+	}
+	out := lifecycle.SharedList{Revision: res.Revision}
+	for i := range res.Machines {
+		out.Machines = append(out.Machines, &res.Machines[i])
+	}
+	return out, nil
+}
+
 // syncBuffer collects log output written from server goroutines.
 type syncBuffer struct {
 	mu  sync.Mutex

@@ -185,34 +185,65 @@ func (e *Engine) Start(ctx context.Context) {
 	e.goBackground(e.reconcileLoop)
 }
 
-// Get returns one machine.
-func (e *Engine) Get(_ context.Context, id string) (Machine, error) {
-	if err := validateID("id", id); err != nil {
+// Get returns one machine, a deep copy the caller may keep and change.
+func (e *Engine) Get(ctx context.Context, id string) (Machine, error) {
+	m, err := e.GetShared(ctx, id)
+	if err != nil {
 		return Machine{}, err
+	}
+	return m.Clone(), nil
+}
+
+// GetShared returns the published record itself, without copying. Records
+// are immutable once published (a change publishes a new one), so it stays
+// valid and consistent forever, but it is shared with the engine and every
+// other reader: read it, never write to it or its maps. This is the read
+// path's API: a Get of a 100k fleet polled by many shards must not copy.
+func (e *Engine) GetShared(_ context.Context, id string) (*Machine, error) {
+	if err := validateID("id", id); err != nil {
+		return nil, err
 	}
 	m, ok := e.idx.get(id)
 	if !ok {
-		return Machine{}, errorf(CodeNotFound, "machine %q not found", id)
+		return nil, errorf(CodeNotFound, "machine %q not found", id)
 	}
-	return m.Clone(), nil
+	return m, nil
 }
 
 // List returns machines changed after q.Since (all when the cursor is
 // absent or not ours), in revision order, at most q.MaxResults of them.
 // The records share the engine's maps, which callers must treat as
-// read-only (the wire layer copies them into messages anyway): copying
-// every map of a 100k-machine fleet per List would dominate its cost.
-func (e *Engine) List(_ context.Context, q ListQuery) (ListResult, error) {
+// read-only: copying every map of a 100k-machine fleet per List would
+// dominate its cost.
+func (e *Engine) List(ctx context.Context, q ListQuery) (ListResult, error) {
+	res, err := e.ListShared(ctx, q)
+	if err != nil {
+		return ListResult{}, err
+	}
+	out := make([]Machine, len(res.Machines))
+	for i, m := range res.Machines {
+		out[i] = *m
+		out[i].wire = nil // a copy: the caller may change it
+	}
+	return ListResult{Machines: out, Revision: res.Revision}, nil
+}
+
+// ListShared is List returning the published records themselves (read
+// only, see GetShared): a page costs one slice of pointers.
+func (e *Engine) ListShared(_ context.Context, q ListQuery) (SharedList, error) {
 	if q.MaxResults < 0 {
-		return ListResult{}, errorf(CodeInvalid, "max_results must not be negative")
+		return SharedList{}, errorf(CodeInvalid, "max_results must not be negative")
 	}
 	from, _ := decodeCursor(q.Since, e.storeID)
 	ms, cursor := e.idx.list(from, q.States, q.MaxResults)
-	out := make([]Machine, len(ms))
-	for i, m := range ms {
-		out[i] = *m
-	}
-	return ListResult{Machines: out, Revision: encodeCursor(e.storeID, cursor)}, nil
+	return SharedList{Machines: ms, Revision: encodeCursor(e.storeID, cursor)}, nil
+}
+
+// SharedList is one page of published records (read only) and the cursor
+// to continue from.
+type SharedList struct {
+	Machines []*Machine
+	Revision []byte
 }
 
 // Counts returns the number of machines per state and zone.

@@ -64,6 +64,7 @@ func newIndex(machines []Machine) *index {
 	}
 	for i := range machines {
 		m := &machines[i]
+		m.wire = new(wireCache)
 		ix.byID[m.ID] = m
 		ix.log = append(ix.log, logEntry{m.Revision, m.ID})
 		ix.counter = max(ix.counter, m.Revision)
@@ -118,8 +119,10 @@ func (ix *index) complete(rev uint64, m *Machine) {
 	<-p.published
 }
 
-// apply installs a record; ix.mu is held.
+// apply installs a record; ix.mu is held. The record gets its own wire
+// cache here, whatever it was copied from.
 func (ix *index) apply(m *Machine) {
+	m.wire = new(wireCache)
 	if old, ok := ix.byID[m.ID]; ok {
 		ix.stale++
 		ix.counts[StateZone{old.State, old.Zone}]--

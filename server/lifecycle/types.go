@@ -113,6 +113,11 @@ type Machine struct {
 	StateSince  time.Time    `json:"since,omitzero"`
 	Revision    uint64       `json:"rev"`
 	History     []Transition `json:"history,omitempty"`
+
+	// wire caches the record's wire encoding (see Encoded). The index gives
+	// every record a fresh one as it is published; copies (Clone, edit)
+	// drop it, so an edited copy can never serve its original's bytes.
+	wire *wireCache
 }
 
 // Placement is where the backend put the machine's VM (zero fields when
@@ -126,6 +131,7 @@ func (m *Machine) Placement() backend.Placement {
 // acks, watch); inside, records share their maps (see edit).
 func (m Machine) Clone() Machine {
 	c := m
+	c.wire = nil
 	c.Resources = maps.Clone(m.Resources)
 	c.Allocatable = maps.Clone(m.Allocatable)
 	c.Labels = maps.Clone(m.Labels)
@@ -204,6 +210,7 @@ type ListResult struct {
 // copied because finish edits its last entry in place.
 func (m Machine) edit() Machine {
 	c := m
+	c.wire = nil
 	c.History = append([]Transition(nil), m.History...)
 	return c
 }

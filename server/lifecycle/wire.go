@@ -1,0 +1,34 @@
+package lifecycle
+
+import "sync/atomic"
+
+// wireCache holds one published record's encoding. Records are immutable
+// once published and every change publishes a new record with a new
+// cache, so an encoding can never outlive the revision it was made from.
+type wireCache struct {
+	b atomic.Pointer[[]byte]
+}
+
+// Encoded returns enc(m), computed at most once per published record (two
+// readers racing on the first call may both compute it; the results are
+// equal and one is kept). The engine knows nothing of the encoding: the
+// wire layer passes the same enc for the life of the process. A nil result
+// (enc failed) is not cached. A record that was never published (an Ack's
+// copy, a Clone) has no cache and is encoded on every call.
+//
+// The returned bytes are shared by every reader: never write into them.
+func (m *Machine) Encoded(enc func(*Machine) []byte) []byte {
+	c := m.wire
+	if c == nil {
+		return enc(m)
+	}
+	if p := c.b.Load(); p != nil {
+		return *p
+	}
+	b := enc(m)
+	if b == nil {
+		return nil
+	}
+	c.b.CompareAndSwap(nil, &b)
+	return *c.b.Load()
+}
