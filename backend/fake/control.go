@@ -146,5 +146,5 @@ func (b *Backend) Restore(vm VM) {
 		c.Binding = &bc
 	}
 	b.vms[vm.MachineID] = &c
-	b.observeLocked(vm.Placement.Host)
+	b.bookLocked(&c)
 }

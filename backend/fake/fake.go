@@ -90,6 +90,9 @@ type Backend struct {
 	planner  *placement.Planner
 	hostList []Host
 	hostDown map[string]bool
+	// zoneHosts and zoneDown count each zone's hosts and those down, so
+	// readiness is O(1) however many hosts a zone has.
+	zoneHosts, zoneDown map[string]int
 }
 
 var _ backend.Backend = (*Backend)(nil)

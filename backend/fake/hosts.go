@@ -36,7 +36,9 @@ func (b *Backend) initHosts(opts Options) error {
 	b.planner = placement.New(opts.Policy)
 	b.hostList = slices.Clone(opts.Hosts)
 	b.zones = nil
+	b.zoneHosts, b.zoneDown = map[string]int{}, map[string]int{}
 	for _, h := range opts.Hosts {
+		b.zoneHosts[h.Zone]++
 		if !slices.Contains(b.zones, h.Zone) {
 			b.zones = append(b.zones, h.Zone)
 		}
@@ -60,10 +62,19 @@ func (b *Backend) multiHost() bool { return b.planner != nil }
 func (b *Backend) SetHostDown(name string, down bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if down {
+	zone := ""
+	for _, h := range b.hostList {
+		if h.Name == name {
+			zone = h.Zone
+		}
+	}
+	switch {
+	case down && !b.hostDown[name]:
 		b.hostDown[name] = true
-	} else {
+		b.zoneDown[zone]++
+	case !down && b.hostDown[name]:
 		delete(b.hostDown, name)
+		b.zoneDown[zone]--
 	}
 	b.planner.Update(name, func(h *placement.Host) { h.Connected = !down })
 }
@@ -92,30 +103,23 @@ func (b *Backend) hostErrLocked(p backend.Placement) error {
 
 // zoneHostsDownLocked: every host of a multi-host zone is down.
 func (b *Backend) zoneHostsDownLocked(zone string) bool {
-	if !b.multiHost() {
-		return false
-	}
-	for _, h := range b.hostList {
-		if h.Zone == zone && !b.hostDown[h.Name] {
-			return false
-		}
-	}
-	return true
+	return b.multiHost() && b.zoneDown[zone] == b.zoneHosts[zone]
 }
 
-// observeLocked hands the planner the sizes of the VMs on a host, as an
-// inventory of a real host would.
-func (b *Backend) observeLocked(host string) {
-	if !b.multiHost() || host == "" {
-		return
+// bookLocked tells the planner a VM is on its host (the fake has no
+// inventory drift, so its books are kept by each Create, Restore and
+// Delete instead of by listings).
+func (b *Backend) bookLocked(vm *VM) {
+	if b.multiHost() && vm.Placement.Host != "" {
+		b.planner.Book(vm.Placement.Host, vm.MachineID, placement.Size{VCPUs: vm.VCPU, MemoryMiB: int64(vm.MemoryMiB)})
 	}
-	seen := map[string]placement.Size{}
-	for _, vm := range b.vms {
-		if vm.Placement.Host == host {
-			seen[vm.MachineID] = placement.Size{VCPUs: vm.VCPU, MemoryMiB: int64(vm.MemoryMiB)}
-		}
+}
+
+// unbookLocked: the VM is gone.
+func (b *Backend) unbookLocked(p backend.Placement, machineID string) {
+	if b.multiHost() {
+		b.planner.Forget(p.Zone, machineID)
 	}
-	b.planner.Observe(host, seen)
 }
 
 // place reserves a host for a new machine (before any work, so
@@ -216,9 +220,9 @@ func (b *Backend) createOnHost(ctx context.Context, spec backend.MachineSpec) (b
 		b.planner.Release(spec.Zone, spec.MachineID)
 		return backend.Placement{}, err
 	}
+	// The reservation stays as the VM's booking until its Delete.
 	b.vms[spec.MachineID] = &VM{MachineID: spec.MachineID, OperationID: spec.OperationID, Placement: p,
 		InstanceType: spec.InstanceType, VCPU: spec.VCPU, MemoryMiB: spec.MemoryMiB, Running: true}
-	b.observeLocked(dec.Host)
 	p.Why = dec.Why
 	return p, nil
 }

@@ -145,7 +145,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 		}
 	}
 	delete(b.vms, spec.MachineID)
-	b.observeLocked(pl.Host)
+	b.unbookLocked(pl, spec.MachineID)
 	return nil
 }
 

@@ -28,55 +28,30 @@ func (p *Planner) Reserve(zoneName, machineID string, s Size) (Decision, error) 
 	if h := z.where[machineID]; h != nil {
 		return Decision{Host: h.Name, Why: fmt.Sprintf("%s: machine already booked on host %s", p.policy, h.Name)}, nil
 	}
-	var best *hostState
-	fitting := 0
-	for _, h := range z.hosts {
-		if !h.fits(s) {
-			continue
-		}
-		fitting++
-		if best == nil || p.better(h, best) {
-			best = h
-		}
-	}
+	best, _ := z.pick(p.policy, s)
 	if best == nil {
 		return Decision{}, z.noCapacity(s)
 	}
+	v, m := best.free() // before this booking, for the reason
 	best.reserved[machineID] = s
 	best.add(s, +1)
+	z.fix(best)
 	z.where[machineID] = best
-	return Decision{Host: best.Name, Why: p.why(best, s, fitting, len(z.hosts))}, nil
+	return Decision{Host: best.Name, Why: p.why(best, s, v, m, len(z.hosts))}, nil
 }
 
-// better reports whether a beats b under the policy. Hosts without limits
-// (not enforced) compare by their raw free memory.
-func (p *Planner) better(a, b *hostState) bool {
-	_, fa := a.free()
-	_, fb := b.free()
-	if fa != fb {
-		if p.policy == Pack {
-			return fa < fb
-		}
-		return fa > fb
+// why is the decision's reason, for the log and the machine's history,
+// quoting the free capacity the decision saw.
+func (p *Planner) why(h *hostState, s Size, freeV int, freeM int64, total int) string {
+	if !h.Enforce {
+		return fmt.Sprintf("%s: host %s of %d (capacity not enforced)", p.policy, h.Name, total)
 	}
-	if a.used.Machines != b.used.Machines {
-		return a.used.Machines < b.used.Machines
-	}
-	return a.Name < b.Name
-}
-
-func (p *Planner) why(h *hostState, s Size, fitting, total int) string {
-	v, m := h.free()
-	v, m = v+s.VCPUs, m+s.MemoryMiB // free before this booking
 	what := "most"
 	if p.policy == Pack {
 		what = "least"
 	}
-	if !h.Enforce {
-		return fmt.Sprintf("%s: host %s (%d of %d hosts schedulable; capacity not enforced)", p.policy, h.Name, fitting, total)
-	}
-	return fmt.Sprintf("%s: host %s has the %s free memory after overcommit among %d fitting of %d hosts (%d vCPU, %d MiB free before this %d vCPU, %d MiB)",
-		p.policy, h.Name, what, fitting, total, v, m, s.VCPUs, s.MemoryMiB)
+	return fmt.Sprintf("%s: host %s has the %s free memory after overcommit of the zone's %d hosts (%d vCPU, %d MiB free before this %d vCPU, %d MiB)",
+		p.policy, h.Name, what, total, freeV, freeM, s.VCPUs, s.MemoryMiB)
 }
 
 // noCapacity explains a refusal: the request, the best schedulable host's
@@ -137,6 +112,7 @@ func (p *Planner) Release(zoneName, machineID string) {
 	if s, ok := h.reserved[machineID]; ok {
 		h.add(s, -1)
 		delete(h.reserved, machineID)
+		z.fix(h)
 	}
 	if _, ok := h.observed[machineID]; !ok {
 		delete(z.where, machineID)
@@ -153,6 +129,7 @@ func (p *Planner) Forget(zoneName, machineID string) {
 	defer z.mu.Unlock()
 	if h := z.where[machineID]; h != nil {
 		h.drop(machineID)
+		z.fix(h)
 		delete(z.where, machineID)
 	}
 }
@@ -169,4 +146,21 @@ func (p *Planner) HostOf(zoneName, machineID string) (string, bool) {
 		return h.Name, true
 	}
 	return "", false
+}
+
+// Book records a machine found on a named host (as one entry of an
+// inventory would, without replacing the host's other machines): a
+// restored fake VM, or a Create adopted where it already was.
+func (p *Planner) Book(host, machineID string, s Size) bool {
+	return p.withHost(host, func(z *zone, h *hostState) {
+		if other := z.where[machineID]; other != nil {
+			other.drop(machineID)
+			if other != h {
+				z.fix(other)
+			}
+		}
+		h.observed[machineID] = s
+		h.add(s, +1)
+		z.where[machineID] = h
+	})
 }

@@ -72,6 +72,7 @@ type hostState struct {
 	observed map[string]Size // from the latest inventory of the host
 	reserved map[string]Size // Creates in flight, not yet seen by inventory
 	used     Usage           // sum of observed and reserved
+	pos      int             // index in the zone's ordered hosts
 }
 
 func (h *hostState) add(s Size, sign int) {
@@ -153,7 +154,7 @@ func (p *Planner) AddHost(h Host) error {
 		p.zones[h.Zone] = z
 	}
 	z.mu.Lock()
-	z.hosts = append(z.hosts, &hostState{Host: h, observed: map[string]Size{}, reserved: map[string]Size{}})
+	z.insert(&hostState{Host: h, observed: map[string]Size{}, reserved: map[string]Size{}})
 	z.mu.Unlock()
 	p.byHost[h.Name] = z
 	return nil
@@ -178,6 +179,7 @@ func (p *Planner) withHost(name string, fn func(z *zone, h *hostState)) bool {
 	for _, h := range z.hosts {
 		if h.Name == name {
 			fn(z, h)
+			z.fix(h)
 			return true
 		}
 	}
@@ -223,6 +225,7 @@ func (p *Planner) Observe(name string, machines map[string]Size) bool {
 				// Booked elsewhere (a stale reservation): the host that
 				// has the machine wins.
 				other.drop(id)
+				z.fix(other)
 			}
 			h.observed[id] = s
 			h.add(s, +1)
