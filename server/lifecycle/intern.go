@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -13,10 +14,17 @@ import (
 type mapInterner struct {
 	seen map[string]map[string]string
 	key  strings.Builder
+	// byPtr remembers maps already interned, by identity: records loaded
+	// from the store already share one map per offering, so most lookups
+	// end here without sorting and hashing the map's contents. Each entry
+	// holds the map itself, so its address cannot be reused meanwhile.
+	byPtr map[uintptr]ptrEntry
 }
 
+type ptrEntry struct{ orig, shared map[string]string }
+
 func newMapInterner() *mapInterner {
-	return &mapInterner{seen: make(map[string]map[string]string)}
+	return &mapInterner{seen: make(map[string]map[string]string), byPtr: make(map[uintptr]ptrEntry)}
 }
 
 func (in *mapInterner) machines(ms []Machine) {
@@ -32,6 +40,16 @@ func (in *mapInterner) intern(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
+	p := reflect.ValueOf(m).Pointer()
+	if e, ok := in.byPtr[p]; ok {
+		return e.shared
+	}
+	shared := in.byContent(m)
+	in.byPtr[p] = ptrEntry{orig: m, shared: shared}
+	return shared
+}
+
+func (in *mapInterner) byContent(m map[string]string) map[string]string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
