@@ -3,7 +3,8 @@
 # when missing: the cgo toolchain for libvirt's Go bindings and the command
 # line tools the tests use. The libvirt daemon, QEMU and the test guest are
 # scripts/libvirt-env.sh's job. `scripts/deps.sh browser` adds Chromium for
-# the browser test; `scripts/deps.sh node` makes sure of Node and npm alone.
+# the browser test; `scripts/deps.sh image` the image
+# tools (runc, umoci, skopeo); `scripts/deps.sh node` makes sure of Node and npm alone.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -44,6 +45,10 @@ fi
 
 want=(libvirt-dev pkg-config gcc libc6-dev curl ca-certificates git make)
 [ "${1:-}" = browser ] && want+=(chromium fonts-dejavu-core)
+# make image / make test-image (scripts/image, test/image): an OCI runtime,
+# umoci to unpack the layout into a bundle, skopeo to read both outputs
+# back, and containers-common's default seccomp profile.
+[ "${1:-}" = image ] && want+=(runc umoci skopeo golang-github-containers-common)
 missing=()
 for p in "${want[@]}"; do
 	dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
