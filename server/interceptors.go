@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -26,6 +28,20 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
+// idContext carries the request id: one allocation per call, where
+// context.WithValue would take two (the context and the boxed string).
+type idContext struct {
+	context.Context
+	id string
+}
+
+func (c *idContext) Value(key any) any {
+	if _, ok := key.(requestIDKey); ok {
+		return c.id
+	}
+	return c.Context.Value(key)
+}
+
 // requestIDFrom honours a caller's id when it is sane (so a trace can be
 // followed across BigFleet and us) and mints one otherwise. Ids are
 // length- and charset-checked because they are echoed into logs and headers.
@@ -33,9 +49,34 @@ func requestIDFrom(h interface{ Get(string) string }) string {
 	if id := h.Get(RequestIDHeader); validRequestID(id) {
 		return id
 	}
-	var b [12]byte
+	return mintRequestID()
+}
+
+// Minted ids are 24 hex digits: 12 random per process, then a counter
+// that starts at a random value. Unique without a call into crypto/rand
+// per RPC; an id is a correlation handle, not a secret.
+var (
+	idPrefix [12]byte
+	idSeq    atomic.Uint64
+)
+
+func init() {
+	var b [14]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	hex.Encode(idPrefix[:], b[:6])
+	idSeq.Store(binary.LittleEndian.Uint64(b[6:]))
+}
+
+func mintRequestID() string {
+	const digits = "0123456789abcdef"
+	var b [24]byte
+	copy(b[:], idPrefix[:])
+	n := idSeq.Add(1)
+	for i := len(b) - 1; i >= len(idPrefix); i-- {
+		b[i] = digits[n&0xf]
+		n >>= 4
+	}
+	return string(b[:])
 }
 
 func validRequestID(id string) bool {
@@ -63,14 +104,16 @@ func (o observer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		start := time.Now()
 		id := requestIDFrom(req.Header())
-		res, err := next(context.WithValue(ctx, requestIDKey{}, id), req)
+		res, err := next(&idContext{ctx, id}, req)
 		err = WireError(err)
 		if res != nil {
 			res.Header().Set(RequestIDHeader, id)
 		}
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			ce.Meta().Set(RequestIDHeader, id)
+		if err != nil { // (errors.As's target escapes: only pay for it on errors)
+			var ce *connect.Error
+			if errors.As(err, &ce) {
+				ce.Meta().Set(RequestIDHeader, id)
+			}
 		}
 		o.record(ctx, req.Spec().Procedure, req.Peer(), id, err, time.Since(start))
 		return res, err
@@ -86,7 +129,7 @@ func (o observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 		start := time.Now()
 		id := requestIDFrom(conn.RequestHeader())
 		conn.ResponseHeader().Set(RequestIDHeader, id)
-		err := WireError(next(context.WithValue(ctx, requestIDKey{}, id), conn))
+		err := WireError(next(&idContext{ctx, id}, conn))
 		o.record(ctx, conn.Spec().Procedure, conn.Peer(), id, err, time.Since(start))
 		return err
 	}
@@ -160,7 +203,13 @@ type recoverer struct {
 
 func (r recoverer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (res connect.AnyResponse, err error) {
-		defer r.catch(ctx, req.Spec().Procedure, &err)
+		// recover is called in the deferred closure itself (it must be); a
+		// closure, unlike passing &err to a method, keeps err off the heap.
+		defer func() {
+			if v := recover(); v != nil {
+				err = r.caught(ctx, req.Spec().Procedure, v)
+			}
+		}()
 		return next(ctx, req)
 	}
 }
@@ -171,21 +220,22 @@ func (r recoverer) WrapStreamingClient(next connect.StreamingClientFunc) connect
 
 func (r recoverer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) (err error) {
-		defer r.catch(ctx, conn.Spec().Procedure, &err)
+		defer func() {
+			if v := recover(); v != nil {
+				err = r.caught(ctx, conn.Spec().Procedure, v)
+			}
+		}()
 		return next(ctx, conn)
 	}
 }
 
-func (r recoverer) catch(ctx context.Context, method string, err *error) {
-	v := recover()
-	if v == nil {
-		return
-	}
+// caught counts and logs a recovered panic and returns the error sent.
+func (r recoverer) caught(ctx context.Context, method string, v any) error {
 	r.metrics.panics.Inc()
 	r.log.LogAttrs(ctx, slog.LevelError, "panic recovered",
 		slog.String("method", method),
 		slog.String("request_id", RequestID(ctx)),
 		slog.Any("panic", v),
 		slog.String("stack", string(debug.Stack())))
-	*err = WireError(errPanic)
+	return WireError(errPanic)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,7 @@ type Metrics struct {
 	commitSize  prometheus.Histogram
 	notRunning  *prometheus.GaugeVec
 	restarts    *prometheus.CounterVec
+	hot         map[string]*atomic.Pointer[rpcSeries] // rpcmetrics.go
 }
 
 var _ lifecycle.RunObserver = (*Metrics)(nil)
@@ -75,6 +77,7 @@ func NewMetrics(counts CountsFunc) *Metrics {
 			Name: "machine_restarts_total",
 			Help: "Stopped domains of IDLE machines that reconcile started again, by zone, the run state they were in and outcome (ok, failed).",
 		}, []string{"zone", "from", "outcome"}),
+		hot: newHotSeries(),
 	}
 	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
 		m.notRunning, m.restarts,
@@ -120,11 +123,6 @@ func (m *Metrics) DomainRestarted(zone, from string, ok bool) {
 func (m *Metrics) StoreCommitted(d time.Duration, records int) {
 	m.commits.Observe(d.Seconds())
 	m.commitSize.Observe(float64(records))
-}
-
-func (m *Metrics) observeRPC(method, code string, d time.Duration) {
-	m.rpcs.WithLabelValues(method, code).Inc()
-	m.rpcLatency.WithLabelValues(method).Observe(d.Seconds())
 }
 
 var machinesDesc = prometheus.NewDesc("machines",
