@@ -1,12 +1,17 @@
 # syntax=docker/dockerfile:1
 #
-# The BigFleet libvirt capacity provider: bin/libvirt on a minimal Debian 12
-# runtime holding only libvirt's client libraries.
+# The BigFleet libvirt capacity provider: bin/libvirt on a root filesystem
+# holding only libvirt's client library and what it links, CA certificates
+# and the Debian base files: no shell, no package manager, no apt or dpkg
+# state, user 65532.
 #
-#   docker build -t bigfleet/libvirt-provider:dev .
+#   docker build -t bigfleet/libvirt-provider:0.1.0 .
 #
-# test/chart/dockerfile_test.go checks this file against the Helm chart (user,
-# entrypoint) and the binary's shared libraries against the runtime packages.
+# `make image` builds the same image with no container engine
+# (docs/image.md): its rootfs stage runs the same script on the same package
+# list. test/chart/dockerfile_test.go checks this file against the chart and
+# the binary's shared libraries; test/image checks that both ways give the
+# same files and the same image configuration.
 
 # ---- build: Go + cgo against libvirt-dev (libvirt.org/go/libvirt) ----------
 FROM golang:1.26-bookworm AS build
@@ -21,23 +26,23 @@ ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=1 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w" -o /out/libvirt ./cmd/libvirt
 
-# ---- runtime: libvirt0 (client libraries) + CA certificates, no shell -------
+# ---- rootfs: scripts/image/packages.txt unpacked by scripts/image/rootfs.sh -
 # Same Debian release as the build stage, so the glibc and libvirt sonames the
-# binary was linked against are the ones installed here.
-FROM debian:12-slim AS runtime
-# --base-user-data builds a NoCloud seed ISO with an external tool the default
-# image does not carry: build with --build-arg EXTRA_PACKAGES=genisoimage to
-# use that flag (docs/configuration.md).
+# binary was linked against are the ones unpacked. --base-user-data builds a
+# NoCloud seed ISO with an external tool the default image does not carry:
+# build with --build-arg EXTRA_PACKAGES=genisoimage to use that flag
+# (docs/configuration.md).
+FROM debian:12 AS rootfs
 ARG EXTRA_PACKAGES=""
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libvirt0 ca-certificates $EXTRA_PACKAGES \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
- && echo 'nonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin' >> /etc/passwd \
- && echo 'nonroot:x:65532:' >> /etc/group \
- && rm -f /bin/sh /bin/dash /bin/bash /usr/bin/sh /usr/bin/dash /usr/bin/bash /bin/rbash /usr/bin/rbash
+COPY scripts/image/rootfs.sh scripts/image/packages.txt /src/scripts/image/
+RUN /src/scripts/image/rootfs.sh /rootfs /packages.tsv $EXTRA_PACKAGES
+
+# ---- runtime: that tree and the binary, nothing else ------------------------
+FROM scratch AS runtime
+COPY --from=rootfs /rootfs/ /
 COPY --from=build /out/libvirt /usr/local/bin/libvirt
 # libvirt's client and libssh look for per-user files under HOME.
-ENV HOME=/tmp
+ENV PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp
 USER 65532:65532
 EXPOSE 9000 9090
 ENTRYPOINT ["/usr/local/bin/libvirt"]

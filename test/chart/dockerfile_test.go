@@ -125,10 +125,10 @@ const dockerfile = "../../Dockerfile"
 func TestDockerfileMatchesChart(t *testing.T) {
 	t.Parallel()
 	stages := parseDockerfile(t, dockerfile)
-	if len(stages) != 2 || stages[0].name != "build" || stages[1].name != "runtime" {
-		t.Fatalf("want two stages, build then runtime; got %+v", stages)
+	if len(stages) != 3 || stages[0].name != "build" || stages[1].name != "rootfs" || stages[2].name != "runtime" {
+		t.Fatalf("want three stages, build, rootfs then runtime; got %+v", stages)
 	}
-	build, rt := stages[0], stages[1]
+	build, rootfs, rt := stages[0], stages[1], stages[2]
 
 	if !strings.HasPrefix(build.from, "golang:1.26") || !strings.Contains(build.from, "bookworm") {
 		t.Errorf("build stage FROM %s: want golang:1.26 on bookworm", build.from)
@@ -142,30 +142,33 @@ func TestDockerfileMatchesChart(t *testing.T) {
 			buildCmd = r
 		}
 	}
-	if !strings.Contains(buildCmd, "CGO_ENABLED=1") || !strings.Contains(buildCmd, "./cmd/libvirt") || !strings.Contains(buildCmd, "-o /out/libvirt") {
-		t.Errorf("build stage must CGO_ENABLED=1 go build -o /out/libvirt ./cmd/libvirt; got %q", buildCmd)
-	}
-
-	if rt.from != "debian:12-slim" {
-		t.Errorf("runtime FROM %s: want debian:12-slim (bookworm, like the build stage)", rt.from)
-	}
-	if got := rt.aptPackages(); !equal(got, []string{"ca-certificates", "libvirt0"}) {
-		t.Errorf("runtime installs %v, want exactly libvirt0 and ca-certificates", got)
-	}
-	for _, r := range rt.all("RUN") {
-		if strings.Contains(r, "apt-get install") && !strings.Contains(r, "--no-install-recommends") {
-			t.Error("runtime apt-get install must use --no-install-recommends")
+	for _, want := range []string{"CGO_ENABLED=1", "-trimpath", `-ldflags "-s -w"`, "-o /out/libvirt ./cmd/libvirt"} {
+		if !strings.Contains(buildCmd, want) {
+			t.Errorf("build stage go build lacks %s (make image builds the binary the same way); got %q", want, buildCmd)
 		}
 	}
-	if args := rt.all("ARG"); len(args) != 1 || args[0] != `EXTRA_PACKAGES=""` {
-		t.Errorf("runtime ARGs %q: want only EXTRA_PACKAGES, empty by default", args)
+
+	// The root filesystem comes from make image's own script and package
+	// list (test/image compares the two images' files).
+	if rootfs.from != "debian:12" {
+		t.Errorf("rootfs FROM %s: want debian:12 (bookworm, like the build stage)", rootfs.from)
 	}
-	runs := rt.all("RUN")
-	if len(runs) != 1 || !strings.Contains(runs[0], "rm -f /bin/sh") {
-		t.Errorf("runtime must have one RUN that ends by removing the shells (no shell in the image); got %q", runs)
+	if got := rootfs.all("RUN"); len(got) != 1 || got[0] != "/src/scripts/image/rootfs.sh /rootfs /packages.tsv $EXTRA_PACKAGES" {
+		t.Errorf("rootfs RUN %q: want scripts/image/rootfs.sh alone", got)
 	}
-	if copyLine := rt.last("COPY"); copyLine != "--from=build /out/libvirt "+chartBinary {
-		t.Errorf("runtime COPY %q, want --from=build /out/libvirt %s", copyLine, chartBinary)
+	if args := rootfs.all("ARG"); len(args) != 1 || args[0] != `EXTRA_PACKAGES=""` {
+		t.Errorf("rootfs ARGs %q: want only EXTRA_PACKAGES, empty by default", args)
+	}
+
+	if rt.from != "scratch" {
+		t.Errorf("runtime FROM %s: want scratch (nothing but the rootfs stage's tree)", rt.from)
+	}
+	if len(rt.all("RUN")) != 0 {
+		t.Error("runtime must not RUN anything: it has no shell")
+	}
+	wantCopies := []string{"--from=rootfs /rootfs/ /", "--from=build /out/libvirt " + chartBinary}
+	if got := rt.all("COPY"); !equal(got, wantCopies) {
+		t.Errorf("runtime COPY %q, want %q", got, wantCopies)
 	}
 
 	// USER and ENTRYPOINT against what the chart runs.
@@ -194,8 +197,9 @@ func TestDockerfileMatchesChart(t *testing.T) {
 }
 
 // sonamePackage maps the shared libraries the provider can need to the
-// Debian 12 package that ships them. libc6 is part of debian:12-slim; the
-// others must be installed by the runtime stage.
+// Debian 12 package that ships them. Each must be in the image: named in
+// scripts/image/packages.txt or brought in by one that is (the allow-list,
+// scripts/image/allowlist.txt, is that closure).
 var sonamePackage = map[string]string{
 	"libvirt.so.0":       "libvirt0",
 	"libvirt-qemu.so.0":  "libvirt0",
@@ -207,9 +211,6 @@ var sonamePackage = map[string]string{
 	"libdl.so.2":         "libc6",
 	"libresolv.so.2":     "libc6",
 }
-
-// basePackages are in debian:12-slim already.
-var basePackages = map[string]bool{"libc6": true}
 
 func TestBinaryLibrariesMatchRuntimeStage(t *testing.T) {
 	t.Parallel()
@@ -255,27 +256,61 @@ func TestBinaryLibrariesMatchRuntimeStage(t *testing.T) {
 		t.Errorf("the binary neither links nor dlopens libvirt (DT_NEEDED %v): is the libvirt backend wired into cmd/libvirt?", needed)
 	}
 
-	var rt stage
-	for _, s := range parseDockerfile(t, dockerfile) {
-		rt = s
-	}
-	installed := map[string]bool{}
-	for _, p := range rt.aptPackages() {
-		installed[p] = true
-	}
+	roots, data := imagePackages(t)
+	closure := readNames(t, "../../scripts/image/allowlist.txt")
 	for pkg := range required {
-		if !installed[pkg] && !basePackages[pkg] {
-			t.Errorf("the binary needs %s but the runtime stage does not install it", pkg)
+		if !closure[pkg] {
+			t.Errorf("the binary needs %s but the image (scripts/image/allowlist.txt) does not hold it", pkg)
 		}
 	}
-	for pkg := range installed {
-		if pkg == "ca-certificates" { // data, not a library: trust roots for TLS
-			continue
-		}
-		if !required[pkg] {
-			t.Errorf("the runtime stage installs %s, which the binary does not need", pkg)
+	for pkg := range roots {
+		if !required[pkg] && !data[pkg] {
+			t.Errorf("scripts/image/packages.txt installs %s with its dependencies, which the binary does not need", pkg)
 		}
 	}
+}
+
+// imagePackages reads scripts/image/packages.txt: the packages installed
+// with their dependencies, and the data-only ones.
+func imagePackages(t *testing.T) (roots, data map[string]bool) {
+	t.Helper()
+	roots, data = map[string]bool{}, map[string]bool{}
+	for _, line := range readLines(t, "../../scripts/image/packages.txt") {
+		f := strings.Fields(line)
+		if len(f) != 2 || (f[1] != "deps" && f[1] != "data") {
+			t.Fatalf("packages.txt line %q: want <package> deps|data", line)
+		}
+		roots[f[0]] = true
+		if f[1] == "data" {
+			data[f[0]] = true
+		}
+	}
+	return roots, data
+}
+
+func readNames(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, line := range readLines(t, path) {
+		out[strings.Fields(line)[0]] = true
+	}
+	return out
+}
+
+// readLines returns a file's lines, blank ones and # comments dropped.
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // checkDpkgOwner confirms the soname→package table on this (Debian 12)
