@@ -102,3 +102,40 @@ func TestErrorTable(t *testing.T) {
 		}
 	}
 }
+
+// TestWireLabelsDropMirrors: the two labels that only repeat instance_type
+// and zone are not sent; every other label is, and a same-key label with
+// another value (not a copy) is kept.
+func TestWireLabelsDropMirrors(t *testing.T) {
+	t.Parallel()
+	base := lifecycle.Machine{ID: "m", InstanceType: "kvm.small", Zone: "zone-a"}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   map[string]string
+	}{
+		{"only mirrors", map[string]string{
+			"node.kubernetes.io/instance-type": "kvm.small", "topology.kubernetes.io/zone": "zone-a"}, nil},
+		{"mirrors and own", map[string]string{
+			"node.kubernetes.io/instance-type": "kvm.small", "topology.kubernetes.io/zone": "zone-a", "team": "ml"},
+			map[string]string{"team": "ml"}},
+		{"not a copy", map[string]string{"topology.kubernetes.io/zone": "zone-b", "x": ""},
+			map[string]string{"topology.kubernetes.io/zone": "zone-b", "x": ""}},
+		{"none", nil, nil},
+	} {
+		m := base
+		m.Labels = c.labels
+		got := MachineToProto(m).GetLabels()
+		if len(got) != len(c.want) {
+			t.Errorf("%s: labels %v, want %v", c.name, got, c.want)
+		}
+		for k, v := range c.want {
+			if w, ok := got[k]; !ok || w != v {
+				t.Errorf("%s: labels %v, want %v", c.name, got, c.want)
+			}
+		}
+		if len(c.labels) > 0 && len(m.Labels) != len(c.labels) {
+			t.Errorf("%s: the record's map was changed", c.name)
+		}
+	}
+}
