@@ -10,14 +10,18 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
 // Backend implements backend.Backend and backend.ZoneReadiness over libvirt.
 type Backend struct {
 	cfg   Config
 	log   *slog.Logger
-	zones []string
-	hosts map[string]*host
+	zones []string           // in --connect/--hosts order
+	hosts map[string]*host   // by host name
+	list  []*host            // in --connect/--hosts order
+	zoned map[string][]*host // zone → its hosts, in order
+	plan  *placement.Planner // capacity, cordon and bookings of every host
 
 	// transport replaces the libvirt agent transport in tests (the test
 	// driver has no guest agent).
@@ -47,25 +51,39 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 	}
 	cfg.setDefaults()
 	// The caller's logger already names the component.
-	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}}
+	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
+		plan: placement.New(cfg.Policy)}
 	b.cfg.Logger = b.log
 	startEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
-		h := newHost(hc, &b.cfg, dial)
-		b.zones = append(b.zones, hc.Zone)
-		b.hosts[hc.Zone] = h
+		if hc.Name == "" {
+			hc.Name = hc.Zone
+		}
+		if err := b.plan.AddHost(placement.Host{Name: hc.Name, Zone: hc.Zone, Enforce: hc.Enforce,
+			CPUOvercommit: hc.CPUOvercommit, MemoryOvercommit: hc.MemoryOvercommit, Cordoned: hc.Cordoned}); err != nil {
+			return nil, err
+		}
+		h := newHost(hc, &b.cfg, dial, b.plan)
+		if _, ok := b.zoned[hc.Zone]; !ok {
+			b.zones = append(b.zones, hc.Zone)
+		}
+		b.zoned[hc.Zone] = append(b.zoned[hc.Zone], h)
+		b.hosts[hc.Name] = h
+		b.list = append(b.list, h)
+	}
+	for _, h := range b.list {
 		go h.loop()
 	}
 	deadline := time.After(StartupWait)
-	for _, z := range b.zones {
+	for _, h := range b.list {
 		select {
-		case <-b.hosts[z].first:
+		case <-h.first:
 		case <-deadline:
 		}
 	}
-	for _, z := range b.zones {
-		if err := b.hosts[z].ready(); err != nil {
-			b.log.Warn("libvirt host not connected at startup; retrying in the background", "zone", z, "err", err)
+	for _, h := range b.list {
+		if err := h.ready(); err != nil {
+			b.log.Warn("libvirt host not connected at startup; retrying in the background", "zone", h.zone, "host", h.name, "err", err)
 		}
 	}
 	return b, nil
@@ -74,59 +92,47 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 // Zones lists the configured zones in --connect order.
 func (b *Backend) Zones() []string { return append([]string(nil), b.zones...) }
 
-// ZoneReady reports (without an RPC) whether the zone's host is connected.
+// ZoneReady reports (without an RPC) whether any host of the zone is
+// connected: a zone with one host down still serves on the others.
 func (b *Backend) ZoneReady(zone string) error {
-	h, err := b.host(zone)
+	hs, err := b.zoneHosts(zone)
 	if err != nil {
 		return err
 	}
-	return h.ready()
+	var first error
+	for _, h := range hs {
+		err := h.ready()
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
-// DomainType reports the domain type the zone's host runs guests under ("" while
-// it has not connected).
+// DomainType reports the domain type the zone's first connected host runs
+// guests under ("" while none has connected).
 func (b *Backend) DomainType(zone string) string {
-	h, err := b.host(zone)
+	hs, err := b.zoneHosts(zone)
 	if err != nil {
 		return ""
 	}
-	return h.domainType().Type
+	for _, h := range hs {
+		if t := h.domainType().Type; t != "" && h.ready() == nil {
+			return t
+		}
+	}
+	return hs[0].domainType().Type
 }
 
 // Close stops reconnecting and closes every connection.
 func (b *Backend) Close() error {
-	for _, z := range b.zones {
-		b.hosts[z].close()
+	for _, h := range b.list {
+		h.close()
 	}
 	return nil
-}
-
-func (b *Backend) host(zone string) (*host, error) {
-	if zone == "" && len(b.zones) == 1 {
-		zone = b.zones[0]
-	}
-	h, ok := b.hosts[zone]
-	if !ok {
-		return nil, fmt.Errorf("zone %q: %w", zone, backend.ErrUnknownZone)
-	}
-	return h, nil
-}
-
-// locate names the host and domain of a machine: the placement when the
-// engine has one, else the zone given and the derived name.
-func (b *Backend) locate(machineID string, pl backend.Placement, zone string) (*host, string, error) {
-	if pl.Zone != "" {
-		zone = pl.Zone
-	}
-	h, err := b.host(zone)
-	if err != nil {
-		return nil, "", err
-	}
-	name := pl.Domain
-	if name == "" {
-		name = DomainName(b.cfg.Provider, machineID)
-	}
-	return h, name, nil
 }
 
 // withConn runs fn on the host's connection, holding a reference for the

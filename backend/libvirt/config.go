@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
 // DefaultZone is the zone a bare --connect URI serves unless --default-zone
@@ -31,15 +32,32 @@ const (
 type Host struct {
 	Zone string
 	URI  string // raw: may carry credentials' paths; show only Redact(URI)
+	// Name is the host's stable name, unique across zones. ParseConnect
+	// names a zone's only host after the zone; New does the same for an
+	// empty Name.
+	Name string
+	// Named: placements on this host carry its name (Placement.Host). True
+	// for hosts of a --hosts file and of a zone --connect names several
+	// times; false for a zone's only --connect host, whose refs stay
+	// "zone/domain" as before zones could hold several hosts.
+	Named bool
+	// Enforce: the host's size and overcommit limit placement (--hosts).
+	// --connect hosts are never refused for capacity.
+	Enforce          bool
+	Labels           map[string]string
+	CPUOvercommit    float64 // ≤ 0: 1
+	MemoryOvercommit float64 // ≤ 0: 1
+	Cordoned         bool    // start cordoned
 }
 
 // Config is everything the backend needs. Hosts comes from ParseConnect.
 type Config struct {
 	Hosts    []Host
-	Provider string // --provider: the provider instance id, owner of our domains
-	Image    string // --image: golden volume name in Pool
-	Pool     string // --storage-pool
-	Network  string // --network; empty: no NIC
+	Policy   placement.Policy // --placement; "" is spread
+	Provider string           // --provider: the provider instance id, owner of our domains
+	Image    string           // --image: golden volume name in Pool
+	Pool     string           // --storage-pool
+	Network  string           // --network; empty: no NIC
 
 	// BaseUserData (--base-user-data) is a cloud-init user-data file served
 	// to each guest on a NoCloud seed volume (label "cidata"). Building the
@@ -93,12 +111,16 @@ func (c *Config) Validate() error {
 	if len(c.Hosts) == 0 {
 		errs = append(errs, errors.New("--connect: no libvirt host given"))
 	}
-	seen := map[string]bool{}
+	seen, names := map[[2]string]bool{}, map[string]bool{}
 	for _, h := range c.Hosts {
-		if seen[h.Zone] {
-			errs = append(errs, fmt.Errorf("--connect: zone %q listed twice", h.Zone))
+		if seen[[2]string{h.Zone, h.URI}] {
+			errs = append(errs, fmt.Errorf("--connect: zone %q listed twice with the same URI", h.Zone))
 		}
-		seen[h.Zone] = true
+		seen[[2]string{h.Zone, h.URI}] = true
+		if h.Name != "" && names[h.Name] {
+			errs = append(errs, fmt.Errorf("--connect/--hosts: host name %q used twice", h.Name))
+		}
+		names[h.Name] = true
 		if err := validZone(h.Zone); err != nil {
 			errs = append(errs, err)
 		}
@@ -168,8 +190,9 @@ func validZone(z string) error {
 }
 
 // ParseConnect reads --connect: a bare URI (served as defaultZone), or a
-// comma-separated list of zone=uri pairs. It validates zone names and
-// duplicates, not the URIs themselves (Validate does).
+// comma-separated list of zone=uri pairs, a zone named several times being
+// a pool of those hosts. It validates zone names and duplicates, not the
+// URIs themselves (Validate does), and names the hosts (connectNames).
 func ParseConnect(connect, defaultZone string) ([]Host, error) {
 	connect = strings.TrimSpace(connect)
 	if connect == "" {
@@ -184,7 +207,7 @@ func ParseConnect(connect, defaultZone string) ([]Host, error) {
 		if err := validZone(defaultZone); err != nil {
 			return nil, err
 		}
-		return []Host{{Zone: defaultZone, URI: connect}}, nil
+		return []Host{{Zone: defaultZone, URI: connect, Name: defaultZone}}, nil
 	}
 	hosts := make([]Host, 0, len(items))
 	seen := map[string]bool{}
@@ -199,12 +222,13 @@ func ParseConnect(connect, defaultZone string) ([]Host, error) {
 		if err := validZone(zone); err != nil {
 			return nil, err
 		}
-		if seen[zone] {
-			return nil, fmt.Errorf("--connect: zone %q listed twice", zone)
+		if seen[zone+"="+uri] {
+			return nil, fmt.Errorf("--connect: zone %q listed twice with the same URI", zone)
 		}
-		seen[zone] = true
+		seen[zone+"="+uri] = true
 		hosts = append(hosts, Host{Zone: zone, URI: uri})
 	}
+	connectNames(hosts)
 	return hosts, nil
 }
 

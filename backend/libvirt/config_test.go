@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -13,18 +14,28 @@ func TestParseConnect(t *testing.T) {
 		want           []Host
 		err            string
 	}{
-		{name: "bare uri", in: "qemu:///system", want: []Host{{"local", "qemu:///system"}}},
-		{name: "bare uri, default zone", in: "qemu:///system", zone: "eu1", want: []Host{{"eu1", "qemu:///system"}}},
+		{name: "bare uri", in: "qemu:///system", want: []Host{{Zone: "local", URI: "qemu:///system", Name: "local"}}},
+		{name: "bare uri, default zone", in: "qemu:///system", zone: "eu1", want: []Host{{Zone: "eu1", URI: "qemu:///system", Name: "eu1"}}},
 		{name: "bare uri with query", in: "qemu+libssh://h/system?keyfile=/k&known_hosts=/kh",
-			want: []Host{{"local", "qemu+libssh://h/system?keyfile=/k&known_hosts=/kh"}}},
+			want: []Host{{Zone: "local", URI: "qemu+libssh://h/system?keyfile=/k&known_hosts=/kh", Name: "local"}}},
 		{name: "zone list", in: "a=qemu+tls://h1/system, b=qemu:///system",
-			want: []Host{{"a", "qemu+tls://h1/system"}, {"b", "qemu:///system"}}},
+			want: []Host{{Zone: "a", URI: "qemu+tls://h1/system", Name: "a"}, {Zone: "b", URI: "qemu:///system", Name: "b"}}},
 		{name: "zone list with query", in: "a=qemu+libssh://h1/system?keyfile=/k",
-			want: []Host{{"a", "qemu+libssh://h1/system?keyfile=/k"}}},
+			want: []Host{{Zone: "a", URI: "qemu+libssh://h1/system?keyfile=/k", Name: "a"}}},
 		{name: "empty", in: " ", err: "--connect: empty"},
 		{name: "malformed item", in: "a=qemu:///system,qemu+tls://h/system", err: "item 2 is not zone=uri"},
 		{name: "empty uri", in: "a=", err: `zone "a" has an empty URI`},
-		{name: "duplicate zone", in: "a=qemu:///system,a=qemu+tls://h/system", err: `zone "a" listed twice`},
+		{name: "zone of two hosts", in: "a=qemu:///system,a=qemu+tls://kvm-a2.example:16514/system, b=qemu:///system",
+			want: []Host{{Zone: "a", URI: "qemu:///system", Name: "a-system", Named: true},
+				{Zone: "a", URI: "qemu+tls://kvm-a2.example:16514/system", Name: "kvm-a2.example-16514", Named: true},
+				{Zone: "b", URI: "qemu:///system", Name: "b"}}},
+		{name: "zone of two local sockets", in: "a=qemu:///system,a=qemu:///session?socket=/run/user/1001/libvirt/libvirt-sock",
+			want: []Host{{Zone: "a", URI: "qemu:///system", Name: "a-system", Named: true},
+				{Zone: "a", URI: "qemu:///session?socket=/run/user/1001/libvirt/libvirt-sock", Name: "a-run-user-1001-libvirt-libvirt-sock", Named: true}}},
+		{name: "same host part twice", in: "a=qemu+ssh://u@h/system,a=qemu+ssh://v@h/session",
+			want: []Host{{Zone: "a", URI: "qemu+ssh://u@h/system", Name: "h", Named: true},
+				{Zone: "a", URI: "qemu+ssh://v@h/session", Name: "h-2", Named: true}}},
+		{name: "duplicate zone and uri", in: "a=qemu:///system,a=qemu:///system", err: `zone "a" listed twice with the same URI`},
 		{name: "bad zone name", in: "a.b-c_d=qemu:///system,-x=qemu:///system", err: `zone "-x"`},
 		{name: "bad default zone", in: "qemu:///system", zone: "a/b", err: `zone "a/b"`},
 	}
@@ -48,7 +59,7 @@ func TestParseConnect(t *testing.T) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 			for i := range got {
-				if got[i] != tc.want[i] {
+				if !reflect.DeepEqual(got[i], tc.want[i]) {
 					t.Errorf("host %d = %v, want %v", i, got[i], tc.want[i])
 				}
 			}
@@ -137,7 +148,7 @@ func TestScrubKeepsClassification(t *testing.T) {
 func TestValidateConfig(t *testing.T) {
 	t.Parallel()
 	good := func() Config {
-		return Config{Hosts: []Host{{"a", "qemu:///system"}}, Provider: "p", Image: "g.qcow2", Pool: "bigfleet"}
+		return Config{Hosts: []Host{{Zone: "a", URI: "qemu:///system"}}, Provider: "p", Image: "g.qcow2", Pool: "bigfleet"}
 	}
 	if err := func() *Config { c := good(); return &c }().Validate(); err != nil {
 		t.Fatalf("good config refused: %v", err)
@@ -148,7 +159,11 @@ func TestValidateConfig(t *testing.T) {
 		want   string
 	}{
 		{"no hosts", func(c *Config) { c.Hosts = nil }, "--connect"},
-		{"dup zones", func(c *Config) { c.Hosts = append(c.Hosts, Host{"a", "test:///default"}) }, `zone "a" listed twice`},
+		{"dup zone and uri", func(c *Config) { c.Hosts = append(c.Hosts, Host{Zone: "a", URI: "qemu:///system"}) }, `zone "a" listed twice`},
+		{"dup names", func(c *Config) {
+			c.Hosts[0].Name = "h"
+			c.Hosts = append(c.Hosts, Host{Zone: "b", URI: "test:///default", Name: "h"})
+		}, `host name "h" used twice`},
 		{"tcp", func(c *Config) { c.Hosts[0].URI = "qemu+tcp://h/system" }, "--connect"},
 		{"no provider", func(c *Config) { c.Provider = "" }, "--provider"},
 		{"nul provider", func(c *Config) { c.Provider = "a\x00b" }, "--provider"},

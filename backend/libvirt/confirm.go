@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,9 +18,37 @@ var _ backend.Confirmer = (*Backend)(nil)
 // machine is never declared vanished from an error.
 func (b *Backend) ConfirmGone(ctx context.Context, machineID string, pl backend.Placement) (bool, error) {
 	h, name, err := b.locate(machineID, pl, pl.Zone)
+	if errors.Is(err, errHostNotKnown) {
+		return b.confirmEverywhere(ctx, machineID, pl)
+	}
 	if err != nil {
 		return false, fmt.Errorf("confirm gone: %w", err)
 	}
+	return b.confirmOn(ctx, h, name)
+}
+
+// confirmEverywhere: gone only when every host of the zone answers that
+// the domain does not exist.
+func (b *Backend) confirmEverywhere(ctx context.Context, machineID string, pl backend.Placement) (bool, error) {
+	hs, err := b.zoneHosts(pl.Zone)
+	if err != nil {
+		return false, fmt.Errorf("confirm gone: %w", err)
+	}
+	name := pl.Domain
+	if name == "" {
+		name = DomainName(b.cfg.Provider, machineID)
+	}
+	for _, h := range hs {
+		gone, err := b.confirmOn(ctx, h, name)
+		if err != nil || !gone {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// confirmOn looks the domain up on one host.
+func (b *Backend) confirmOn(ctx context.Context, h *host, name string) (bool, error) {
 	// Reconcile confirms machine after machine: once one lookup hangs (a
 	// frozen daemon), the next ones fail at once instead of each waiting
 	// out the timeout.

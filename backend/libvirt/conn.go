@@ -11,6 +11,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
 // eventLoop starts libvirt's default event loop once per process. Close
@@ -41,12 +42,17 @@ type dialFunc func(uri string) (lvConn, error)
 // host is one libvirt host: its connection, kept alive and re-dialled in the
 // background, and what it last told us.
 type host struct {
-	zone  string
-	uri   string // raw; never shown
-	shown string // redacted
-	cfg   *Config
-	log   *slog.Logger
-	dial  dialFunc
+	zone    string
+	name    string            // stable host name (the zone's for its only --connect host)
+	named   bool              // placements carry name (see Host.Named)
+	enforce bool              // capacity limits placement (see Host.Enforce)
+	labels  map[string]string // from --hosts
+	plan    *placement.Planner
+	uri     string // raw; never shown
+	shown   string // redacted
+	cfg     *Config
+	log     *slog.Logger
+	dial    dialFunc
 
 	mu      sync.Mutex
 	conn    lvConn     // nil while down
@@ -61,13 +67,21 @@ type host struct {
 	first chan struct{} // closed after the first dial attempt
 
 	confirming atomic.Int32 // ConfirmGone lookups still inside libvirt
+
+	capMu sync.Mutex
+	size  hostSize // last capacity read from the host
 }
 
-func newHost(h Host, cfg *Config, dial dialFunc) *host {
+func newHost(h Host, cfg *Config, dial dialFunc, plan *placement.Planner) *host {
 	shown := Redact(h.URI)
+	log := cfg.Logger.With("zone", h.Zone, "uri", shown)
+	if h.Named {
+		log = log.With("host", h.Name)
+	}
 	return &host{
-		zone: h.Zone, uri: h.URI, shown: shown, cfg: cfg, dial: dial,
-		log:  cfg.Logger.With("zone", h.Zone, "uri", shown),
+		zone: h.Zone, name: h.Name, named: h.Named, enforce: h.Enforce, labels: h.Labels, plan: plan,
+		uri: h.URI, shown: shown, cfg: cfg, dial: dial,
+		log:  log,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		done: make(chan struct{}), first: make(chan struct{}),
 		lastErr: "not connected yet", since: time.Now(),
@@ -159,7 +173,12 @@ func (h *host) connect() error {
 		return nil
 	}
 	h.conn, h.choice, h.lastErr, h.since = conn, choice, "", time.Now()
+	h.setConnectedLocked()
 	h.mu.Unlock()
+	if c, err := h.acquire(); err == nil { // a reference of our own: a drop may race
+		h.readSize(c)
+		h.release(c)
+	}
 	go h.watch(conn)
 	if choice.Fallback != "" {
 		h.log.Warn("kvm is offered but QEMU cannot use it; guests on this host run in qemu (TCG)",
@@ -217,6 +236,7 @@ func (h *host) drop(conn lvConn, why string) {
 		return
 	}
 	h.conn, h.lastErr, h.since = nil, why, time.Now()
+	h.setConnectedLocked()
 	h.mu.Unlock()
 	h.log.Warn("libvirt host connection lost; reconnecting", "why", why)
 	select {
@@ -244,7 +264,7 @@ func (h *host) acquire() (lvConn, error) {
 		return nil, h.unavailableLocked()
 	}
 	if err := h.conn.Ref(); err != nil {
-		return nil, fmt.Errorf("zone %q (%s): %w: %v", h.zone, h.shown, backend.ErrHostUnavailable, scrub(err, h.uri))
+		return nil, fmt.Errorf("%s: %w: %v", h.where(), backend.ErrHostUnavailable, scrub(err, h.uri))
 	}
 	return h.conn, nil
 }
@@ -256,8 +276,28 @@ func (h *host) release(conn lvConn) {
 }
 
 func (h *host) unavailableLocked() error {
-	return fmt.Errorf("zone %q (%s): %w: %s (since %s)", h.zone, h.shown, backend.ErrHostUnavailable,
+	return fmt.Errorf("%s: %w: %s (since %s)", h.where(), backend.ErrHostUnavailable,
 		h.lastErr, h.since.UTC().Format(time.RFC3339))
+}
+
+// where names the host in messages: `zone "z" (uri)`, with the host's
+// name in a zone of several hosts.
+func (h *host) where() string {
+	if h.named {
+		return fmt.Sprintf("zone %q host %q (%s)", h.zone, h.name, h.shown)
+	}
+	return fmt.Sprintf("zone %q (%s)", h.zone, h.shown)
+}
+
+// setConnectedLocked tells placement whether the host can take machines.
+// It runs under h.mu with the change of h.conn, so placement never sees a
+// host down that is up (which would refuse a Create as "no room"). Lock
+// order: h.mu, then the planner's; the planner never calls out.
+func (h *host) setConnectedLocked() {
+	up := h.conn != nil
+	if h.plan != nil {
+		h.plan.Update(h.name, func(p *placement.Host) { p.Connected = up })
+	}
 }
 
 // observe looks at the outcome of a call on conn and reports whether the
@@ -303,6 +343,7 @@ func (h *host) close() {
 	h.closed = true
 	conn := h.conn
 	h.conn, h.lastErr = nil, "closed"
+	h.setConnectedLocked()
 	h.mu.Unlock()
 	close(h.stop)
 	select {

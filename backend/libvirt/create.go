@@ -18,12 +18,20 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	if spec.MachineID == "" {
 		return backend.Placement{}, errors.New("create: empty machine id")
 	}
-	h, err := b.host(spec.Zone)
+	// The host is booked before any libvirt work, so concurrent Creates
+	// never oversubscribe it; the booking is released if the work fails,
+	// and otherwise stays until a listing sees the domain. A retried
+	// Create finds its machine booked where it is and adopts it there.
+	h, dec, err := b.reserve(spec)
 	if err != nil {
+		if errors.Is(err, backend.ErrNoCapacity) {
+			b.log.Warn("create refused: no host of the zone has room", "zone", spec.Zone, "machine", spec.MachineID,
+				"op", spec.OperationID, "vcpu", spec.VCPU, "memory_mib", spec.MemoryMiB, "err", err)
+		}
 		return backend.Placement{}, fmt.Errorf("create: %w", err)
 	}
 	name := DomainName(b.cfg.Provider, spec.MachineID)
-	pl := backend.Placement{Zone: h.zone, Domain: name}
+	pl := backend.Placement{Zone: h.zone, Host: h.refName(), Domain: name, Why: dec.Why}
 	start := time.Now()
 	err = h.withConn(func(conn lvConn) error {
 		dom, err := conn.LookupDomainByName(name)
@@ -37,10 +45,11 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		return b.build(ctx, h, conn, name, spec)
 	})
 	if err != nil {
+		b.plan.Release(h.zone, spec.MachineID)
 		return backend.Placement{}, err
 	}
-	b.log.Info("domain created", "zone", h.zone, "domain", name, "machine", spec.MachineID,
-		"op", spec.OperationID, "took", time.Since(start).Round(time.Millisecond).String())
+	b.log.Info("domain created", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
+		"op", spec.OperationID, "placement", dec.Why, "took", time.Since(start).Round(time.Millisecond).String())
 	return pl, nil
 }
 
@@ -195,7 +204,7 @@ func (b *Backend) buildVolumes(a *attempt) (overlay, seed string, err error) {
 func (b *Backend) define(h *host, conn lvConn, name string, spec backend.MachineSpec,
 	overlay, seed string) (lvDomain, error) {
 	md, err := Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
-		Marks: spec.Marks}.Marshal(true)
+		Marks: spec.Marks, Host: h.refName(), VCPUs: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64)}.Marshal(true)
 	if err != nil {
 		return nil, err
 	}

@@ -24,11 +24,53 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 		return errors.New("delete: empty machine id")
 	}
 	h, name, err := b.locate(spec.MachineID, spec.Placement, spec.Zone)
+	if errors.Is(err, errHostNotKnown) {
+		return b.deleteEverywhere(ctx, spec)
+	}
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
+	if err := b.deleteOn(ctx, h, name, spec); err != nil {
+		return err
+	}
+	b.plan.Forget(h.zone, spec.MachineID)
+	return nil
+}
+
+// deleteEverywhere deletes a machine whose host is not known (it never
+// got a placement, and no listing has seen it) on every host of its zone:
+// each removes only our own domain of that machine, and a host that
+// cannot be reached fails the Delete (it is retried), since the domain
+// may be there.
+func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec) error {
+	zone := spec.Placement.Zone
+	if zone == "" {
+		zone = spec.Zone
+	}
+	hs, err := b.zoneHosts(zone)
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	name := spec.Placement.Domain
+	if name == "" {
+		name = DomainName(b.cfg.Provider, spec.MachineID)
+	}
+	var errs []error
+	for _, h := range hs {
+		if err := b.deleteOn(ctx, h, name, spec); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		b.plan.Forget(hs[0].zone, spec.MachineID)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteOn deletes the machine's domain and volumes on one host.
+func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
 	start := time.Now()
-	err = h.withConn(func(conn lvConn) error {
+	err := h.withConn(func(conn lvConn) error {
 		gone, err := b.deleteDomain(conn, name, spec.MachineID)
 		if err != nil {
 			return err
@@ -52,7 +94,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	if err != nil {
 		return err
 	}
-	b.log.Info("domain deleted", "zone", h.zone, "domain", name, "machine", spec.MachineID,
+	b.log.Info("domain deleted", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
 		"op", spec.OperationID, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }

@@ -70,6 +70,16 @@ func (c *faultConn) NumOfDefinedDomains() (n int, err error) {
 	return n, err
 }
 
+func (c *faultConn) GetNodeInfo() (n *libvirt.NodeInfo, err error) {
+	err = c.do("conn.GetNodeInfo", "", func() (err error) { n, err = c.inner.GetNodeInfo(); return err })
+	return n, err
+}
+
+func (c *faultConn) GetFreeMemory() (n uint64, err error) {
+	err = c.do("conn.GetFreeMemory", "", func() (err error) { n, err = c.inner.GetFreeMemory(); return err })
+	return n, err
+}
+
 // domain runs a call returning a domain handle; a handle made by a call
 // whose reply is then "lost" is freed, as the caller never sees it.
 func (c *faultConn) domain(op, name string, call func() (lvDomain, error)) (lvDomain, error) {

@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,17 +10,17 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
-// perHost runs fn for every zone in parallel, each bounded by the
+// perHost runs fn for every host in parallel, each bounded by the
 // inventory timeout (and ctx). A host that does not answer in time yields
-// onTimeout for its zone; its call finishes in the background (libvirt
-// calls cannot be interrupted) and its result is dropped.
+// onTimeout; its call finishes in the background (libvirt calls cannot be
+// interrupted) and its result is dropped.
 func perHost[T any](ctx context.Context, b *Backend, fn func(h *host) T, onTimeout func(h *host, err error) T) []T {
-	out := make([]T, len(b.zones))
+	out := make([]T, len(b.list))
 	var wg sync.WaitGroup
-	for i, z := range b.zones {
-		h := b.hosts[z]
+	for i, h := range b.list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -31,8 +32,8 @@ func perHost[T any](ctx context.Context, b *Backend, fn func(h *host) T, onTimeo
 			case r := <-done:
 				out[i] = r
 			case <-tctx.Done():
-				out[i] = onTimeout(h, fmt.Errorf("zone %q (%s): no answer within %s: %w",
-					h.zone, h.shown, b.cfg.InventoryTimeout, backend.ErrHostUnavailable))
+				out[i] = onTimeout(h, fmt.Errorf("%s: no answer within %s: %w",
+					h.where(), b.cfg.InventoryTimeout, backend.ErrHostUnavailable))
 			}
 		}()
 	}
@@ -40,15 +41,46 @@ func perHost[T any](ctx context.Context, b *Backend, fn func(h *host) T, onTimeo
 	return out
 }
 
-// Inventory lists our own domains on every host.
+// Inventory lists our own domains on every host, one entry per zone. A
+// zone of several hosts is listed when at least one of them was: the
+// machines of a host that could not be listed are missing from it, and
+// the engine keeps them (ConfirmGone cannot reach their host). Only a zone
+// none of whose hosts answered reports Err.
 func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
-	return perHost(ctx, b, b.listHost, func(h *host, err error) backend.ZoneInventory {
+	per := perHost(ctx, b, b.listHost, func(h *host, err error) backend.ZoneInventory {
 		return backend.ZoneInventory{Zone: h.zone, Err: err}
 	})
+	listed := map[string]*backend.ZoneInventory{}
+	errs := map[string][]error{}
+	for i, zi := range per {
+		z := b.list[i].zone
+		if zi.Err != nil {
+			errs[z] = append(errs[z], zi.Err)
+			continue
+		}
+		if listed[z] == nil {
+			listed[z] = &backend.ZoneInventory{Zone: z}
+		}
+		listed[z].Machines = append(listed[z].Machines, zi.Machines...)
+	}
+	out := make([]backend.ZoneInventory, 0, len(b.zones))
+	for _, z := range b.zones {
+		switch {
+		case listed[z] == nil:
+			out = append(out, backend.ZoneInventory{Zone: z, Err: errors.Join(errs[z]...)})
+			continue
+		case len(errs[z]) > 0:
+			b.log.Warn("zone listed without some of its hosts; their machines are kept as they are",
+				"zone", z, "err", errors.Join(errs[z]...))
+		}
+		out = append(out, *listed[z])
+	}
+	return out
 }
 
 func (b *Backend) listHost(h *host) backend.ZoneInventory {
 	zi := backend.ZoneInventory{Zone: h.zone}
+	sizes := map[string]placement.Size{}
 	err := h.withConn(func(conn lvConn) error {
 		doms, err := conn.ListAllDomains(0)
 		if err != nil {
@@ -57,19 +89,23 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 		defer freeAll(doms)
 		prefix := namePrefix(b.cfg.Provider)
 		for i := range doms {
-			o, ok, err := b.observeDomain(doms[i], h.zone, prefix)
+			o, sz, ok, err := b.observeDomain(doms[i], h, prefix)
 			if err != nil {
 				return fmt.Errorf("listing incomplete: %w", err)
 			}
 			if ok {
 				zi.Machines = append(zi.Machines, o)
+				sizes[o.MachineID] = sz
 			}
 		}
+		h.readSize(conn)
 		return nil
 	})
 	if err != nil {
 		zi.Err, zi.Machines = err, nil
+		return zi
 	}
+	h.observeSizes(zi.Machines, sizes)
 	return zi
 }
 
@@ -78,38 +114,47 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 // prefix) is returned, and makes the whole listing incomplete: a domain we
 // could not read must never look like a domain that is not there. A domain
 // that vanished while we listed is simply not there any more.
-func (b *Backend) observeDomain(dom lvDomain, zone, prefix string) (backend.Observed, bool, error) {
+func (b *Backend) observeDomain(dom lvDomain, h *host, prefix string) (backend.Observed, placement.Size, bool, error) {
+	o, md, ok, err := b.observeOne(dom, h.zone, prefix)
+	if !ok || err != nil {
+		return o, placement.Size{}, ok, err
+	}
+	o.Placement.Host = h.refName()
+	return o, placement.Size{VCPUs: md.VCPUs, MemoryMiB: int64(md.MemoryMiB)}, true, nil
+}
+
+func (b *Backend) observeOne(dom lvDomain, zone, prefix string) (backend.Observed, Metadata, bool, error) {
 	name, err := dom.GetName()
 	if isNoDomain(err) {
-		return backend.Observed{}, false, nil
+		return backend.Observed{}, Metadata{}, false, nil
 	}
 	if err != nil {
-		return backend.Observed{}, false, fmt.Errorf("name of a listed domain: %w", err)
+		return backend.Observed{}, Metadata{}, false, fmt.Errorf("name of a listed domain: %w", err)
 	}
 	if !strings.HasPrefix(name, prefix) {
-		return backend.Observed{}, false, nil
+		return backend.Observed{}, Metadata{}, false, nil
 	}
 	md, found, err := readMetadata(dom)
 	switch {
 	case isNoDomain(err):
-		return backend.Observed{}, false, nil
+		return backend.Observed{}, Metadata{}, false, nil
 	case err != nil && !found:
-		return backend.Observed{}, false, fmt.Errorf("metadata of %s: %w", name, err)
+		return backend.Observed{}, Metadata{}, false, fmt.Errorf("metadata of %s: %w", name, err)
 	case err != nil:
 		// A damaged element is not trusted as ours (nor listed), but said
 		// so. Its machine is not declared vanished either: ConfirmGone
 		// finds the domain.
 		b.log.Warn("domain with unreadable bigfleet metadata skipped", "zone", zone, "domain", name, "err", err)
-		return backend.Observed{}, false, nil
+		return backend.Observed{}, Metadata{}, false, nil
 	case !found || md.Provider != b.cfg.Provider:
-		return backend.Observed{}, false, nil
+		return backend.Observed{}, Metadata{}, false, nil
 	}
 	st, reason, err := dom.GetState()
 	if isNoDomain(err) {
-		return backend.Observed{}, false, nil
+		return backend.Observed{}, Metadata{}, false, nil
 	}
 	if err != nil {
-		return backend.Observed{}, false, fmt.Errorf("state of %s: %w", name, err)
+		return backend.Observed{}, Metadata{}, false, fmt.Errorf("state of %s: %w", name, err)
 	}
 	return backend.Observed{
 		MachineID:     md.MachineID,
@@ -120,7 +165,7 @@ func (b *Backend) observeDomain(dom lvDomain, zone, prefix string) (backend.Obse
 		ClusterID:     md.ClusterID,
 		ShardMetadata: md.ShardMetadata,
 		Marks:         md.Marks,
-	}, true, nil
+	}, md, true, nil
 }
 
 // running: the VM exists as a process (paused or blocked still counts).
@@ -150,9 +195,11 @@ func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
 
 func (h *host) baseStatus() backend.HostStatus {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return backend.HostStatus{Zone: h.zone, URI: h.shown, Connected: h.conn != nil, LastError: h.lastErr,
+	st := backend.HostStatus{Zone: h.zone, URI: h.shown, Connected: h.conn != nil, LastError: h.lastErr,
 		DomainType: h.choice.Type, DomainTypeNote: h.choice.Fallback}
+	h.mu.Unlock()
+	h.capacityStatus(&st)
+	return st
 }
 
 func (b *Backend) hostStatus(h *host) backend.HostStatus {
@@ -170,6 +217,8 @@ func (b *Backend) hostStatus(h *host) backend.HostStatus {
 			}
 			_ = pool.Free()
 		}
+		h.readSize(conn)
+		h.capacityStatus(&st)
 		active, err := conn.NumOfDomains()
 		if err != nil {
 			return err

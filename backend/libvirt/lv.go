@@ -31,6 +31,9 @@ type lvConn interface {
 	GetVersion() (uint32, error)
 	NumOfDomains() (int, error)
 	NumOfDefinedDomains() (int, error)
+	// The host's size, for placement (capacity.go).
+	GetNodeInfo() (*libvirt.NodeInfo, error)
+	GetFreeMemory() (uint64, error)
 
 	// Domains.
 	LookupDomainByName(name string) (lvDomain, error)
@@ -95,15 +98,17 @@ func dialLibvirt(uri string) (lvConn, error) {
 // a nil pointer in a non-nil interface.
 type lvConnect struct{ c *libvirt.Connect }
 
-func (c *lvConnect) Ref() error                        { return c.c.Ref() }
-func (c *lvConnect) Close() (int, error)               { return c.c.Close() }
-func (c *lvConnect) IsAlive() (bool, error)            { return c.c.IsAlive() }
-func (c *lvConnect) UnregisterCloseCallback() error    { return c.c.UnregisterCloseCallback() }
-func (c *lvConnect) GetCapabilities() (string, error)  { return c.c.GetCapabilities() }
-func (c *lvConnect) GetLibVersion() (uint32, error)    { return c.c.GetLibVersion() }
-func (c *lvConnect) GetVersion() (uint32, error)       { return c.c.GetVersion() }
-func (c *lvConnect) NumOfDomains() (int, error)        { return c.c.NumOfDomains() }
-func (c *lvConnect) NumOfDefinedDomains() (int, error) { return c.c.NumOfDefinedDomains() }
+func (c *lvConnect) Ref() error                              { return c.c.Ref() }
+func (c *lvConnect) Close() (int, error)                     { return c.c.Close() }
+func (c *lvConnect) IsAlive() (bool, error)                  { return c.c.IsAlive() }
+func (c *lvConnect) UnregisterCloseCallback() error          { return c.c.UnregisterCloseCallback() }
+func (c *lvConnect) GetCapabilities() (string, error)        { return c.c.GetCapabilities() }
+func (c *lvConnect) GetLibVersion() (uint32, error)          { return c.c.GetLibVersion() }
+func (c *lvConnect) GetVersion() (uint32, error)             { return c.c.GetVersion() }
+func (c *lvConnect) NumOfDomains() (int, error)              { return c.c.NumOfDomains() }
+func (c *lvConnect) NumOfDefinedDomains() (int, error)       { return c.c.NumOfDefinedDomains() }
+func (c *lvConnect) GetNodeInfo() (*libvirt.NodeInfo, error) { return c.c.GetNodeInfo() }
+func (c *lvConnect) GetFreeMemory() (uint64, error)          { return c.c.GetFreeMemory() }
 
 func (c *lvConnect) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseReason)) error {
 	return c.c.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) { cb(reason) })

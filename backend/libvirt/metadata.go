@@ -30,6 +30,15 @@ type Metadata struct {
 	// Marks are the machine's fence marks by shard id, so that fencing
 	// survives the loss of the state file as the binding does.
 	Marks map[string]backend.FenceMark
+	// Host is the name of the host the domain was created on ("" for a
+	// zone's only --connect host, and in domains made before zones could
+	// hold several hosts). Informational: a listing reports the host that
+	// listed the domain.
+	Host string
+	// VCPUs and MemoryMiB are what the domain was sized to use, for the
+	// host's books (0: not recorded, a domain made by an older version).
+	VCPUs     int
+	MemoryMiB int
 }
 
 // Owned reports whether the domain belongs to provider's machine.
@@ -58,6 +67,14 @@ type xmlInstance struct {
 	Cluster   *xmlText   `xml:"cluster"`
 	Shard     []xmlEntry `xml:"shard-metadata>entry"`
 	Marks     []xmlMark  `xml:"fence-marks>mark"`
+	Host      *xmlText   `xml:"host"`
+	Size      *xmlSize   `xml:"size"`
+}
+
+// xmlSize is the domain's sizing, for placement's books.
+type xmlSize struct {
+	VCPUs     int `xml:"vcpus,attr"`
+	MemoryMiB int `xml:"memory-mib,attr"`
 }
 
 // xmlMark is one fence mark. Epoch and sequence are pointers so that a
@@ -139,6 +156,13 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 		mk := m.Marks[k]
 		x.Marks = append(x.Marks, xmlMark{Shard: encText(k), Epoch: &mk.Epoch, Sequence: &mk.Sequence})
 	}
+	if m.Host != "" {
+		h := encText(m.Host)
+		x.Host = &h
+	}
+	if m.VCPUs > 0 || m.MemoryMiB > 0 {
+		x.Size = &xmlSize{VCPUs: m.VCPUs, MemoryMiB: m.MemoryMiB}
+	}
 	out, err := xml.Marshal(x)
 	return string(out), err
 }
@@ -171,6 +195,15 @@ func DecodeMetadata(s string) (Metadata, error) {
 	field(&m.OperationID, x.Operation, "operation")
 	if x.Cluster != nil {
 		field(&m.ClusterID, *x.Cluster, "cluster")
+	}
+	if x.Host != nil {
+		field(&m.Host, *x.Host, "host")
+	}
+	if x.Size != nil {
+		if x.Size.VCPUs < 0 || x.Size.MemoryMiB < 0 {
+			return Metadata{}, errors.New("decode metadata: negative size")
+		}
+		m.VCPUs, m.MemoryMiB = x.Size.VCPUs, x.Size.MemoryMiB
 	}
 	if err != nil {
 		return Metadata{}, err

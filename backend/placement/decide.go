@@ -7,7 +7,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
-// Decision is where a machine goes and why.
+// Decision is where a machine goes and why. Why is "" when no choice was
+// made (the machine was already booked on Host).
 type Decision struct {
 	Host string
 	Why  string
@@ -26,7 +27,7 @@ func (p *Planner) Reserve(zoneName, machineID string, s Size) (Decision, error) 
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if h := z.where[machineID]; h != nil {
-		return Decision{Host: h.Name, Why: fmt.Sprintf("%s: machine already booked on host %s", p.policy, h.Name)}, nil
+		return Decision{Host: h.Name}, nil // no choice made: no reason
 	}
 	best, _ := z.pick(p.policy, s)
 	if best == nil {

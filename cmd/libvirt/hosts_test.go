@@ -96,3 +96,30 @@ func TestFakeBackendFromHostsFile(t *testing.T) {
 		t.Fatalf("create = %+v, %v (the cordoned kvm-a2 must get nothing)", p, err)
 	}
 }
+
+// The real backend's hosts come from --hosts with their names, labels,
+// ratios and cordon, capacity enforced; from --connect a zone named twice
+// is a pool of two named hosts.
+func TestLibvirtHosts(t *testing.T) {
+	t.Parallel()
+	doc := "hosts:\n  - name: kvm-a1\n    zone: zone-a\n    uri: qemu:///system\n    labels: {rack: r1}\n    overcommit: {cpu: 4}\n" +
+		"  - name: kvm-a2\n    zone: zone-a\n    uri: qemu:///session\n    cordoned: true\n"
+	hs, err := libvirtHosts(config{HostsFile: writeHosts(t, doc)})
+	if err != nil || len(hs) != 2 {
+		t.Fatalf("hosts %+v, %v", hs, err)
+	}
+	a1, a2 := hs[0], hs[1]
+	if a1.Name != "kvm-a1" || !a1.Named || !a1.Enforce || a1.Labels["rack"] != "r1" || a1.CPUOvercommit != 4 || a1.MemoryOvercommit != 1 || a1.Cordoned {
+		t.Errorf("kvm-a1 %+v", a1)
+	}
+	if a2.Name != "kvm-a2" || !a2.Cordoned || a2.Zone != "zone-a" {
+		t.Errorf("kvm-a2 %+v", a2)
+	}
+	hs, err = libvirtHosts(config{Connect: "zone-a=qemu:///system,zone-a=qemu+tls://kvm2/system,zone-b=qemu:///system"})
+	if err != nil || len(hs) != 3 {
+		t.Fatalf("connect hosts %+v, %v", hs, err)
+	}
+	if hs[0].Name != "zone-a-system" || !hs[0].Named || hs[1].Name != "kvm2" || hs[2].Name != "zone-b" || hs[2].Named || hs[0].Enforce {
+		t.Errorf("connect names %+v", hs)
+	}
+}

@@ -9,10 +9,12 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/hostsfile"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
 // openLibvirt builds the libvirt backend from the flags: --connect (a bare
-// URI for --default-zone, or zone=uri,...), --provider, --image,
+// URI for --default-zone, or zone=uri,..., a zone named several times
+// being a pool of hosts) or --hosts FILE, --placement, --provider, --image,
 // --storage-pool, --network, --base-user-data, --kernel/--initrd/--cmdline
 // and the guest-agent bounds (--agent-timeout, --agent-wait, --drain-margin).
 // Weak transports and malformed host lists are refused here, naming the
@@ -24,8 +26,10 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 	if err != nil {
 		return nil, err
 	}
+	policy, _ := placement.ParsePolicy(cfg.Placement) // validated
 	be, err := libvirt.New(libvirt.Config{
 		Hosts:        hosts,
+		Policy:       policy,
 		Provider:     cfg.Provider,
 		Image:        cfg.Image,
 		Pool:         cfg.StoragePool,
@@ -66,7 +70,8 @@ func libvirtHosts(cfg config) ([]libvirt.Host, error) {
 	}
 	hosts := make([]libvirt.Host, 0, len(f.Hosts))
 	for _, h := range f.Hosts {
-		hosts = append(hosts, libvirt.Host{Zone: h.Zone, URI: h.URI})
+		hosts = append(hosts, libvirt.Host{Zone: h.Zone, URI: h.URI, Name: h.Name, Named: true, Enforce: true,
+			Labels: h.Labels, CPUOvercommit: h.Overcommit.CPU, MemoryOvercommit: h.Overcommit.Memory, Cordoned: h.Cordoned})
 	}
 	return hosts, nil
 }

@@ -1,0 +1,134 @@
+package libvirt
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/placement"
+)
+
+var _ backend.HostMaintainer = (*Backend)(nil)
+
+// zoneHosts returns the hosts of a zone ("" means the only zone, when
+// there is one).
+func (b *Backend) zoneHosts(zone string) ([]*host, error) {
+	if zone == "" && len(b.zones) == 1 {
+		zone = b.zones[0]
+	}
+	hs := b.zoned[zone]
+	if len(hs) == 0 {
+		return nil, fmt.Errorf("zone %q: %w", zone, backend.ErrUnknownZone)
+	}
+	return hs, nil
+}
+
+// host returns the zone's only host, or for a zone of several hosts the
+// first: for callers that need some host of the zone (tests, diagnostics).
+func (b *Backend) host(zone string) (*host, error) {
+	hs, err := b.zoneHosts(zone)
+	if err != nil {
+		return nil, err
+	}
+	return hs[0], nil
+}
+
+// hostOf finds the host holding a machine's domain: the placement's host
+// when it names one; else the zone's only host; else, in a zone of several
+// hosts, the host the latest listing (or this process's Create) booked
+// the machine on. Anything else is "not known", an error wrapping
+// backend.ErrHostUnavailable, never a guess: a wrong host would answer
+// "no such domain", which the engine could read as the VM being gone.
+func (b *Backend) hostOf(machineID, zone, name string) (*host, error) {
+	hs, err := b.zoneHosts(zone)
+	if err != nil {
+		return nil, err
+	}
+	zone = hs[0].zone
+	if name != "" {
+		h := b.hosts[name]
+		if h == nil || h.zone != zone {
+			return nil, fmt.Errorf("zone %q: host %q is not configured (--connect/--hosts): %w", zone, name, backend.ErrHostUnavailable)
+		}
+		return h, nil
+	}
+	if len(hs) == 1 {
+		return hs[0], nil
+	}
+	if n, ok := b.plan.HostOf(zone, machineID); ok {
+		return b.hosts[n], nil
+	}
+	return nil, fmt.Errorf("zone %q: machine %s: which of the zone's %d hosts holds its domain is not known (not in any listing yet): %w",
+		zone, machineID, len(hs), errHostNotKnown)
+}
+
+// errHostNotKnown: a machine of a zone of several hosts that no listing
+// has seen. It is an ErrHostUnavailable (the engine waits); Delete and
+// ConfirmGone ask every host of the zone instead.
+var errHostNotKnown = fmt.Errorf("host of the machine not known: %w", backend.ErrHostUnavailable)
+
+// locate names the host and domain of a machine: the placement when the
+// engine has one, else the zone given and the derived name.
+func (b *Backend) locate(machineID string, pl backend.Placement, zone string) (*host, string, error) {
+	if pl.Zone != "" {
+		zone = pl.Zone
+	}
+	h, err := b.hostOf(machineID, zone, pl.Host)
+	if err != nil {
+		return nil, "", err
+	}
+	name := pl.Domain
+	if name == "" {
+		name = DomainName(b.cfg.Provider, machineID)
+	}
+	return h, name, nil
+}
+
+// SetCordoned is backend.HostMaintainer: a cordoned host gets no new
+// placements; its machines stay where they are.
+func (b *Backend) SetCordoned(name string, cordoned bool) error {
+	h := b.hosts[name]
+	if h == nil {
+		return fmt.Errorf("host %q: %w", name, backend.ErrUnknownHost)
+	}
+	b.plan.Update(name, func(p *placement.Host) { p.Cordoned = cordoned })
+	b.log.Info("host cordon changed", "host", name, "zone", h.zone, "cordoned", cordoned)
+	return nil
+}
+
+// reserve books a host of the zone for a new machine, before any libvirt
+// work. A zone none of whose hosts is connected is unavailable (transient:
+// the Create waits for a host), not full.
+func (b *Backend) reserve(spec backend.MachineSpec) (*host, placement.Decision, error) {
+	hs, err := b.zoneHosts(spec.Zone)
+	if err != nil {
+		return nil, placement.Decision{}, err
+	}
+	if err := b.ZoneReady(hs[0].zone); err != nil {
+		return nil, placement.Decision{}, err
+	}
+	d, err := b.plan.Reserve(hs[0].zone, spec.MachineID,
+		placement.Size{VCPUs: max(spec.VCPU, 1), MemoryMiB: int64(max(spec.MemoryMiB, 64))})
+	if err != nil {
+		// The last host may have dropped since the check above: that is
+		// an outage (the Create waits), not a full zone.
+		if rerr := b.ZoneReady(hs[0].zone); rerr != nil && errors.Is(err, backend.ErrNoCapacity) {
+			return nil, placement.Decision{}, rerr
+		}
+		return nil, placement.Decision{}, err
+	}
+	h := b.hosts[d.Host]
+	if len(hs) == 1 && !h.enforce {
+		d.Why = "" // a zone's only --connect host: no choice was made
+	}
+	return h, d, nil
+}
+
+// refName is the host's name as placements carry it: "" for a zone's only
+// --connect host (refs stay "zone/domain").
+func (h *host) refName() string {
+	if h.named {
+		return h.name
+	}
+	return ""
+}
