@@ -76,6 +76,9 @@ type Transition struct {
 	Ended       time.Time `json:"ended,omitzero"`
 	Outcome     string    `json:"outcome"` // running, succeeded, failed, timed_out, superseded
 	LastError   string    `json:"last_error,omitempty"`
+	// Note says why the transition went as it did when the backend chose
+	// something: a Create's placement decision and its reason.
+	Note string `json:"note,omitempty"`
 }
 
 // HistoryLimit bounds the transitions kept per machine.
