@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,20 +11,28 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
-// File layout (schema version 1):
+// File layout (schema version 2):
 //
-//	meta:     "id" -> store id (8 bytes BE), "schema" -> version (8 bytes BE)
-//	machines: machine id -> JSON of lifecycle.Machine
-//	marks:    shardID 0x00 machineID -> epoch, seq (8+8 bytes BE)
+//	meta:      "id" -> store id (8 bytes BE), "schema" -> version (8 bytes BE)
+//	machines:  machine id -> record (format byte, then fields; record.go)
+//	offerings: offering id (8 bytes BE) -> shared part of records (offering.go)
+//	marks:     uvarint(len(shardID)) shardID machineID -> epoch, seq (8+8 bytes BE)
+//
+// Schema 1 had no offerings bucket and JSON records. Opening a schema 1
+// file upgrades it to 2 in place: the bucket is added and the version
+// bumped (so an older binary refuses the file instead of failing on a
+// binary record); its JSON records still load and are rewritten in the
+// binary format when next written, or all at once by Compact.
 var (
-	bucketMeta     = []byte("meta")
-	bucketMachines = []byte("machines")
-	bucketMarks    = []byte("marks")
-	keyStoreID     = []byte("id")
-	keySchema      = []byte("schema")
+	bucketMeta      = []byte("meta")
+	bucketMachines  = []byte("machines")
+	bucketOfferings = []byte("offerings")
+	bucketMarks     = []byte("marks")
+	keyStoreID      = []byte("id")
+	keySchema       = []byte("schema")
 )
 
-const schemaVersion = 1
+const schemaVersion = 2
 
 // BoltOptions tunes OpenBolt. The zero value is a good default.
 type BoltOptions struct {
@@ -43,10 +50,11 @@ type BoltOptions struct {
 
 // Bolt is the durable lifecycle.Store on one bbolt file.
 type Bolt struct {
-	db   *bolt.DB
-	path string
-	id   uint64
-	opts BoltOptions
+	db        *bolt.DB
+	path      string
+	id        uint64
+	opts      BoltOptions
+	offerings *offeringTable
 
 	// mu guards closed and the send side of queue: Commit holds it shared
 	// while enqueueing, Close exclusively while closing the queue.
@@ -77,26 +85,11 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 256
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout: opts.LockTimeout,
-		// Not persisting the freelist keeps each commit's page writes
-		// proportional to the batch: with it, every transaction rewrites
-		// the whole freelist, which grows with the file (an O(fleet) cost
-		// per fsync). The price is a freelist rebuild by scanning the file
-		// at open, once per process start, which is cheap at our sizes.
-		NoFreelistSync: true,
-		// The hashmap freelist allocates in ~O(1) where the array one scans;
-		// it is the recommended pairing with NoFreelistSync.
-		FreelistType: bolt.FreelistMapType,
-		// NoSync stays false: Commit's promise is durability.
-	})
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("store: %s is locked by another process (waited %s): %w", path, opts.LockTimeout, err)
-	}
+	db, err := openLocked(path, opts.LockTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, err
 	}
-	s := &Bolt{db: db, path: path, opts: opts,
+	s := &Bolt{db: db, path: path, opts: opts, offerings: newOfferingTable(),
 		queue: make(chan *request, opts.MaxBatch),
 		done:  make(chan struct{}),
 	}
@@ -112,7 +105,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 // the schema of an existing one.
 func (s *Bolt) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMachines, bucketMarks} {
+		for _, name := range [][]byte{bucketMachines, bucketMarks, bucketOfferings} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("store: %s: create bucket %s: %w", s.path, name, err)
 			}
@@ -121,12 +114,14 @@ func (s *Bolt) initMeta() error {
 		if err != nil {
 			return fmt.Errorf("store: %s: create bucket meta: %w", s.path, err)
 		}
-		if v := meta.Get(keySchema); v != nil {
-			if len(v) != 8 || binary.BigEndian.Uint64(v) != schemaVersion {
-				return fmt.Errorf("store: %s: unsupported schema %x (want %d)", s.path, v, schemaVersion)
-			}
-		} else if err := meta.Put(keySchema, be64(schemaVersion)); err != nil {
+		if err := checkSchema(meta.Get(keySchema)); err != nil {
+			return fmt.Errorf("store: %s: %w", s.path, err)
+		}
+		if err := meta.Put(keySchema, be64(schemaVersion)); err != nil {
 			return err
+		}
+		if err := s.offerings.load(tx); err != nil {
+			return fmt.Errorf("store: %s: %w", s.path, err)
 		}
 		if v := meta.Get(keyStoreID); len(v) == 8 {
 			s.id = binary.BigEndian.Uint64(v)
@@ -137,6 +132,18 @@ func (s *Bolt) initMeta() error {
 		s.id = newStoreID()
 		return meta.Put(keyStoreID, be64(s.id))
 	})
+}
+
+// checkSchema accepts a new file (nil), schema 1 (upgraded by the caller)
+// and the current one.
+func checkSchema(v []byte) error {
+	if v == nil {
+		return nil
+	}
+	if len(v) != 8 || binary.BigEndian.Uint64(v) < 1 || binary.BigEndian.Uint64(v) > schemaVersion {
+		return fmt.Errorf("unsupported schema %x (this version reads 1 to %d)", v, schemaVersion)
+	}
+	return nil
 }
 
 func be64(v uint64) []byte {

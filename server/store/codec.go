@@ -3,7 +3,6 @@ package store
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,15 +12,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
-// On-disk encoding. Machines are JSON of lifecycle.Machine: the struct tags
-// already define a stable, self-describing form, and at ~1 KiB per record the
-// encode cost is spent in the callers' goroutines, in parallel, before the
-// batch reaches the single committer, so it never serialises commits. The
-// fsync dominates commit latency by orders of magnitude.
-//
-// Proto3 strings are valid UTF-8 by contract (the RPC layer rejects anything
-// else), and JSON carries every valid string byte-for-byte, NUL and control
-// characters included (as \u escapes).
+// Encoding of fence marks, and the checks every batch passes before either
+// store accepts it. Machine records are encoded in record.go.
 
 const markValueLen = 16
 
@@ -61,22 +53,6 @@ func parseMarkValue(b []byte) (lifecycle.Mark, error) {
 		Epoch:    int64(binary.BigEndian.Uint64(b[0:8])),
 		Sequence: int64(binary.BigEndian.Uint64(b[8:16])),
 	}, nil
-}
-
-func encodeMachine(m *lifecycle.Machine) ([]byte, error) {
-	v, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("store: encode machine %q: %w", m.ID, err)
-	}
-	return v, nil
-}
-
-func decodeMachine(k, v []byte) (lifecycle.Machine, error) {
-	var m lifecycle.Machine
-	if err := json.Unmarshal(v, &m); err != nil {
-		return m, fmt.Errorf("store: decode machine %q: %w", k, err)
-	}
-	return m, nil
 }
 
 // validate rejects what the file cannot represent faithfully, before the

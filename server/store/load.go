@@ -12,9 +12,10 @@ import (
 )
 
 // Load reads everything in one read transaction (a consistent snapshot).
-// It runs once at startup, where its cost is JSON decoding of the whole
-// fleet, so records are decoded on all CPUs. The values point into bbolt's
-// mmap, valid until the transaction ends, so decoding finishes inside it.
+// It runs once at startup, where its cost is decoding the whole fleet, so
+// records are decoded on all CPUs. Offerings are decoded once and shared
+// by their records. The values point into bbolt's mmap, valid until the
+// transaction ends, so decoding finishes inside it.
 func (s *Bolt) Load(ctx context.Context) (lifecycle.Snapshot, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -23,15 +24,20 @@ func (s *Bolt) Load(ctx context.Context) (lifecycle.Snapshot, error) {
 	}
 	snap := lifecycle.Snapshot{StoreID: s.id, Marks: make(map[lifecycle.MarkKey]lifecycle.Mark)}
 	err := s.db.View(func(tx *bolt.Tx) error {
+		offerings, err := readOfferings(tx)
+		if err != nil {
+			return err
+		}
+		machines := tx.Bucket(bucketMachines)
 		var raw []kv
-		err := tx.Bucket(bucketMachines).ForEach(func(k, v []byte) error {
+		err = machines.ForEach(func(k, v []byte) error {
 			raw = append(raw, kv{k, v})
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if snap.Machines, err = decodeAll(ctx, raw); err != nil {
+		if snap.Machines, err = decodeAll(ctx, raw, offerings); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketMarks).ForEach(func(k, v []byte) error {
@@ -51,7 +57,11 @@ func (s *Bolt) Load(ctx context.Context) (lifecycle.Snapshot, error) {
 }
 
 // decodeAll decodes raw machine records in parallel, keeping their order.
-func decodeAll(ctx context.Context, raw []kv) ([]lifecycle.Machine, error) {
+func decodeAll(ctx context.Context, raw []kv, offerings map[uint64]*offering) ([]lifecycle.Machine, error) {
+	lookup := func(id uint64) (*offering, bool) {
+		o, ok := offerings[id]
+		return o, ok
+	}
 	out := make([]lifecycle.Machine, len(raw))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(raw)/256))
 	errs := make([]error, workers)
@@ -64,7 +74,7 @@ func decodeAll(ctx context.Context, raw []kv) ([]lifecycle.Machine, error) {
 					errs[w] = ctx.Err()
 					return
 				}
-				m, err := decodeMachine(raw[i].k, raw[i].v)
+				m, err := decodeMachine(raw[i].k, raw[i].v, lookup)
 				if err != nil {
 					errs[w] = err
 					return

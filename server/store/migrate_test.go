@@ -1,0 +1,136 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// encodeMachineJSON is the schema 1 codec (JSON of lifecycle.Machine), kept
+// for tests: it writes records as the previous versions did.
+func encodeMachineJSON(t testing.TB, m *lifecycle.Machine) []byte {
+	t.Helper()
+	v, err := json.Marshal(m)
+	must(t, err)
+	return v
+}
+
+// copyFixture copies testdata/schema1.db, a state file written by the
+// previous version (JSON records, schema 1): `bin/libvirt
+// --use-fake-backend --seed-count=4 --provider=fixture`, then Create of
+// zone-a-kvm-small-0000 and of zone-b-kvm-small-0001 (fencing token
+// shard-7/3/9), then Configure of zone-a-kvm-small-0000 (cluster c1,
+// shard_metadata {"k": "v\x00x", "zone": "ž"}).
+func copyFixture(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/schema1.db")
+	must(t, err)
+	path := filepath.Join(t.TempDir(), "state.db")
+	must(t, os.WriteFile(path, b, 0o600))
+	return path
+}
+
+// rawRecords reads the machines bucket without the store: key -> value.
+func rawRecords(t *testing.T, path string) (map[string][]byte, uint64) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	must(t, err)
+	defer db.Close()
+	out := map[string][]byte{}
+	var schema uint64
+	must(t, db.View(func(tx *bolt.Tx) error {
+		schema = binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keySchema))
+		return tx.Bucket(bucketMachines).ForEach(func(k, v []byte) error {
+			out[string(k)] = append([]byte(nil), v...)
+			return nil
+		})
+	}))
+	return out, schema
+}
+
+// A file written by the previous version opens and loads unchanged; the
+// open upgrades its schema; a record written afterwards is binary while
+// the others stay JSON, and the mixed file loads whole after a reopen.
+func TestSchema1FileMigrates(t *testing.T) {
+	t.Parallel()
+	path := copyFixture(t)
+	raw, schema := rawRecords(t, path)
+	if schema != 1 || len(raw) != 4 {
+		t.Fatalf("fixture: schema %d, %d records; want 1, 4", schema, len(raw))
+	}
+	want := map[string]lifecycle.Machine{}
+	for k, v := range raw {
+		if v[0] != '{' {
+			t.Fatalf("fixture record %s is not JSON", k)
+		}
+		var m lifecycle.Machine
+		must(t, json.Unmarshal(v, &m))
+		want[k] = m
+	}
+
+	s := openBolt(t, path, BoltOptions{})
+	snap, err := s.Load(t.Context())
+	must(t, err)
+	requireSnapshot(t, snap, values(want), map[lifecycle.MarkKey]lifecycle.Mark{
+		{ShardID: "shard-7", MachineID: "zone-b-kvm-small-0001"}: {Epoch: 3, Sequence: 9},
+	})
+	got := byID(snap.Machines)
+	cfg := got["zone-a-kvm-small-0000"]
+	if cfg.State != lifecycle.Configured || cfg.ShardMetadata["k"] != "v\x00x" || cfg.Cluster != "c1" ||
+		len(cfg.History) != 2 || cfg.Labels["topology.kubernetes.io/zone"] != "zone-a" {
+		t.Fatalf("configured fixture machine: %+v", cfg)
+	}
+
+	changed := cfg.Clone()
+	changed.State, changed.Revision = lifecycle.Draining, cfg.Revision+100
+	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{changed}}))
+	want[changed.ID] = changed
+	must(t, s.Close())
+
+	raw, schema = rawRecords(t, path)
+	if schema != schemaVersion {
+		t.Fatalf("schema after open = %d, want %d", schema, schemaVersion)
+	}
+	for k, v := range raw {
+		if isBinary := v[0] == formatBinaryV1; isBinary != (k == changed.ID) {
+			t.Fatalf("record %s: format 0x%02x after one rewrite", k, v[0])
+		}
+	}
+	s = openBolt(t, path, BoltOptions{})
+	defer s.Close()
+	snap, err = s.Load(t.Context())
+	must(t, err)
+	requireSnapshot(t, snap, values(want), map[lifecycle.MarkKey]lifecycle.Mark{
+		{ShardID: "shard-7", MachineID: "zone-b-kvm-small-0001"}: {Epoch: 3, Sequence: 9},
+	})
+}
+
+func values(m map[string]lifecycle.Machine) []lifecycle.Machine {
+	out := make([]lifecycle.Machine, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// A file from a newer version (schema 3) is refused at open, saying so.
+func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	must(t, openBolt(t, path, BoltOptions{}).Close())
+	db, err := bolt.Open(path, 0o600, nil)
+	must(t, err)
+	must(t, db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, be64(3)) }))
+	must(t, db.Close())
+	_, err = OpenBolt(path, BoltOptions{})
+	if err == nil || !strings.Contains(err.Error(), "unsupported schema") {
+		t.Fatalf("open of a schema 3 file: %v", err)
+	}
+}

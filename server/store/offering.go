@@ -1,0 +1,201 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// offering is the part of a machine record that every slot of one capacity
+// offering shares. A 100k-slot fleet has a handful of distinct ones, so each
+// is stored once (offerings bucket: id -> encoding) and records carry its
+// id: the bulk of a JSON record (its three maps and the type, zone, price)
+// becomes one or two bytes. Decoding an offering once per Load also makes
+// its maps shared by all its records, which is the interning the engine
+// wants for memory anyway.
+type offering struct {
+	InstanceType            string
+	Zone                    string
+	CapacityType            lifecycle.CapacityType
+	PricePerHour            float64
+	InterruptionProbability float64
+	Resources               map[string]string
+	Allocatable             map[string]string
+	Labels                  map[string]string
+	VCPU                    int
+	MemoryMiB               int
+}
+
+const (
+	oInstanceType protowire.Number = 1
+	oZone         protowire.Number = 2
+	oCapacityType protowire.Number = 3
+	oPrice        protowire.Number = 4
+	oInterruption protowire.Number = 5
+	oResources    protowire.Number = 6
+	oAllocatable  protowire.Number = 7
+	oLabels       protowire.Number = 8
+	oVCPU         protowire.Number = 9
+	oMemoryMiB    protowire.Number = 10
+)
+
+// encodeOffering is the canonical encoding of m's offering part (format
+// byte, then fields; maps in key order), so equal parts have equal bytes.
+// An empty part encodes to the format byte alone.
+func encodeOffering(m *lifecycle.Machine) []byte {
+	b := make([]byte, 0, 160)
+	b = append(b, formatBinaryV1)
+	b = appendString(b, oInstanceType, m.InstanceType)
+	b = appendString(b, oZone, m.Zone)
+	b = appendInt(b, oCapacityType, int64(m.CapacityType))
+	b = appendFloat(b, oPrice, m.PricePerHour)
+	b = appendFloat(b, oInterruption, m.InterruptionProbability)
+	b = appendMap(b, oResources, m.Resources)
+	b = appendMap(b, oAllocatable, m.Allocatable)
+	b = appendMap(b, oLabels, m.Labels)
+	b = appendInt(b, oVCPU, int64(m.VCPU))
+	return appendInt(b, oMemoryMiB, int64(m.MemoryMiB))
+}
+
+func decodeOffering(v []byte) (*offering, error) {
+	if len(v) == 0 || v[0] != formatBinaryV1 {
+		return nil, fmt.Errorf("unknown offering format %x", v[:min(len(v), 1)])
+	}
+	o := new(offering)
+	d := decoder{b: v[1:]}
+	for num, typ, ok := d.next(); ok; num, typ, ok = d.next() {
+		switch num {
+		case oInstanceType:
+			o.InstanceType = d.string(num, typ)
+		case oZone:
+			o.Zone = d.string(num, typ)
+		case oCapacityType:
+			o.CapacityType = lifecycle.CapacityType(d.int(num, typ))
+		case oPrice:
+			o.PricePerHour = d.float(num, typ)
+		case oInterruption:
+			o.InterruptionProbability = d.float(num, typ)
+		case oResources:
+			d.mapEntry(num, typ, &o.Resources)
+		case oAllocatable:
+			d.mapEntry(num, typ, &o.Allocatable)
+		case oLabels:
+			d.mapEntry(num, typ, &o.Labels)
+		case oVCPU:
+			o.VCPU = int(d.int(num, typ))
+		case oMemoryMiB:
+			o.MemoryMiB = int(d.int(num, typ))
+		default:
+			d.unknown(num)
+		}
+	}
+	return o, d.err
+}
+
+// apply sets m's offering part. The maps are shared with every record of
+// the offering (records never write into their maps; see lifecycle).
+func (o *offering) apply(m *lifecycle.Machine) {
+	m.InstanceType, m.Zone, m.CapacityType = o.InstanceType, o.Zone, o.CapacityType
+	m.PricePerHour, m.InterruptionProbability = o.PricePerHour, o.InterruptionProbability
+	m.Resources, m.Allocatable, m.Labels = o.Resources, o.Allocatable, o.Labels
+	m.VCPU, m.MemoryMiB = o.VCPU, o.MemoryMiB
+}
+
+// offeringKey is an offering id as its bucket key: 8 bytes big-endian.
+func offeringKey(id uint64) []byte { return be64(id) }
+
+// readOfferings decodes the offerings bucket of tx.
+func readOfferings(tx *bolt.Tx) (map[uint64]*offering, error) {
+	out := make(map[uint64]*offering)
+	b := tx.Bucket(bucketOfferings)
+	if b == nil {
+		return out, nil // a schema 1 file opened read-only has none yet
+	}
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("corrupt offering key %x", k)
+		}
+		o, err := decodeOffering(v)
+		if err != nil {
+			return fmt.Errorf("offering %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		out[binary.BigEndian.Uint64(k)] = o
+		return nil
+	})
+	return out, err
+}
+
+// offeringTable gives offering encodings their ids for one open file. An
+// id is assigned in memory when an encoding is first seen, and written to
+// the file in the same transaction as the first record that refers to it
+// (every request carries the entries not yet known durable; Put is
+// idempotent). It is marked durable only once such a transaction has
+// committed, so no record can ever be durable without its offering.
+type offeringTable struct {
+	mu      sync.Mutex
+	byBytes map[string]*offeringEntry
+	byID    map[uint64]*offeringEntry
+	last    uint64
+}
+
+type offeringEntry struct {
+	id      uint64
+	enc     string
+	durable bool
+}
+
+func newOfferingTable() *offeringTable {
+	return &offeringTable{byBytes: make(map[string]*offeringEntry), byID: make(map[uint64]*offeringEntry)}
+}
+
+// load fills the table from the file's offerings bucket (all durable).
+func (t *offeringTable) load(tx *bolt.Tx) error {
+	return tx.Bucket(bucketOfferings).ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("corrupt offering key %x", k)
+		}
+		e := &offeringEntry{id: binary.BigEndian.Uint64(k), enc: string(v), durable: true}
+		t.byBytes[e.enc], t.byID[e.id] = e, e
+		t.last = max(t.last, e.id)
+		return nil
+	})
+}
+
+// ref returns the id of an offering encoding and whether the caller's
+// transaction must write it (not durable yet). An empty encoding is id 0,
+// never stored.
+func (t *offeringTable) ref(enc []byte) (id uint64, write bool) {
+	if len(enc) == 1 {
+		return 0, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.byBytes[string(enc)]
+	if !ok {
+		t.last++
+		e = &offeringEntry{id: t.last, enc: string(enc)}
+		t.byBytes[e.enc], t.byID[e.id] = e, e
+	}
+	return e.id, !e.durable
+}
+
+// entry returns the key and value to write for id.
+func (t *offeringTable) entry(id uint64) kv {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return kv{offeringKey(id), []byte(t.byID[id].enc)}
+}
+
+// committed marks ids durable after their transaction committed.
+func (t *offeringTable) committed(ids []uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		t.byID[id].durable = true
+	}
+}
