@@ -80,14 +80,23 @@ func (e *Engine) record(cur *Machine, r result) error {
 	if len(n.History) > 0 {
 		h := &n.History[len(n.History)-1]
 		h.Ended, h.Outcome, h.To, h.LastError = now, outcome, n.State, n.LastError
+		if r.err == nil && cur.OpKind == OpCreate {
+			h.Note = r.placement.Why // the host chosen and why, kept with the machine
+		}
 	}
 	if err := e.commit(context.Background(), n.ID, "", nil, &n); err != nil {
 		return err
 	}
 	attrs := []any{"machine", n.ID, "op", n.OperationID, "kind", string(n.OpKind), "outcome", outcome, "state", n.State.String()}
-	if r.err != nil {
+	switch {
+	case r.err != nil:
+		if errors.Is(r.err, backend.ErrNoCapacity) {
+			attrs = append(attrs, "zone", n.Zone, "vcpu", n.VCPU, "memory_mib", n.MemoryMiB)
+		}
 		e.log.Warn("transition finished", append(attrs, "err", n.LastError)...)
-	} else {
+	case cur.OpKind == OpCreate && r.placement.Why != "":
+		e.log.Info("transition finished", append(attrs, "host", r.placement.Host, "placement", r.placement.Why)...)
+	default:
 		e.log.Info("transition finished", attrs...)
 	}
 	if e.cfg.Observer != nil && len(n.History) > 0 {
