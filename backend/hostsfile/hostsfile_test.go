@@ -86,6 +86,24 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// JSON is YAML: a file written by a JSON encoder (as the integration tests
+// do) parses the same, lines and all.
+func TestParseJSON(t *testing.T) {
+	doc := `{"hosts":[{"name":"system","zone":"pool","uri":"qemu:///system","labels":{"daemon":"system"},"overcommit":{"cpu":0.5,"memory":1}},` +
+		"\n" + `{"name":"session","zone":"pool","uri":"qemu:///session","cordoned":true}]}`
+	f, err := Parse("h.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Hosts) != 2 || f.Hosts[0].Overcommit.CPU != 0.5 || !f.Hosts[1].Cordoned || f.Hosts[1].Line != 2 {
+		t.Fatalf("hosts %+v", f.Hosts)
+	}
+	if _, err := Parse("h.json", []byte(`{"hosts":[{"name":"a","zone":"z","uri":"u","gpu":1}]}`)); err == nil ||
+		!strings.Contains(err.Error(), `h.json:1: unknown key "gpu" in a host`) {
+		t.Fatalf("unknown key in JSON: %v", err)
+	}
+}
+
 func TestLoad(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "hosts.yaml")
 	if err := os.WriteFile(p, []byte(good), 0o600); err != nil {

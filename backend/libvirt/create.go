@@ -25,8 +25,10 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	h, dec, err := b.reserve(spec)
 	if err != nil {
 		if errors.Is(err, backend.ErrNoCapacity) {
+			// last_error reads "create failed: zone z: no host fits ...".
 			b.log.Warn("create refused: no host of the zone has room", "zone", spec.Zone, "machine", spec.MachineID,
 				"op", spec.OperationID, "vcpu", spec.VCPU, "memory_mib", spec.MemoryMiB, "err", err)
+			return backend.Placement{}, err
 		}
 		return backend.Placement{}, fmt.Errorf("create: %w", err)
 	}

@@ -139,7 +139,7 @@ func TestPoolFullZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := b.Create(ctx, sized("m2", 2, 3072))
-	want := "create: zone z1: no host fits 2 vCPU, 3072 MiB; best host a has 4 vCPU, 2048 MiB free after overcommit (2 hosts: 0 down, 0 cordoned)"
+	want := "zone z1: no host fits 2 vCPU, 3072 MiB; best host a has 4 vCPU, 2048 MiB free after overcommit (2 hosts: 0 down, 0 cordoned)"
 	if !errors.Is(err, backend.ErrNoCapacity) || err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("err = %v\nwant %s...", err, want)
 	}
