@@ -25,6 +25,9 @@ func main() {
 // run is the whole program; ctx ending means "shut down gracefully". It
 // returns nil for --help and for a clean shutdown.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == compactCommand {
+		return runCompact(args[1:], stdout)
+	}
 	var cfg config
 	fs := newFlagSet(&cfg)
 	fs.SetOutput(io.Discard) // errors are returned; --help goes to stdout
@@ -46,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func printUsage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "Usage: libvirt [flags]\n\nServes BigFleet's CapacityProvider for libvirt hosts.\n\nFlags:\n")
+	fmt.Fprintf(w, "Usage: libvirt [flags]\n       libvirt %s --state FILE\n\nServes BigFleet's CapacityProvider for libvirt hosts.\n\nFlags:\n", compactCommand)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)

@@ -61,6 +61,9 @@ func Compact(path string, opts CompactOptions) (CompactResult, error) {
 		opts.chunk = compactChunk
 	}
 	var res CompactResult
+	if _, err := os.Stat(path); err != nil { // bolt.Open would create it
+		return res, fmt.Errorf("store: compact: %w", err)
+	}
 	src, err := openLocked(path, opts.LockTimeout)
 	if err != nil {
 		return res, err
