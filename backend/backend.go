@@ -249,6 +249,16 @@ type ZoneReadiness interface {
 	ZoneReady(zone string) error
 }
 
+// PlacementReadiness is implemented by backends whose zones hold several
+// hosts: it tells cheaply (no RPC) whether the host of one machine's
+// placement is reachable right now, so a mutation of a machine whose own
+// host is down can be refused (Unavailable) while its zone, served by
+// other hosts, is ready. A placement whose host is not known answers nil
+// (ZoneReady decides).
+type PlacementReadiness interface {
+	PlacementReady(pl Placement) error
+}
+
 // DomainTyper is implemented by backends whose hosts run guests under a
 // chosen accelerator; DomainType is cheap (no RPC) and "" for a zone whose
 // host has not connected yet.

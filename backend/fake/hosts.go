@@ -27,9 +27,17 @@ type Host struct {
 }
 
 var (
-	_ backend.HostMaintainer = (*Backend)(nil)
-	_ backend.Confirmer      = (*Backend)(nil)
+	_ backend.HostMaintainer     = (*Backend)(nil)
+	_ backend.Confirmer          = (*Backend)(nil)
+	_ backend.PlacementReadiness = (*Backend)(nil)
 )
+
+// PlacementReady: the placement's host is up (and its zone served).
+func (b *Backend) PlacementReady(p backend.Placement) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.hostErrLocked(p)
+}
 
 // initHosts sets up the planner for opts.Hosts; zones follow the hosts.
 func (b *Backend) initHosts(opts Options) error {

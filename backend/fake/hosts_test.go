@@ -140,3 +140,14 @@ func TestHostsCreateFailureReleases(t *testing.T) {
 		}
 	}
 }
+
+func TestPlacementReady(t *testing.T) {
+	b := twoHosts(placement.Spread)
+	b.SetHostDown("a1", true)
+	if err := b.PlacementReady(backend.Placement{Zone: "zone-a", Host: "a1"}); !errors.Is(err, backend.ErrHostUnavailable) {
+		t.Fatalf("down host: %v", err)
+	}
+	if err := b.PlacementReady(backend.Placement{Zone: "zone-a", Host: "a2"}); err != nil {
+		t.Fatalf("up host: %v", err)
+	}
+}

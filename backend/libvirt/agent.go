@@ -139,7 +139,7 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 // same transport Configure and Drain use (for diagnostics, admin tools and
 // integration tests). Each command looks the domain up afresh.
 func (b *Backend) AgentClient(pl backend.Placement) (*guestagent.Client, error) {
-	h, err := b.host(pl.Zone)
+	h, err := b.hostOf("", pl.Zone, pl.Host)
 	if err != nil {
 		return nil, err
 	}

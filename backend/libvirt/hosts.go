@@ -8,7 +8,23 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
-var _ backend.HostMaintainer = (*Backend)(nil)
+var (
+	_ backend.HostMaintainer     = (*Backend)(nil)
+	_ backend.PlacementReadiness = (*Backend)(nil)
+)
+
+// PlacementReady is backend.PlacementReadiness: the placement's host is
+// connected (no RPC). A host not known yet answers nil: ZoneReady decides.
+func (b *Backend) PlacementReady(pl backend.Placement) error {
+	h, err := b.hostOf("", pl.Zone, pl.Host)
+	if errors.Is(err, errHostNotKnown) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return h.ready()
+}
 
 // zoneHosts returns the hosts of a zone ("" means the only zone, when
 // there is one).

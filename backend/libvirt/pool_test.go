@@ -282,3 +282,19 @@ func TestSingleConnectHostUnchanged(t *testing.T) {
 		t.Fatalf("host %+v", hs[0])
 	}
 }
+
+func TestPlacementReady(t *testing.T) {
+	t.Parallel()
+	b := poolBackend(t, func(c *Config) {
+		c.Hosts = append(c.Hosts, Host{Zone: "z1", URI: "qemu+unix:///system?socket=/nonexistent/bf.sock", Name: "c", Named: true})
+	})
+	if err := b.PlacementReady(backend.Placement{Zone: "z1", Host: "a", Domain: "d"}); err != nil {
+		t.Fatalf("up host: %v", err)
+	}
+	if err := b.PlacementReady(backend.Placement{Zone: "z1", Host: "c", Domain: "d"}); !errors.Is(err, backend.ErrHostUnavailable) {
+		t.Fatalf("down host: %v", err)
+	}
+	if err := b.PlacementReady(backend.Placement{Zone: "z1", Domain: "d"}); err != nil {
+		t.Fatalf("host not known: %v, want nil (ZoneReady decides)", err)
+	}
+}
