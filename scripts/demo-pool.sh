@@ -26,12 +26,12 @@ zone=pool
 t0=$(date +%s.%N)
 stamp() { awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%7.2fs", b-a}'; }
 say() { echo "[$(stamp)] $*"; }
-# timed LABEL CMD...: runs CMD and says how long it took.
+# timed LABEL CMD...: runs CMD (its output indented) and says how long it took.
 timed() {
 	local label=$1 s
 	shift
 	s=$(date +%s.%N)
-	"$@"
+	"$@" | sed 's/^/    /'
 	say "  $label took $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2fs", b-a}')"
 }
 
@@ -62,7 +62,9 @@ cleanup() {
 trap cleanup EXIT
 
 say "bringing up the second host (session libvirtd as user bfhost2)"
-timed "second host up" scripts/libvirt-second-host.sh up >"$work/host2.env"
+s=$(date +%s.%N)
+scripts/libvirt-second-host.sh up >"$work/host2.env" || fail "the second host did not come up"
+say "  second host up in $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2fs", b-a}')"
 # shellcheck disable=SC1091
 source "$work/host2.env"
 
@@ -158,7 +160,12 @@ mapfile -t ids < <(ctl list --state SPECULATIVE | awk 'NR>1{print $1}')
 
 say "1. placement (spread): Create ${ids[0]} and ${ids[1]} at once"
 s=$(date +%s.%N)
-ctl create "${ids[0]}" >/dev/null & ctl create "${ids[1]}" >/dev/null & wait
+ctl create "${ids[0]}" >/dev/null &
+c0=$!
+ctl create "${ids[1]}" >/dev/null &
+c1=$!
+wait "$c0" || fail "Create ${ids[0]} refused"
+wait "$c1" || fail "Create ${ids[1]} refused"
 wait_state "${ids[0]}" IDLE FAILED
 wait_state "${ids[1]}" IDLE FAILED
 say "  both IDLE after $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2fs", b-a}')"
@@ -171,10 +178,10 @@ for h in system session; do
 done
 
 say "2. cordon host session (admin write), then Create ${ids[2]}"
-timed "cordon" ctl cordon session --reason "demo: maintenance" >/dev/null
+timed "cordon" ctl cordon session --reason "demo: maintenance"
 timed "Create on a zone with session cordoned" create "${ids[2]}"
 [ "$(host_of "${ids[2]}")" = system ] || fail "${ids[2]} went to cordoned host $(host_of "${ids[2]}")"
-timed "uncordon" ctl uncordon session >/dev/null
+timed "uncordon" ctl uncordon session
 
 say "3. fill the zone: Create ${ids[3]} (session has the room left)"
 create "${ids[3]}"
