@@ -148,11 +148,13 @@ wait_state() {
 	done
 	fail "$id stuck in $s, waiting for $*"
 }
-create() { # ID: Create, wait for IDLE, say where it went
+create() { # ID: Create, wait for IDLE, say where it went and how long it took
+	local s
+	s=$(date +%s.%N)
 	ctl create "$1" >/dev/null || fail "Create $1 refused"
 	wait_state "$1" IDLE FAILED
 	[ "$(field "$1" state)" = IDLE ] || fail "$1 went FAILED: $(field "$1" 'last error')"
-	say "  $1 → IDLE on host $(host_of "$1") (ref $(ref "$1"))"
+	say "  $1 → IDLE in $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2fs", b-a}') on host $(host_of "$1") (ref $(ref "$1"))"
 }
 
 mapfile -t ids < <(ctl list --state SPECULATIVE | awk 'NR>1{print $1}')
@@ -179,7 +181,7 @@ done
 
 say "2. cordon host session (admin write), then Create ${ids[2]}"
 timed "cordon" ctl cordon session --reason "demo: maintenance"
-timed "Create on a zone with session cordoned" create "${ids[2]}"
+create "${ids[2]}"
 [ "$(host_of "${ids[2]}")" = system ] || fail "${ids[2]} went to cordoned host $(host_of "${ids[2]}")"
 timed "uncordon" ctl uncordon session
 
