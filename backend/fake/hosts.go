@@ -218,7 +218,9 @@ func (b *Backend) createOnHost(ctx context.Context, spec backend.MachineSpec) (b
 		return backend.Placement{}, fmt.Errorf("fake: %w", err)
 	}
 	if err := b.begin(ctx, OpCreate, spec.MachineID); err != nil {
-		b.planner.Release(spec.Zone, spec.MachineID)
+		if !backend.IsTransient(err) { // as libvirt: a link fault keeps the host for the retry
+			b.planner.Release(spec.Zone, spec.MachineID)
+		}
 		return backend.Placement{}, err
 	}
 	b.mu.Lock()

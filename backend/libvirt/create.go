@@ -47,7 +47,13 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		return b.build(ctx, h, conn, name, spec)
 	})
 	if err != nil {
-		b.plan.Release(h.zone, spec.MachineID)
+		// A fault of the link keeps the booking: the call may have taken
+		// effect on this host (a domain defined, its rollback cut off),
+		// so the engine's retry must come back here, never build a second
+		// domain elsewhere. Any other failure frees the room.
+		if !backend.IsTransient(err) {
+			b.plan.Release(h.zone, spec.MachineID)
+		}
 		return backend.Placement{}, err
 	}
 	b.log.Info("domain created", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
