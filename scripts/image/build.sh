@@ -8,7 +8,8 @@
 # out/image. Every timestamp is SOURCE_DATE_EPOCH (default: the last
 # commit's time), so two builds of one commit give the same digest.
 #
-# Env: IMAGE_BINARY (a provider binary built as below), IMAGE_EXTRA_PACKAGES (e.g. genisoimage for --base-user-data), plus
+# Env: IMAGE_BINARY (a provider binary built as below), IMAGE_REVISION (the
+#      revision label, default HEAD), IMAGE_EXTRA_PACKAGES (e.g. genisoimage for --base-user-data), plus
 #      rootfs.sh's IMAGE_DEB_CACHE and IMAGE_APT_UPDATE.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -17,7 +18,7 @@ out=$(mkdir -p "${1:-out/image}" && cd "${1:-out/image}" && pwd)
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || true)}
 [ -n "$epoch" ] || { echo "image: no SOURCE_DATE_EPOCH and no git history to take it from" >&2; exit 1; }
-revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+revision=${IMAGE_REVISION:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 work="$out/.work"
 rm -rf "$work"
 mkdir -p "$work"

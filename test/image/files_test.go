@@ -1,0 +1,255 @@
+//go:build image
+
+package image
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTwoBuildsOneDigest builds the image again, at make image's
+// timestamp and revision label, and wants every output byte for byte:
+// the manifest digest, the docker-load tarball, the SBOM and the package
+// list.
+func TestTwoBuildsOneDigest(t *testing.T) {
+	first := imageOut(t)
+	img := readImage(t, first)
+	created, err := time.Parse(time.RFC3339, img.config.Created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := t.TempDir()
+	cmd := exec.Command(filepath.Join(repoRoot, "scripts", "image", "build.sh"), second)
+	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(created.Unix(), 10),
+		"IMAGE_REVISION="+img.config.Config.Labels["org.opencontainers.image.revision"])
+	t0 := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("second build: %v\n%s", err, out)
+	}
+	t.Logf("second build in %s", time.Since(t0).Round(time.Second))
+	again := readImage(t, second)
+	if again.result.Digest != img.result.Digest {
+		const bin = "usr/local/bin/libvirt"
+		if a, b := img.fileSHA256(t, bin), again.fileSHA256(t, bin); a != b {
+			t.Errorf("the provider binary differs between make image and this build (%s / %s): "+
+				"did the source tree change in between? In a clean checkout it must not.", a, b)
+		}
+		t.Errorf("two builds, two digests: %s and %s (config %s / %s, layer %v / %v)",
+			img.result.Digest, again.result.Digest, img.manifest.Config.Digest, again.manifest.Config.Digest,
+			img.manifest.Layers, again.manifest.Layers)
+	}
+	for _, f := range []string{"libvirt-provider.tar", "sbom.spdx.json", "packages.tsv", "image.json"} {
+		a, errA := os.ReadFile(filepath.Join(first, f))
+		b, errB := os.ReadFile(filepath.Join(second, f))
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs between the two builds (%v, %v)", f, errA, errB)
+		}
+	}
+	t.Logf("digest %s; compressed %d bytes, unpacked %d bytes, %d files, %d packages",
+		img.result.Digest, img.result.CompressedBytes, img.result.UnpackedBytes, img.result.Files, img.result.Packages)
+}
+
+// TestDockerfileSameFiles derives the file set of the Dockerfile's runtime
+// stage without an engine: the rootfs stage's RUN line is run here (the
+// same script on the same package list, its Dockerfile paths mapped to
+// a temporary directory), then the runtime stage's COPY lines are applied.
+// That set, and the stage's ENV, USER, ENTRYPOINT and EXPOSE, must be make
+// image's. It cannot prove what apt inside debian:12 would resolve on
+// another day (docs/image.md).
+func TestDockerfileSameFiles(t *testing.T) {
+	img := readImage(t, imageOut(t))
+	stages := parseDockerfile(t, filepath.Join(repoRoot, "Dockerfile"))
+	rootfs, runtime := stages["rootfs"], stages["runtime"]
+	if rootfs == nil || runtime == nil || runtime.from != "scratch" {
+		t.Fatalf("Dockerfile: want a rootfs stage and a runtime stage FROM scratch; got %v", stages)
+	}
+	runs := rootfs.all("RUN")
+	if len(runs) != 1 {
+		t.Fatalf("rootfs stage RUN %q: want one", runs)
+	}
+	work := t.TempDir()
+	// Dockerfile paths → here: /src is the build context (COPY'd there),
+	// everything else the stage writes lands under work.
+	args := strings.Fields(runs[0])
+	for i, a := range args {
+		switch {
+		case strings.HasPrefix(a, "/src/"):
+			args[i] = filepath.Join(repoRoot, strings.TrimPrefix(a, "/src/"))
+		case a == "$EXTRA_PACKAGES":
+			args[i] = "" // its ARG default
+		case strings.HasPrefix(a, "/"):
+			args[i] = filepath.Join(work, a)
+		}
+	}
+	args = slices.DeleteFunc(args, func(a string) bool { return a == "" })
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("rootfs stage %q: %v\n%s", runs[0], err, out)
+	}
+	if a, b := readFile(filepath.Join(work, "packages.tsv")), readFile(filepath.Join(imageOut(t), "packages.tsv")); a != b {
+		t.Errorf("the rootfs stage resolved other packages than make image:\n%s\nvs\n%s", a, b)
+	}
+
+	want := map[string]string{}
+	for _, cp := range runtime.all("COPY") {
+		f := strings.Fields(cp)
+		if len(f) != 3 || !strings.HasPrefix(f[0], "--from=") {
+			t.Fatalf("runtime COPY %q: want --from=STAGE SRC DST", cp)
+		}
+		switch from := strings.TrimPrefix(f[0], "--from="); from {
+		case "rootfs":
+			if f[2] != "/" {
+				t.Fatalf("COPY %q: the rootfs stage's tree must land at /", cp)
+			}
+			addTree(t, filepath.Join(work, f[1]), want)
+		case "build":
+			// The binary: a file at its destination (make image adds it the same way).
+			want[strings.TrimPrefix(f[2], "/")] = "f"
+		default:
+			t.Fatalf("COPY from stage %q", from)
+		}
+	}
+	got := img.layerFiles(t)
+	var diff []string
+	for p, k := range want {
+		if got[p] != k {
+			diff = append(diff, fmt.Sprintf("Dockerfile %s %q, make image %q", p, k, got[p]))
+		}
+	}
+	for p, k := range got {
+		if _, ok := want[p]; !ok {
+			diff = append(diff, fmt.Sprintf("make image only: %s %q", p, k))
+		}
+	}
+	sort.Strings(diff)
+	if len(diff) > 0 {
+		t.Errorf("%d differences:\n  %s", len(diff), strings.Join(diff, "\n  "))
+	}
+	t.Logf("%d paths alike", len(want))
+
+	cfg := img.config.Config
+	if env := strings.Fields(runtime.last("ENV")); !slices.Equal(env, cfg.Env) {
+		t.Errorf("Dockerfile ENV %q, make image %q", env, cfg.Env)
+	}
+	if user := runtime.last("USER"); user != cfg.User {
+		t.Errorf("Dockerfile USER %q, make image %q", user, cfg.User)
+	}
+	var entry []string
+	if err := json.Unmarshal([]byte(runtime.last("ENTRYPOINT")), &entry); err != nil || !slices.Equal(entry, cfg.Entrypoint) {
+		t.Errorf("Dockerfile ENTRYPOINT %q (%v), make image %q", entry, err, cfg.Entrypoint)
+	}
+	var ports []string
+	for p := range cfg.ExposedPorts {
+		ports = append(ports, strings.TrimSuffix(p, "/tcp"))
+	}
+	sort.Strings(ports)
+	if expose := strings.Fields(runtime.last("EXPOSE")); !slices.Equal(expose, ports) {
+		t.Errorf("Dockerfile EXPOSE %q, make image %q", expose, ports)
+	}
+}
+
+// addTree adds dir's files, as layerFiles names them, to set.
+func addTree(t *testing.T, dir string, set map[string]string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		switch {
+		case d.IsDir():
+			set[rel] = "d"
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			set[rel] = "l " + target
+		default:
+			set[rel] = "f"
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Dockerfile stage: its base and instructions (continuations joined,
+// comments dropped).
+type dfStage struct {
+	from   string
+	instrs [][2]string
+}
+
+func (s *dfStage) all(cmd string) []string {
+	var out []string
+	for _, in := range s.instrs {
+		if in[0] == cmd {
+			out = append(out, in[1])
+		}
+	}
+	return out
+}
+
+func (s *dfStage) last(cmd string) string {
+	all := s.all(cmd)
+	if len(all) == 0 {
+		return ""
+	}
+	return all[len(all)-1]
+}
+
+func parseDockerfile(t *testing.T, path string) map[string]*dfStage {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stages := map[string]*dfStage{}
+	var cur *dfStage
+	var line strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		text := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(text, "#") {
+			continue
+		}
+		if s, ok := strings.CutSuffix(text, "\\"); ok {
+			line.WriteString(s + " ")
+			continue
+		}
+		line.WriteString(text)
+		full := strings.TrimSpace(line.String())
+		line.Reset()
+		cmd, args, _ := strings.Cut(full, " ")
+		cmd = strings.ToUpper(cmd)
+		switch {
+		case full == "":
+		case cmd == "FROM":
+			f := strings.Fields(args)
+			cur = &dfStage{from: f[0]}
+			if len(f) == 3 {
+				stages[f[2]] = cur
+			}
+		case cur != nil:
+			cur.instrs = append(cur.instrs, [2]string{cmd, strings.TrimSpace(args)})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return stages
+}
