@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -46,6 +47,12 @@ type BoltOptions struct {
 	// duration (begin to fsync done) and the number of records written
 	// (machines + marks). It runs on the committer goroutine: keep it cheap.
 	OnCommit func(d time.Duration, records int)
+	// Logger receives the one-time migration of a schema 1 file (see
+	// migrateOnOpen). Nil discards.
+	Logger *slog.Logger
+	// KeepFormat opens a schema 1 file without compacting it: its records
+	// then migrate one by one as they are written.
+	KeepFormat bool
 }
 
 // Bolt is the durable lifecycle.Store on one bbolt file.
@@ -87,6 +94,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	}
 	db, err := openLocked(path, opts.LockTimeout)
 	if err != nil {
+		return nil, err
+	}
+	if db, err = migrateOnOpen(db, path, opts); err != nil {
 		return nil, err
 	}
 	s := &Bolt{db: db, path: path, opts: opts, offerings: newOfferingTable(),

@@ -53,7 +53,7 @@ func seedFile(t *testing.T, path string, n int, legacy bool) ([]lifecycle.Machin
 
 func requireFile(t *testing.T, path string, ms []lifecycle.Machine, marks map[lifecycle.MarkKey]lifecycle.Mark, id uint64) {
 	t.Helper()
-	s := openBolt(t, path, BoltOptions{})
+	s := openBolt(t, path, BoltOptions{KeepFormat: true})
 	defer s.Close()
 	snap, err := s.Load(t.Context())
 	must(t, err)
@@ -65,7 +65,7 @@ func requireFile(t *testing.T, path string, ms []lifecycle.Machine, marks map[li
 
 func storeID(t *testing.T, path string) uint64 {
 	t.Helper()
-	s := openBolt(t, path, BoltOptions{})
+	s := openBolt(t, path, BoltOptions{KeepFormat: true})
 	defer s.Close()
 	return s.StoreID()
 }

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +77,7 @@ func TestSchema1FileMigrates(t *testing.T) {
 		want[k] = m
 	}
 
-	s := openBolt(t, path, BoltOptions{})
+	s := openBolt(t, path, BoltOptions{KeepFormat: true})
 	snap, err := s.Load(t.Context())
 	must(t, err)
 	requireSnapshot(t, snap, values(want), map[lifecycle.MarkKey]lifecycle.Mark{
@@ -118,6 +120,71 @@ func values(m map[string]lifecycle.Machine) []lifecycle.Machine {
 		out = append(out, v)
 	}
 	return out
+}
+
+// fixtureWant is the fixture's content, read as the previous version did.
+func fixtureWant(t *testing.T, path string) []lifecycle.Machine {
+	t.Helper()
+	raw, _ := rawRecords(t, path)
+	var out []lifecycle.Machine
+	for _, v := range raw {
+		var m lifecycle.Machine
+		must(t, json.Unmarshal(v, &m))
+		out = append(out, m)
+	}
+	return out
+}
+
+var fixtureMarks = map[lifecycle.MarkKey]lifecycle.Mark{
+	{ShardID: "shard-7", MachineID: "zone-b-kvm-small-0001"}: {Epoch: 3, Sequence: 9},
+}
+
+// By default the first open compacts a schema 1 file: every record is
+// binary afterwards, nothing is lost, and the log says so.
+func TestSchema1FileCompactedOnOpen(t *testing.T) {
+	t.Parallel()
+	path := copyFixture(t)
+	want := fixtureWant(t, path)
+	var logs bytes.Buffer
+	s := openBolt(t, path, BoltOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	defer s.Close()
+	snap, err := s.Load(t.Context())
+	must(t, err)
+	requireSnapshot(t, snap, want, fixtureMarks)
+	if !strings.Contains(logs.String(), `"msg":"state file migrated to the compact format`) ||
+		!strings.Contains(logs.String(), `"machines":4`) {
+		t.Fatalf("log: %s", logs.String())
+	}
+	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine("new")}}))
+	must(t, s.Close())
+	raw, schema := rawRecords(t, path)
+	for k, v := range raw {
+		if v[0] != formatBinaryV1 {
+			t.Fatalf("record %s: format 0x%02x after the migration", k, v[0])
+		}
+	}
+	if schema != schemaVersion || len(raw) != 5 {
+		t.Fatalf("schema %d, %d records", schema, len(raw))
+	}
+}
+
+// If the migration cannot run (here: its temporary file cannot be
+// replaced), the file opens as it is, with a warning naming the cause.
+func TestSchema1FileMigrationFails(t *testing.T) {
+	t.Parallel()
+	path := copyFixture(t)
+	want := fixtureWant(t, path)
+	must(t, os.MkdirAll(filepath.Join(path+".compact", "busy"), 0o700))
+	var logs bytes.Buffer
+	s := openBolt(t, path, BoltOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	defer s.Close()
+	snap, err := s.Load(t.Context())
+	must(t, err)
+	requireSnapshot(t, snap, want, fixtureMarks)
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"state file not migrated`) ||
+		!strings.Contains(logs.String(), "remove leftover") {
+		t.Fatalf("log: %s", logs.String())
+	}
 }
 
 // A file from a newer version (schema 3) is refused at open, saying so.
