@@ -92,7 +92,7 @@ func TestAdminPage(t *testing.T) {
 
 	// Hosts view.
 	step("hosts tab", p.eval(ctx, `location.hash = "#/hosts"`, nil))
-	step("hosts listed", p.waitFor(ctx, `[...document.querySelectorAll("#hosts tbody tr")].map(r => r.children[1].textContent)`,
+	step("hosts listed", p.waitFor(ctx, `[...document.querySelectorAll("#hosts tbody tr")].map(r => r.children[7].textContent)`,
 		[]string{"fake://zone-a", "fake://zone-b"}))
 
 	// Release the FAILED machine from its detail view (admin write on).

@@ -312,7 +312,7 @@ func (p *page) waitFor(ctx context.Context, expr string, want any) error {
 	var last json.RawMessage
 	for {
 		err := p.eval(ctx, expr, &last)
-		if err == nil && string(last) == string(wantJSON) {
+		if err == nil && sameJSON(last, wantJSON) {
 			return nil
 		}
 		select {
@@ -321,6 +321,18 @@ func (p *page) waitFor(ctx context.Context, expr string, want any) error {
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
+}
+
+// sameJSON compares two JSON texts by value: Chrome escapes non-ASCII
+// ("\u00b7") where Go writes the character.
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	ra, _ := json.Marshal(va)
+	rb, _ := json.Marshal(vb)
+	return string(ra) == string(rb)
 }
 
 func (p *page) screenshot(ctx context.Context) ([]byte, error) {

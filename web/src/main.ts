@@ -6,7 +6,8 @@ import { ConnectError } from "@connectrpc/connect";
 import { admin } from "./api";
 import { CapacityType, MachineState } from "./gen/bigfleet/v1alpha1/provider_pb";
 import { type AdminMachine, WatchEventType } from "./gen/libvirtprovider/admin/v1/admin_pb";
-import { $, bytes, clock, durMillis, el, human, stateName, states, tsMillis } from "./format";
+import { $, clock, durMillis, el, human, stateName, states, tsMillis } from "./format";
+import { initHosts, loadHosts } from "./hosts";
 
 const MAX_ROWS = 1000;
 
@@ -274,35 +275,6 @@ function kv(m: Record<string, string> | undefined): string {
   return Object.keys(m ?? {}).sort().map((k) => `${k}=${m![k]}`).join(", ");
 }
 
-// domainType says what a host's guests run under; a fallback from kvm
-// says so (its reason is the cell's tooltip).
-function domainType(t: string, note: string): string {
-  if (!t) return "–";
-  const shown = t === "qemu" ? "qemu (TCG)" : t;
-  return note ? `${shown}, kvm unusable` : shown;
-}
-
-async function loadHosts() {
-  const body = $("hosts").querySelector("tbody")!;
-  try {
-    const res = await admin.listHosts({});
-    body.replaceChildren(...res.hosts.map((h) => el("tr", { data: { zone: h.zone } },
-      el("th", { text: h.zone }),
-      el("td", { class: "mono", text: h.uri }),
-      el("td", { class: h.connected ? "ok" : "err", text: h.connected ? "yes" : `no: ${h.lastError}` }),
-      el("td", { text: h.libvirtVersion || "–" }),
-      el("td", { text: h.hypervisorVersion || "–" }),
-      el("td", { class: h.domainTypeNote ? "warn" : "", title: h.domainTypeNote, text: domainType(h.domainType, h.domainTypeNote) }),
-      el("td", { text: h.poolCapacityBytes ? `${bytes(h.poolAllocationBytes)} / ${bytes(h.poolCapacityBytes)}` : "–" }),
-      el("td", { class: "num", text: String(h.domainCount) }),
-      el("td", { class: "num", text: String(h.machineCount) }),
-      el("td", { class: h.lastReconcileOutcome === "ok" ? "" : "err", text: `${clock(tsMillis(h.lastReconcileTime))} · ${h.lastReconcileOutcome}` }),
-    )));
-  } catch (e) {
-    body.replaceChildren(el("tr", {}, el("td", { class: "err", text: ConnectError.from(e).message })));
-  }
-}
-
 async function loadMarks() {
   const body = $("marks").querySelector("tbody")!;
   try {
@@ -339,8 +311,21 @@ async function loadWhoAmI() {
     who.title = writeReason;
     who.className = "whoami readonly";
   }
+  const changed = document.body.dataset.mayWrite !== String(mayWrite);
   document.body.dataset.mayWrite = String(mayWrite);
   writeButton($("reconcile") as HTMLButtonElement);
+  if (changed && !$("tab-hosts").hidden) loadHosts(); // cordon buttons follow
+}
+
+// showHostMachines opens the machine table filtered to one host's VMs
+// (their host refs start with zone/host/).
+function showHostMachines(filter: string) {
+  const text = document.getElementById("f-text") as HTMLInputElement;
+  text.value = filter;
+  (document.getElementById("f-state") as HTMLSelectElement).value = "";
+  (document.getElementById("f-zone") as HTMLSelectElement).value = "";
+  location.hash = "#/machines";
+  schedule();
 }
 
 async function loadSummary() {
@@ -379,6 +364,7 @@ function route() {
 }
 
 function init() {
+  initHosts({ mayWrite: () => mayWrite, showMachines: showHostMachines });
   const stateSel = document.getElementById("f-state") as HTMLSelectElement;
   for (const s of states) stateSel.append(Object.assign(el("option", { text: stateName(s) }), { value: String(s) }));
   for (const id of ["f-text", "f-state", "f-zone"]) $(id).addEventListener("input", schedule);
