@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
@@ -79,8 +80,13 @@ func launch(tb testing.TB, n int, state string) *provider {
 	}
 	// A full List of 100k machines is ~20 MB, over grpc-go's 4 MiB default
 	// receive limit; BigFleet's client pages or raises the limit the same way.
+	// The process is not listening yet: grpc-go's default reconnect backoff
+	// (1 s, growing) would add up to a second to the measured boot, so the
+	// client retries every 10 ms instead.
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)),
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
+			Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1, MaxDelay: 10 * time.Millisecond}}))
 	if err != nil {
 		tb.Fatal(err)
 	}
