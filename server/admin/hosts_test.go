@@ -211,7 +211,10 @@ func TestCordonWithoutHostMaintenance(t *testing.T) {
 // an uncordon removes it; a damaged file stops the service.
 func TestCordonSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "state.db.cordons.json")
+	file := admin.CordonFileFor(filepath.Join(t.TempDir(), "state.db"))
+	if !strings.HasSuffix(file, "/state.db.cordons.json") || admin.CordonFileFor("") != "" {
+		t.Fatalf("CordonFileFor: %q, and %q without --state", file, admin.CordonFileFor(""))
+	}
 	s1, _ := startPool(t, admintest.Options{AdminWrite: true, CordonFile: file})
 	_, err := adminClient(s1, nil).CordonHost(t.Context(), connect.NewRequest(&adminv1.CordonHostRequest{Host: "kvm-b1", Reason: "disk swap"}))
 	if err != nil {

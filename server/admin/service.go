@@ -41,8 +41,9 @@ var _ Engine = (*lifecycle.Engine)(nil)
 // Options configures the admin service. Engine is required.
 type Options struct {
 	Engine Engine
-	// AllowWrite is --admin-write: without it ReleaseMachine and
-	// TriggerReconcile answer PermissionDenied to everyone.
+	// AllowWrite is --admin-write: without it the writes (ReleaseMachine,
+	// TriggerReconcile, CordonHost, UncordonHost) answer PermissionDenied
+	// to everyone.
 	AllowWrite bool
 	// Clients is --admin-clients: with AllowWrite, only callers whose
 	// verified client certificate matches may write. Empty: nobody.
@@ -60,12 +61,23 @@ type Options struct {
 	// HEARTBEAT event; 0 means 15s.
 	Heartbeat time.Duration
 	// CordonFile keeps the cordons made through the admin API across
-	// restarts (a small JSON file, replaced atomically); empty keeps them in
-	// memory only. They are re-applied to the backend by New.
+	// restarts (a small JSON file, replaced atomically; CordonFileFor names
+	// it after --state); empty keeps them in memory only. New re-applies
+	// them to the backend.
 	CordonFile string
 	// UI serves the web page at / and /ui/; nil serves no page.
 	UI  http.Handler
 	Now func() time.Time // nil: time.Now
+}
+
+// CordonFileFor is the cordon file of a provider whose state file is
+// statePath: beside it, "<state>.cordons.json". Without a state file ("")
+// there is none and cordons last until the process exits, like the state.
+func CordonFileFor(statePath string) string {
+	if statePath == "" {
+		return ""
+	}
+	return statePath + ".cordons.json"
 }
 
 // Service implements adminv1connect.AdminServiceHandler.

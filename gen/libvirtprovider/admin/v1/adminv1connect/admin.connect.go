@@ -103,9 +103,12 @@ type AdminServiceClient interface {
 	TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error)
 	// CordonHost stops new placements on a host; its machines stay where
 	// they are (ListMachines with hosts = [host] lists what must move off).
-	// The cordon survives a restart. Idempotent: cordoning a cordoned host
-	// replaces its reason. Requires --admin-write and a caller on
-	// --admin-clients; an unknown host is NotFound.
+	// The cordon survives a restart: it is kept in a file beside the --state
+	// file ("<state>.cordons.json"), or in memory without --state. An
+	// uncordon of a host the hosts file cordons lasts until the next start.
+	// Idempotent: cordoning a cordoned host replaces its reason. Requires
+	// --admin-write and a caller on --admin-clients; an unknown host is
+	// NotFound; a backend without host maintenance answers Unimplemented.
 	CordonHost(context.Context, *connect.Request[v1.CordonHostRequest]) (*connect.Response[v1.CordonHostResponse], error)
 	// UncordonHost lets placements go to the host again. Idempotent.
 	// Requires --admin-write and a caller on --admin-clients.
@@ -317,9 +320,12 @@ type AdminServiceHandler interface {
 	TriggerReconcile(context.Context, *connect.Request[v1.TriggerReconcileRequest]) (*connect.Response[v1.TriggerReconcileResponse], error)
 	// CordonHost stops new placements on a host; its machines stay where
 	// they are (ListMachines with hosts = [host] lists what must move off).
-	// The cordon survives a restart. Idempotent: cordoning a cordoned host
-	// replaces its reason. Requires --admin-write and a caller on
-	// --admin-clients; an unknown host is NotFound.
+	// The cordon survives a restart: it is kept in a file beside the --state
+	// file ("<state>.cordons.json"), or in memory without --state. An
+	// uncordon of a host the hosts file cordons lasts until the next start.
+	// Idempotent: cordoning a cordoned host replaces its reason. Requires
+	// --admin-write and a caller on --admin-clients; an unknown host is
+	// NotFound; a backend without host maintenance answers Unimplemented.
 	CordonHost(context.Context, *connect.Request[v1.CordonHostRequest]) (*connect.Response[v1.CordonHostResponse], error)
 	// UncordonHost lets placements go to the host again. Idempotent.
 	// Requires --admin-write and a caller on --admin-clients.

@@ -1259,9 +1259,12 @@ export const AdminService: GenService<{
   /**
    * CordonHost stops new placements on a host; its machines stay where
    * they are (ListMachines with hosts = [host] lists what must move off).
-   * The cordon survives a restart. Idempotent: cordoning a cordoned host
-   * replaces its reason. Requires --admin-write and a caller on
-   * --admin-clients; an unknown host is NotFound.
+   * The cordon survives a restart: it is kept in a file beside the --state
+   * file ("<state>.cordons.json"), or in memory without --state. An
+   * uncordon of a host the hosts file cordons lasts until the next start.
+   * Idempotent: cordoning a cordoned host replaces its reason. Requires
+   * --admin-write and a caller on --admin-clients; an unknown host is
+   * NotFound; a backend without host maintenance answers Unimplemented.
    *
    * @generated from rpc libvirtprovider.admin.v1.AdminService.CordonHost
    */
