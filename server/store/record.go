@@ -55,6 +55,7 @@ const (
 	tEnded       protowire.Number = 6
 	tOutcome     protowire.Number = 7
 	tLastError   protowire.Number = 8
+	tNote        protowire.Number = 9
 )
 
 // encodeRecord is m's value in binary v1, with its offering part replaced
@@ -91,7 +92,8 @@ func appendTransition(b []byte, t *lifecycle.Transition) []byte {
 	b = appendTime(b, tStarted, t.Started)
 	b = appendTime(b, tEnded, t.Ended)
 	b = appendString(b, tOutcome, t.Outcome)
-	return appendString(b, tLastError, t.LastError)
+	b = appendString(b, tLastError, t.LastError)
+	return appendString(b, tNote, t.Note)
 }
 
 // offeringLookup resolves an offering reference of a record.
@@ -196,6 +198,8 @@ func decodeTransition(v []byte) (lifecycle.Transition, error) {
 			t.Outcome = d.string(num, typ)
 		case tLastError:
 			t.LastError = d.string(num, typ)
+		case tNote:
+			t.Note = d.string(num, typ)
 		default:
 			d.unknown(num)
 		}

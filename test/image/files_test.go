@@ -3,10 +3,13 @@
 package image
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -252,4 +255,56 @@ func parseDockerfile(t *testing.T, path string) map[string]*dfStage {
 		t.Fatal(err)
 	}
 	return stages
+}
+
+// TestOutputsReadBack: skopeo, an independent reader, finds the same image
+// config in the OCI layout and in the docker-load tarball, and the tarball
+// carries the reference the chart runs.
+func TestOutputsReadBack(t *testing.T) {
+	out := imageOut(t)
+	img := readImage(t, out)
+	tag := img.index.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
+	for _, ref := range []string{"oci:" + img.dir + ":" + tag, "docker-archive:" + filepath.Join(out, "libvirt-provider.tar")} {
+		cfg, err := exec.Command("skopeo", "inspect", "--config", "--raw", ref).Output()
+		if err != nil {
+			t.Fatalf("skopeo inspect %s: %v\n%s", ref, err, stderrOf(err))
+		}
+		if d := fmt.Sprintf("sha256:%x", sha256.Sum256(cfg)); d != img.manifest.Config.Digest {
+			t.Errorf("%s: config %s, the OCI manifest's %s", ref, d, img.manifest.Config.Digest)
+		}
+	}
+	var manifest []struct{ RepoTags []string }
+	if err := json.Unmarshal([]byte(tarMember(t, filepath.Join(out, "libvirt-provider.tar"), "manifest.json")), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest) != 1 || !slices.Equal(manifest[0].RepoTags, []string{img.result.Reference}) {
+		t.Errorf("docker tarball tags %+v, want [%s]", manifest, img.result.Reference)
+	}
+	if ann := img.index.Manifests[0].Annotations["io.containerd.image.name"]; ann != img.result.Reference {
+		t.Errorf("OCI layout names %q for containerd, want %s", ann, img.result.Reference)
+	}
+}
+
+// tarMember returns one member of an uncompressed tar file.
+func tarMember(t *testing.T, path, name string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s: no %s (%v)", path, name, err)
+		}
+		if h.Name == name {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+	}
 }
