@@ -143,9 +143,44 @@ func BenchmarkObserver(b *testing.B) {
 }
 
 // BenchmarkGetGRPC: Gets from 64 concurrent grpc-go callers over h2c on
-// loopback, as in make bench but in one process (for pprof).
+// loopback, as in make bench but in one process (for pprof: make
+// bench-profile).
 func BenchmarkGetGRPC(b *testing.B) {
-	eng, ids := benchFleet(b, 10_000)
+	eng, ids := benchFleet(b, 100_000)
+	conn := grpcServe(b, eng)
+	b.SetParallelism(32) // 64 callers on 2 cores
+	b.ReportAllocs()
+	b.RunParallel(func(pb_ *testing.PB) {
+		i := 0
+		for pb_.Next() {
+			i++
+			if err := conn.Invoke(context.Background(), svc+"Get", &pb.MachineRef{Id: ids[i%len(ids)]}, new(pb.Machine)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkListGRPC: one full List of 100k machines at a time over h2c,
+// decoded by a grpc-go client as BigFleet does (for pprof: make
+// bench-profile).
+func BenchmarkListGRPC(b *testing.B) {
+	eng, _ := benchFleet(b, 100_000)
+	conn := grpcServe(b, eng)
+	b.ReportAllocs()
+	for b.Loop() {
+		var l pb.MachineList
+		if err := conn.Invoke(context.Background(), svc+"List", &pb.ListFilter{}, &l,
+			grpc.MaxCallRecvMsgSize(64<<20)); err != nil || len(l.Machines) != 100_000 {
+			b.Fatalf("List: %v (%d machines)", err, len(l.Machines))
+		}
+	}
+}
+
+// grpcServe serves eng's handler stack on loopback and returns a grpc-go
+// client of it.
+func grpcServe(b *testing.B, eng Engine) *grpc.ClientConn {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -162,16 +197,5 @@ func BenchmarkGetGRPC(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	b.SetParallelism(32) // 64 callers on 2 cores
-	b.ReportAllocs()
-	b.RunParallel(func(pb_ *testing.PB) {
-		i := 0
-		for pb_.Next() {
-			i++
-			if err := conn.Invoke(context.Background(), svc+"Get", &pb.MachineRef{Id: ids[i%len(ids)]}, new(pb.Machine)); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	return conn
 }

@@ -71,9 +71,11 @@ func start(tb testing.TB, n int, state string) *provider {
 func launch(tb testing.TB, n int, state string) *provider {
 	tb.Helper()
 	addr := freePort(tb)
-	cmd := exec.Command(binary(tb), "--addr="+addr, "--provider=bench", "--use-fake-backend",
-		"--seed-count="+strconv.Itoa(n), "--state="+state, "--metrics-addr=", "--log-level=error",
-		"--reconcile-interval=0")
+	// The command line of the independent conformance suite's runs, so
+	// the figures include what it pays for: info logging, the periodic
+	// reconcile, metrics (on a free port: two runs must not collide).
+	cmd := exec.Command(binary(tb), "--addr="+addr, "--provider=certify", "--use-fake-backend",
+		"--seed-count="+strconv.Itoa(n), "--state="+state, "--metrics-addr="+freePort(tb))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -83,16 +85,22 @@ func launch(tb testing.TB, n int, state string) *provider {
 	// The process is not listening yet: grpc-go's default reconnect backoff
 	// (1 s, growing) would add up to a second to the measured boot, so the
 	// client retries every 10 ms instead.
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	p := &provider{cmd: cmd, addr: addr}
+	p.conn = p.dial(tb)
+	tb.Cleanup(p.stop)
+	return p
+}
+
+// dial makes a client connection of its own, as each BigFleet shard has.
+func (p *provider) dial(tb testing.TB) *grpc.ClientConn {
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)),
 		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
 			Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1, MaxDelay: 10 * time.Millisecond}}))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &provider{cmd: cmd, addr: addr, conn: conn}
-	tb.Cleanup(p.stop)
-	return p
+	return conn
 }
 
 // waitReady polls List(max_results=1) every poll until it succeeds.
@@ -154,8 +162,8 @@ func (p *provider) delete(ctx context.Context, id string) error {
 	return p.conn.Invoke(ctx, svc+"Delete", &pb.DeleteRequest{MachineId: id}, new(pb.TransitionAck))
 }
 
-func (p *provider) get(ctx context.Context, id string) error {
-	return p.conn.Invoke(ctx, svc+"Get", &pb.MachineRef{Id: id}, new(pb.Machine))
+func get(ctx context.Context, conn *grpc.ClientConn, id string) error {
+	return conn.Invoke(ctx, svc+"Get", &pb.MachineRef{Id: id}, new(pb.Machine))
 }
 
 // ids returns every machine id, in List order.
