@@ -112,7 +112,10 @@ say "provider up on $addr (libvirt $BIGFLEET_LIBVIRT_URI)"
 
 # The API answers before the host is connected (where libvirt re-probes QEMU
 # on every call, connecting takes seconds): Create would be refused.
-host_conn() { ctl hosts 2>/dev/null | awk '$1=="local"{print $3}' || true; }
+# The column is found by its heading: the table gains columns over time.
+host_conn() {
+	ctl hosts 2>/dev/null | awk 'NR==1{for(i=1;i<=NF;i++) if($i=="CONNECTED") c=i} c && $1=="local"{print $c}' || true
+}
 for _ in $(seq 1200); do [ "$(host_conn)" = yes ] && break; sleep 0.1; done
 [ "$(host_conn)" = yes ] || fail "host local did not connect within 120s: $(ctl hosts 2>&1 | awk '$1=="local"')"
 say "host local connected ($(grep -o 'domain_type[^,}]*' "$work/provider.log" | head -n 1 | tr -d '"' | tr : =))"
