@@ -179,6 +179,20 @@ func (p *provider) ids(tb testing.TB) []string {
 	return out
 }
 
+// cpuTime is the CPU time (user + system) the provider process has used.
+func (p *provider) cpuTime(tb testing.TB) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // rssKiB reads the provider's resident set size.
 func (p *provider) rssKiB(tb testing.TB) int {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
