@@ -44,13 +44,7 @@ func TestAdminPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			shot(t, ctx, p, "admin-failure.png")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	step := stepper(t, ctx, p, "admin-failure.png")
 
 	step("load page", p.navigate(ctx, s.URL+"/"))
 	step("table fills in", p.waitFor(ctx, `document.querySelectorAll("#machines tbody tr").length`, 8))
@@ -146,19 +140,25 @@ func TestAdminPageReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			shot(t, ctx, p, "admin-readonly-failure.png")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	step := stepper(t, ctx, p, "admin-readonly-failure.png")
 	step("load page", p.navigate(ctx, s.URL+"/#/machine/m-001"))
 	step("header says anonymous", p.waitFor(ctx, `document.getElementById("whoami").textContent === "anonymous · read-only"`, true))
 	step("header says why", p.waitFor(ctx, `document.getElementById("whoami").title.includes("--admin-write")`, true))
 	step("m-001 FAILED", p.waitFor(ctx, `document.querySelector('#machines tr[data-id="m-001"]')?.dataset.state ?? null`, "FAILED"))
 	step("release disabled", p.waitFor(ctx, `document.querySelector("#detail button.danger")?.disabled`, true))
 	step("reconcile disabled", p.waitFor(ctx, `document.getElementById("reconcile").disabled`, true))
+}
+
+// stepper returns a check that ends the test at the first failed step,
+// with the page's screenshot saved as failShot.
+func stepper(t *testing.T, ctx context.Context, p *page, failShot string) func(what string, err error) {
+	return func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			shot(t, ctx, p, failShot)
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 }
 
 // shot saves a screenshot under out/ (the CI artifact directory).

@@ -74,13 +74,7 @@ func TestHostsPageCordon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			shot(t, ctx, p, "admin-hosts-failure.png")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	step := stepper(t, ctx, p, "admin-hosts-failure.png")
 	step("load hosts view", p.navigate(ctx, s.URL+"/#/hosts"))
 	step("one row per host, by zone then name", p.waitFor(ctx, `[...document.querySelectorAll("#hosts tbody tr")].map(r => r.dataset.host)`,
 		[]string{"kvm-a1", "kvm-a2", "kvm-b1", "kvm-b2"}))
@@ -232,13 +226,7 @@ func TestHostsPageFromHostsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			shot(t, ctx, p, "admin-hosts-file-failure.png")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	step := stepper(t, ctx, p, "admin-hosts-file-failure.png")
 	step("load hosts view", p.navigate(ctx, url+"/#/hosts"))
 	step("hosts of the file", p.waitFor(ctx, `[...document.querySelectorAll("#hosts tbody tr")].map(r => r.dataset.zone + "/" + r.dataset.host)`,
 		[]string{"zone-a/kvm-a1", "zone-a/kvm-a2", "zone-b/kvm-b1"}))

@@ -103,28 +103,9 @@ func readImage(t *testing.T, out string) ociImage {
 func (img ociImage) layerFiles(t *testing.T) map[string]string {
 	t.Helper()
 	files := map[string]string{}
-	for _, l := range img.manifest.Layers {
-		f, err := os.Open(blobPath(img.dir, l.Digest))
-		if err != nil {
-			t.Fatal(err)
-		}
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := tar.NewReader(zr)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			files[strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")] = kindOf(h)
-		}
-		f.Close()
-	}
+	img.walkLayers(t, func(h *tar.Header, _ io.Reader) {
+		files[strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")] = kindOf(h)
+	})
 	return files
 }
 
@@ -132,6 +113,23 @@ func (img ociImage) layerFiles(t *testing.T) map[string]string {
 func (img ociImage) fileSHA256(t *testing.T, name string) string {
 	t.Helper()
 	sum := ""
+	img.walkLayers(t, func(h *tar.Header, r io.Reader) {
+		if h.Name != name {
+			return
+		}
+		d := sha256.New()
+		if _, err := io.Copy(d, r); err != nil {
+			t.Fatal(err)
+		}
+		sum = hex.EncodeToString(d.Sum(nil))
+	})
+	return sum
+}
+
+// walkLayers calls fn for every entry of every layer, in order, with a
+// reader of the entry's contents.
+func (img ociImage) walkLayers(t *testing.T, fn func(h *tar.Header, r io.Reader)) {
+	t.Helper()
 	for _, l := range img.manifest.Layers {
 		f, err := os.Open(blobPath(img.dir, l.Digest))
 		if err != nil {
@@ -150,17 +148,10 @@ func (img ociImage) fileSHA256(t *testing.T, name string) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.Name == name {
-				d := sha256.New()
-				if _, err := io.Copy(d, tr); err != nil {
-					t.Fatal(err)
-				}
-				sum = hex.EncodeToString(d.Sum(nil))
-			}
+			fn(h, tr)
 		}
 		f.Close()
 	}
-	return sum
 }
 
 func kindOf(h *tar.Header) string {
