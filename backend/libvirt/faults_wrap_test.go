@@ -140,6 +140,18 @@ func (c *faultConn) LookupStoragePoolByName(name string) (lvPool, error) {
 	return &faultPool{inner: p, c: c, name: name}, nil
 }
 
+// Migrate3 hands the real handles to the real connection (it needs
+// libvirt's own), under the rule for "conn.Migrate3".
+func (c *faultConn) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+	fd := dom.(*faultDomain)
+	inner := dst
+	if fc, ok := dst.(*faultConn); ok {
+		inner = fc.inner
+	}
+	c.f.noteMutation("conn.Migrate3", fd.name)
+	return c.domain("conn.Migrate3", fd.name, func() (lvDomain, error) { return c.inner.Migrate3(fd.inner, inner, params, flags) })
+}
+
 func (c *faultConn) UploadVolume(vol lvVolume, data []byte) error {
 	fv := vol.(*faultVolume)
 	c.f.noteMutation("conn.UploadVolume", fv.name)
@@ -209,6 +221,12 @@ func (d *faultDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAge
 		return d.inner.QemuAgentCommand(cmd, timeout, flags)
 	})
 }
+
+func (d *faultDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
+	return d.c.str("dom.GetXMLDesc", d.name, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+}
+
+func (d *faultDomain) AbortJob() error { return d.mutate("dom.AbortJob", d.inner.AbortJob) }
 
 // faultPool is a storage pool handle of a faultConn.
 type faultPool struct {
