@@ -149,7 +149,36 @@ func (c *faultConn) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMig
 		inner = fc.inner
 	}
 	c.f.noteMutation("conn.Migrate3", fd.name)
-	return c.domain("conn.Migrate3", fd.name, func() (lvDomain, error) { return c.inner.Migrate3(fd.inner, inner, params, flags) })
+	return c.domain("conn.Migrate3", fd.name, func() (lvDomain, error) {
+		if c.f.emulateM {
+			return c.f.emulateMigrate(fd.inner, inner, params, flags)
+		}
+		return c.inner.Migrate3(fd.inner, inner, params, flags)
+	})
+}
+
+// emulateMigrate does what a successful live migration leaves behind.
+func (f *faults) emulateMigrate(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+	f.mu.Lock()
+	f.migrated = append(f.migrated, flags)
+	f.mu.Unlock()
+	moved, err := dst.DomainDefineXML(params.DestXML)
+	if err != nil {
+		return nil, err
+	}
+	if err := moved.Create(); err != nil {
+		_ = moved.Free()
+		return nil, err
+	}
+	if err := dom.Destroy(); err != nil {
+		_ = moved.Free()
+		return nil, err
+	}
+	if err := dom.Undefine(); err != nil {
+		_ = moved.Free()
+		return nil, err
+	}
+	return moved, nil
 }
 
 func (c *faultConn) UploadVolume(vol lvVolume, data []byte) error {

@@ -134,7 +134,9 @@ func (m *migration) run() error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if err := m.call(destXML); err != nil {
-		return m.afterError(err)
+		if err := m.afterError(err); err != nil {
+			return err
+		}
 	}
 	m.undo = rollback{} // the domain runs on the destination: its volumes are its disks now
 	for _, v := range m.srcVolumes {
@@ -160,15 +162,22 @@ func (m *migration) afterError(err error) error {
 	if serr == nil && st == libvirt.DOMAIN_RUNNING && !m.sourceRunning() {
 		m.b.log.Warn("migration reported an error, but the domain runs on the destination and no longer on the source: done",
 			"domain", m.name, "from", m.src.name, "to", m.dst.name, "err", err)
-		m.srcVolumes = nil // the source's definition may still name them
+		if _, _, err := m.dom.GetState(); !isNoDomain(err) {
+			m.srcVolumes = nil // the source's definition still names them
+		}
 		return nil
 	}
 	return fmt.Errorf("%w; the domain is also defined on host %s, so its volumes there are kept", err, m.dst.name)
 }
 
+// sourceRunning: unknown counts as running (never judge a move done on
+// an error), a domain gone from the source as not.
 func (m *migration) sourceRunning() bool {
 	st, _, err := m.dom.GetState()
-	return err != nil || st == libvirt.DOMAIN_RUNNING
+	if err != nil {
+		return !isNoDomain(err)
+	}
+	return st == libvirt.DOMAIN_RUNNING
 }
 
 // call runs virDomainMigrate3. It cannot take a context, so when ctx ends

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -104,5 +105,89 @@ func TestDestDomainXML(t *testing.T) {
 	}
 	if _, err := destDomainXML(src, map[string]string{}, md, "kvm"); err == nil || !strings.Contains(err.Error(), "accelerator") {
 		t.Errorf("other accelerator: %v", err)
+	}
+}
+
+// With the migration itself emulated (the test driver cannot migrate),
+// everything around it is real: the destination's overlay is made on its
+// golden image (NON_SHARED_INC), the DEST_XML defines a domain whose disk
+// is that overlay and whose metadata names the destination, the source's
+// volume goes, and the books move.
+func TestMigrateSuccessAroundTheCall(t *testing.T) {
+	t.Parallel()
+	b, f, _ := newFaultBackend(t, func(c *Config) {
+		c.Hosts = []Host{
+			{Zone: "z1", URI: sizedNode(t, 4, 2<<20), Name: "a", Named: true, Enforce: true},
+			{Zone: "z1", URI: sizedNode(t, 4, 4<<20), Name: "b", Named: true, Enforce: true},
+		}
+	}, func(f *faults) { f.emulateM = true })
+	ctx := context.Background()
+	pl, err := b.Create(ctx, sized("m1", 1, 512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := map[string]string{"a": "b", "b": "a"}[pl.Host]
+	np, err := b.Migrate(ctx, backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512, ToHost: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if np.Host != to || np.Domain != pl.Domain || np.Ref() != "z1/"+to+"/"+pl.Domain || !strings.HasPrefix(np.Why, "named: host "+to) {
+		t.Fatalf("placement %+v", np)
+	}
+	if len(f.migrated) != 1 || f.migrated[0] != migrateFlags|libvirt.MIGRATE_NON_SHARED_INC {
+		t.Fatalf("flags %v", f.migrated)
+	}
+	sc, dc := hostConn(t, b, pl.Host), hostConn(t, b, to)
+	if domainExists(t, sc, pl.Domain) || !domainExists(t, dc, pl.Domain) {
+		t.Fatal("domain not moved")
+	}
+	if volumeExists(t, sc, "bigfleet", overlayName(pl.Domain)) || !volumeExists(t, dc, "bigfleet", overlayName(pl.Domain)) {
+		t.Fatal("overlay: want it on the destination only")
+	}
+	d := domainXML(t, dc, pl.Domain)
+	if src := d.Devices.Disks[0].Source.File.File; !strings.HasSuffix(src, "/"+overlayName(pl.Domain)) {
+		t.Errorf("disk %s", src)
+	}
+	if md, err := DecodeMetadata(metadataOf(t, dc, pl.Domain)); err != nil || md.Host != to || md.MachineID != "m1" || md.VCPUs != 1 {
+		t.Errorf("metadata on the destination %+v, %v", md, err)
+	}
+	used := map[string]int{}
+	for _, h := range b.Hosts(ctx) {
+		used[h.Name] = h.Capacity.Machines
+	}
+	if used[pl.Host] != 0 || used[to] != 1 {
+		t.Errorf("books %v", used)
+	}
+	// The machine works where it went: Delete finds it there.
+	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1", Placement: np}); err != nil || domainExists(t, dc, pl.Domain) {
+		t.Fatalf("delete after migrate: %v", err)
+	}
+}
+
+// A migration whose reply is lost after the guest moved is the success it
+// is: the destination's volumes stay under the domain running there.
+func TestMigrateLostReplyAfterTheMove(t *testing.T) {
+	t.Parallel()
+	b, f, _ := newFaultBackend(t, func(c *Config) {
+		c.Hosts = []Host{
+			{Zone: "z1", URI: sizedNode(t, 4, 2<<20), Name: "a", Named: true, Enforce: true},
+			{Zone: "z1", URI: sizedNode(t, 4, 4<<20), Name: "b", Named: true, Enforce: true},
+		}
+	}, func(f *faults) { f.emulateM = true })
+	ctx := context.Background()
+	pl, err := b.Create(ctx, sized("m1", 1, 512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.add(&fault{op: "conn.Migrate3", kind: faultAfter})
+	np, err := b.Migrate(ctx, backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512})
+	if err != nil || np.Host == pl.Host {
+		t.Fatalf("migrate with a lost reply: %+v, %v", np, err)
+	}
+	if dc := hostConn(t, b, np.Host); !domainExists(t, dc, pl.Domain) || !volumeExists(t, dc, "bigfleet", overlayName(pl.Domain)) {
+		t.Fatal("the destination lost its domain or volume")
+	}
+	if volumeExists(t, hostConn(t, b, pl.Host), "bigfleet", overlayName(pl.Domain)) {
+		t.Error("the source kept the overlay of a domain that left it")
 	}
 }
