@@ -48,6 +48,10 @@ func TestPoolMigrate(t *testing.T) {
 	if st := strings.TrimSpace(virsh(t, env{URI: pe.uri(to)}, "domstate", dom)); st != "running" {
 		t.Errorf("domain on %s is %q", to, st)
 	}
+	// Both hosts have the golden image: only the overlay's blocks moved.
+	if !strings.Contains(p.out.String(), "overlay copied (golden image on both hosts)") {
+		t.Errorf("the provider did not log an incremental (NON_SHARED_INC) storage copy")
+	}
 	if volOnHost(t, pe, from, dom+".qcow2") || !volOnHost(t, pe, to, dom+".qcow2") {
 		t.Errorf("overlay volume: on %s %v, on %s %v", from, volOnHost(t, pe, from, dom+".qcow2"), to, volOnHost(t, pe, to, dom+".qcow2"))
 	}
