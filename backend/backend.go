@@ -291,3 +291,26 @@ type Starter interface {
 type Abandoner interface {
 	AbandonConfigure(ctx context.Context, machineID string, pl Placement) error
 }
+
+// MigrateSpec is what a live migration needs: the machine, where its VM
+// is now, its size (booked on the destination), and optionally the host
+// to move it to ("" lets the zone's placement choose).
+type MigrateSpec struct {
+	MachineID string
+	Placement Placement
+	VCPU      int
+	MemoryMiB int
+	ToHost    string
+}
+
+// Migrator is implemented by backends whose zones hold several hosts and
+// that can move a running VM between them without stopping it. Migrate
+// books the destination before any work and returns the new placement
+// (Why says which host was chosen and why). On failure the VM keeps
+// running where it was, whatever was made on the destination is removed,
+// and the error says why: a refusal of the destination wraps
+// ErrNoCapacity or ErrUnknownHost. The engine calls it through the
+// machine's call gate, never during another backend call on that machine.
+type Migrator interface {
+	Migrate(ctx context.Context, spec MigrateSpec) (Placement, error)
+}

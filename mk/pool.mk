@@ -10,7 +10,8 @@ HOST2_ENV := /run/bigfleet-second-host/env
 
 # The real tests (test/integration/pool*_test.go, build tag pool):
 # spread, full zone, a Create/Configure/Drain/Delete cycle on each host,
-# a stopped daemon, cordon from the hosts file and through the admin API.
+# a stopped daemon, cordon from the hosts file and through the admin API,
+# a live migration between the hosts and back (TestPoolMigrate).
 test-pool: deps env-up
 	@mkdir -p out
 	@trap 'scripts/libvirt-second-host.sh down' EXIT; \

@@ -21,6 +21,7 @@ const (
 	OpDelete    = "delete"
 	OpInventory = "inventory"
 	OpStart     = "start"
+	OpMigrate   = "migrate"
 )
 
 // DefaultZones are served when Options.Zones is empty.

@@ -60,6 +60,12 @@ type faults struct {
 	agent    func(domain, cmd string) (string, error) // stands in for qemu-ga (the test driver has none)
 	uploads  map[string]int                           // emulated uploads (the test driver has none): volume -> bytes
 	emulateU bool
+	// emulateM stands in for a migration (the test driver has none):
+	// Migrate3 defines and starts DEST_XML on the destination and removes
+	// the source's domain, as a successful one does; migrated records the
+	// flags of each.
+	emulateM bool
+	migrated []libvirt.DomainMigrateFlags
 }
 
 func newFaults(t testing.TB) *faults {

@@ -140,6 +140,47 @@ func (c *faultConn) LookupStoragePoolByName(name string) (lvPool, error) {
 	return &faultPool{inner: p, c: c, name: name}, nil
 }
 
+// Migrate3 hands the real handles to the real connection (it needs
+// libvirt's own), under the rule for "conn.Migrate3".
+func (c *faultConn) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+	fd := dom.(*faultDomain)
+	inner := dst
+	if fc, ok := dst.(*faultConn); ok {
+		inner = fc.inner
+	}
+	c.f.noteMutation("conn.Migrate3", fd.name)
+	return c.domain("conn.Migrate3", fd.name, func() (lvDomain, error) {
+		if c.f.emulateM {
+			return c.f.emulateMigrate(fd.inner, inner, params, flags)
+		}
+		return c.inner.Migrate3(fd.inner, inner, params, flags)
+	})
+}
+
+// emulateMigrate does what a successful live migration leaves behind.
+func (f *faults) emulateMigrate(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+	f.mu.Lock()
+	f.migrated = append(f.migrated, flags)
+	f.mu.Unlock()
+	moved, err := dst.DomainDefineXML(params.DestXML)
+	if err != nil {
+		return nil, err
+	}
+	if err := moved.Create(); err != nil {
+		_ = moved.Free()
+		return nil, err
+	}
+	if err := dom.Destroy(); err != nil {
+		_ = moved.Free()
+		return nil, err
+	}
+	if err := dom.Undefine(); err != nil {
+		_ = moved.Free()
+		return nil, err
+	}
+	return moved, nil
+}
+
 func (c *faultConn) UploadVolume(vol lvVolume, data []byte) error {
 	fv := vol.(*faultVolume)
 	c.f.noteMutation("conn.UploadVolume", fv.name)
@@ -209,6 +250,12 @@ func (d *faultDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAge
 		return d.inner.QemuAgentCommand(cmd, timeout, flags)
 	})
 }
+
+func (d *faultDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
+	return d.c.str("dom.GetXMLDesc", d.name, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+}
+
+func (d *faultDomain) AbortJob() error { return d.mutate("dom.AbortJob", d.inner.AbortJob) }
 
 // faultPool is a storage pool handle of a faultConn.
 type faultPool struct {

@@ -46,6 +46,11 @@ type lvConn interface {
 	// UploadVolume streams data into vol from offset 0 (a stream, the
 	// upload and its chunks as one call: the backend never keeps a stream).
 	UploadVolume(vol lvVolume, data []byte) error
+
+	// Migrate3 live-migrates dom, a domain of this connection, to dst
+	// (virDomainMigrate3, managed: this process drives both daemons) and
+	// returns the domain's handle on dst.
+	Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error)
 }
 
 // lvDomain is one domain handle.
@@ -61,6 +66,9 @@ type lvDomain interface {
 	Undefine() error
 	UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error
 	QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAgentCommandTimeout, flags uint32) (string, error)
+	// For live migration (migrate.go).
+	GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error)
+	AbortJob() error
 }
 
 // lvPool is one storage pool handle.
@@ -177,6 +185,17 @@ func (c *lvConnect) UploadVolume(vol lvVolume, data []byte) error {
 		off += n
 	}
 	return st.Finish()
+}
+
+var errNotLibvirtHandle = errors.New("migrate: handle is not libvirt's")
+
+func (c *lvConnect) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+	d, ok := dom.(*libvirt.Domain)
+	dc, ok2 := dst.(*lvConnect)
+	if !ok || !ok2 {
+		return nil, errNotLibvirtHandle
+	}
+	return domainOrNil(d.Migrate3(dc.c, params, flags))
 }
 
 // lvStoragePool adapts *libvirt.StoragePool.

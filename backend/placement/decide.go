@@ -29,7 +29,7 @@ func (p *Planner) Reserve(zoneName, machineID string, s Size) (Decision, error) 
 	if h := z.where[machineID]; h != nil {
 		return Decision{Host: h.Name}, nil // no choice made: no reason
 	}
-	best, _ := z.pick(p.policy, s)
+	best, _ := z.pick(p.policy, s, nil)
 	if best == nil {
 		return Decision{}, z.noCapacity(s)
 	}

@@ -63,11 +63,12 @@ func (z *zone) renumber(from, to int) {
 // pick returns the host the policy chooses for s, and how many hosts it
 // looked at (for the reason). Spread: the first fitting host in order.
 // Pack: the fitting host with the least free memory, ties broken by the
-// same order (fewest machines, then name).
-func (z *zone) pick(pol Policy, s Size) (*hostState, int) {
+// same order (fewest machines, then name). skip (the machine's current
+// host, for a migration) never wins.
+func (z *zone) pick(pol Policy, s Size, skip *hostState) (*hostState, int) {
 	if pol != Pack {
 		for i, h := range z.hosts {
-			if h.fits(s) {
+			if h != skip && h.fits(s) {
 				return h, i + 1
 			}
 		}
@@ -83,7 +84,7 @@ func (z *zone) pick(pol Policy, s Size) (*hostState, int) {
 		if best != nil && h.key() != best.key() {
 			break // the group of the least fitting free memory is done
 		}
-		if h.fits(s) {
+		if h != skip && h.fits(s) {
 			best = h // earlier in order within the group wins
 		}
 	}

@@ -71,6 +71,7 @@ type hostState struct {
 	Host
 	observed map[string]Size // from the latest inventory of the host
 	reserved map[string]Size // Creates in flight, not yet seen by inventory
+	incoming map[string]Size // migrations in flight to this host (move.go)
 	used     Usage           // sum of observed and reserved
 	pos      int             // index in the zone's ordered hosts
 }
@@ -220,6 +221,10 @@ func (p *Planner) Observe(name string, machines map[string]Size) bool {
 			if r, ok := h.reserved[id]; ok {
 				h.add(r, -1)
 				delete(h.reserved, id)
+			}
+			if r, ok := h.incoming[id]; ok { // a migration's copy: counts once
+				h.add(r, -1)
+				delete(h.incoming, id)
 			}
 			if other := z.where[id]; other != nil && other != h {
 				// Booked elsewhere (a stale reservation): the host that

@@ -59,6 +59,7 @@ type config struct {
 	ConfigureTimeout  time.Duration // --configure-timeout
 	DrainTimeout      time.Duration // --drain-timeout
 	DeleteTimeout     time.Duration // --delete-timeout
+	MigrateTimeout    time.Duration // --migrate-timeout
 	ShutdownTimeout   time.Duration // --shutdown-timeout
 	AgentTimeout      time.Duration // --agent-timeout
 	AgentWait         time.Duration // --agent-wait
@@ -120,6 +121,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.ConfigureTimeout, "configure-timeout", 15*time.Minute, "a Configure (bootstrap + readiness) not finished within this goes FAILED")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 15*time.Minute, "a Drain not finished within this goes FAILED")
 	fs.DurationVar(&c.DeleteTimeout, "delete-timeout", 10*time.Minute, "a Delete not finished within this goes FAILED")
+	fs.DurationVar(&c.MigrateTimeout, "migrate-timeout", 10*time.Minute, "an admin MigrateMachine not finished within this is aborted (the VM stays on its host)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs and transitions may take to finish before they are cancelled")
 	fs.DurationVar(&c.AgentTimeout, "agent-timeout", 10*time.Second, "libvirt: bound on every single guest-agent command")
 	fs.DurationVar(&c.AgentWait, "agent-wait", 2*time.Minute, "libvirt: how long Configure waits for the guest agent's first answer")
@@ -171,7 +173,8 @@ func (c *config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"--create-timeout": c.CreateTimeout, "--configure-timeout": c.ConfigureTimeout,
 		"--drain-timeout": c.DrainTimeout, "--delete-timeout": c.DeleteTimeout,
-		"--agent-timeout": c.AgentTimeout, "--agent-wait": c.AgentWait, "--drain-margin": c.DrainMargin,
+		"--migrate-timeout": c.MigrateTimeout,
+		"--agent-timeout":   c.AgentTimeout, "--agent-wait": c.AgentWait, "--drain-margin": c.DrainMargin,
 	} {
 		if d <= 0 {
 			bad("%s must be positive (got %v)", name, d)

@@ -58,6 +58,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		Provider: cfg.Provider, Seed: seed,
 		CreateTimeout: cfg.CreateTimeout, ConfigureTimeout: cfg.ConfigureTimeout,
 		DrainTimeout: cfg.DrainTimeout, DeleteTimeout: cfg.DeleteTimeout,
+		MigrateTimeout:    cfg.MigrateTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
 		Logger:            log.With(slog.String("component", "lifecycle")),
 		Observer:          metrics,

@@ -62,6 +62,7 @@ func commands() []command {
 		{name: "reconcile", help: "admin write: run a reconcile pass now", run: cmdReconcile},
 		{name: "cordon", args: "HOST", ids: 1, help: "admin write: no new placements on HOST (--reason TEXT); survives a restart", flags: cordonFlags, run: cmdCordon},
 		{name: "uncordon", args: "HOST", ids: 1, help: "admin write: placements may go to HOST again", run: cmdUncordon},
+		{name: "migrate", args: "ID", ids: 1, help: "admin write: live-migrate an IDLE or CONFIGURED machine to another host of its zone (--to HOST)", flags: migrateFlags, run: cmdMigrate},
 	}
 }
 

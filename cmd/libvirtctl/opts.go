@@ -26,6 +26,7 @@ type opts struct {
 	grace                  int64
 	marksShard             string
 	reason                 string
+	toHost                 string
 }
 
 func defaultOpts() *opts {

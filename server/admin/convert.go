@@ -61,6 +61,7 @@ func transitionToProto(t lifecycle.Transition, now time.Time) *adminv1.Transitio
 		Ended:       ts(t.Ended),
 		Outcome:     t.Outcome,
 		LastError:   t.LastError,
+		Note:        t.Note,
 	}
 	end := t.Ended
 	if end.IsZero() {

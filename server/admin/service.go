@@ -32,6 +32,7 @@ type Engine interface {
 	LastReconcile() lifecycle.ReconcileReport
 	Reconcile(ctx context.Context) lifecycle.ReconcileReport
 	Release(ctx context.Context, id string) (lifecycle.Ack, error)
+	Migrate(ctx context.Context, id, toHost string) (lifecycle.MigrateResult, error)
 	Watch(buffer int) (ch <-chan lifecycle.Machine, lost func() bool, cancel func())
 	Backend() backend.Backend
 }
@@ -42,7 +43,7 @@ var _ Engine = (*lifecycle.Engine)(nil)
 type Options struct {
 	Engine Engine
 	// AllowWrite is --admin-write: without it the writes (ReleaseMachine,
-	// TriggerReconcile, CordonHost, UncordonHost) answer PermissionDenied
+	// TriggerReconcile, CordonHost, UncordonHost, MigrateMachine) answer PermissionDenied
 	// to everyone.
 	AllowWrite bool
 	// Clients is --admin-clients: with AllowWrite, only callers whose

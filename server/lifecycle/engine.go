@@ -27,6 +27,9 @@ type Config struct {
 	Seed []Machine
 
 	CreateTimeout, ConfigureTimeout, DrainTimeout, DeleteTimeout time.Duration
+	// MigrateTimeout bounds one live migration (default 10m); at the
+	// bound the backend aborts it and the VM stays on its source.
+	MigrateTimeout time.Duration
 	// ReconcileInterval: 0 disables the periodic reconcile (the one at
 	// startup still runs).
 	ReconcileInterval time.Duration
@@ -82,8 +85,9 @@ type Engine struct {
 	recCtx    context.Context // reconcile and sweep: cancelled as a stop begins
 	recCancel context.CancelFunc
 
-	calls  callGate // one backend call per machine, even after a timeout
-	runs   runSet   // live transition runs, by operation id
+	calls  callGate  // one backend call per machine, even after a timeout
+	moves  moveHolds // machines being migrated (migrate.go)
+	runs   runSet    // live transition runs, by operation id
 	parkMu sync.Mutex
 	parked map[string]parkedOutcome // by operation id
 
@@ -99,7 +103,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	for _, d := range []*time.Duration{&cfg.CreateTimeout, &cfg.ConfigureTimeout, &cfg.DrainTimeout, &cfg.DeleteTimeout} {
+	for _, d := range []*time.Duration{&cfg.CreateTimeout, &cfg.ConfigureTimeout, &cfg.DrainTimeout, &cfg.DeleteTimeout, &cfg.MigrateTimeout} {
 		if *d <= 0 {
 			*d = 10 * time.Minute
 		}

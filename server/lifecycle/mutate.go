@@ -175,7 +175,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	}
 	d := decide(cur)
 	if d.next != nil {
-		if err := e.zoneReady(cur.Zone); err != nil {
+		if err := firstErr(e.moves.refusal(id), e.zoneReady(cur.Zone)); err != nil {
 			d = decision{err: err}
 		}
 	}

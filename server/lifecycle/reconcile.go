@@ -73,7 +73,12 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 		down[zi.Zone] = map[string]int{}
 		byMachine := make(map[string]backend.Observed, len(zi.Machines))
 		for _, o := range zi.Machines {
-			byMachine[o.MachineID] = o
+			// Two hosts of a zone may both hold the machine's domain for a
+			// while (a migration cut by a restart): the running copy is the
+			// machine.
+			if prev, dup := byMachine[o.MachineID]; !dup || (!prev.Run.Up() && o.Run.Up()) {
+				byMachine[o.MachineID] = o
+			}
 		}
 		healthy[zi.Zone] = byMachine
 	}
@@ -83,8 +88,8 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 		}
 		m, _ := e.idx.get(id)
 		seen, listed := healthy[m.Zone]
-		if !listed {
-			continue
+		if !listed || e.moves.skip(id, rep.At) {
+			continue // a migration holds it, or ended after the listing
 		}
 		o, found := seen[id]
 		// Issue 10: missing from a complete listing is not enough to fail
@@ -155,6 +160,14 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 		}
 		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
 			From: cur.State, To: n.State, Started: now, Ended: now, Outcome: "adopted"})
+	case (cur.State == Idle || cur.State == Configured) && found && relocated(cur, o):
+		what = "relocated"
+		n.HostName = o.Placement.Host
+		n.Host = HostRef{Provider: e.cfg.Provider, Ref: o.Placement.Ref()}
+		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: "relocated",
+			Note: fmt.Sprintf("domain %s found running on host %s, not %s: a migration the provider did not record (cut by a restart?)",
+				cur.Domain, o.Placement.Host, cur.HostName)})
 	case (cur.State == Idle || cur.State == Configured) && !found:
 		what = "vanished"
 		n.State = Failed
@@ -164,7 +177,9 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 	default:
 		return ""
 	}
-	n.StateSince = now
+	if what != "relocated" {
+		n.StateSince = now
+	}
 	if err := e.commit(context.Background(), id, "", nil, &n); err != nil {
 		return ""
 	}
@@ -174,6 +189,14 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 	}
 	e.log.Warn("reconcile", attrs...)
 	return what
+}
+
+// relocated reports whether the machine's domain runs on another host of
+// its zone than its record says: a migration that finished in libvirt but
+// was never recorded (the provider stopped before it could).
+func relocated(cur *Machine, o backend.Observed) bool {
+	return cur.HostName != "" && o.Placement.Host != "" && o.Placement.Host != cur.HostName &&
+		o.Placement.Domain == cur.Domain && o.Run.Up()
 }
 
 // keepMissing reports whether a machine missing from a complete listing

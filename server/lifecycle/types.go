@@ -58,6 +58,9 @@ const (
 	OpDelete    OpKind = "delete"
 	OpReconcile OpKind = "reconcile"
 	OpRelease   OpKind = "release"
+	// OpMigrate is never a machine's OpKind: a live migration keeps the
+	// machine's state and operation id, and only appears in its history.
+	OpMigrate OpKind = "migrate"
 )
 
 // HostRef is where a machine's VM lives; zero means "no host".

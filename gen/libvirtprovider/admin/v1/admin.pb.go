@@ -1236,7 +1236,8 @@ func (x *GetMachineResponse) GetMachine() *AdminMachine {
 type Transition struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// create, configure, drain, delete, release or reconcile.
+	// create, configure, drain, delete, release, reconcile or migrate (a
+	// live migration: from_state = to_state, the hosts in note).
 	Kind      string                `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	FromState v1alpha1.MachineState `protobuf:"varint,3,opt,name=from_state,json=fromState,proto3,enum=bigfleet.v1alpha1.MachineState" json:"from_state,omitempty"`
 	// The state it ended in (or its target while running).
@@ -1246,9 +1247,13 @@ type Transition struct {
 	Ended *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=ended,proto3" json:"ended,omitempty"`
 	// ended - started, or time so far while running.
 	Duration *durationpb.Duration `protobuf:"bytes,7,opt,name=duration,proto3" json:"duration,omitempty"`
-	// running, succeeded, failed, timed_out, superseded, adopted.
-	Outcome       string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	LastError     string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// running, succeeded, failed, timed_out, superseded, adopted,
+	// restarted, relocated.
+	Outcome   string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	LastError string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Why it went as it did when the provider chose something: a Create's
+	// or a migration's placement decision and its reason.
+	Note          string `protobuf:"bytes,10,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1342,6 +1347,13 @@ func (x *Transition) GetOutcome() string {
 func (x *Transition) GetLastError() string {
 	if x != nil {
 		return x.LastError
+	}
+	return ""
+}
+
+func (x *Transition) GetNote() string {
+	if x != nil {
+		return x.Note
 	}
 	return ""
 }
@@ -2123,6 +2135,138 @@ func (x *UncordonHostResponse) GetHost() *Host {
 	return nil
 }
 
+type MigrateMachineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Host.name of the destination; empty: the zone's placement chooses.
+	ToHost        string `protobuf:"bytes,2,opt,name=to_host,json=toHost,proto3" json:"to_host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateMachineRequest) Reset() {
+	*x = MigrateMachineRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateMachineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateMachineRequest) ProtoMessage() {}
+
+func (x *MigrateMachineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateMachineRequest.ProtoReflect.Descriptor instead.
+func (*MigrateMachineRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MigrateMachineRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MigrateMachineRequest) GetToHost() string {
+	if x != nil {
+		return x.ToHost
+	}
+	return ""
+}
+
+type MigrateMachineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The machine on its new host.
+	Machine  *AdminMachine `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
+	FromHost string        `protobuf:"bytes,2,opt,name=from_host,json=fromHost,proto3" json:"from_host,omitempty"`
+	ToHost   string        `protobuf:"bytes,3,opt,name=to_host,json=toHost,proto3" json:"to_host,omitempty"`
+	// The destination's placement decision and its reason.
+	Placement string `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
+	// How long the migration took.
+	Took          *durationpb.Duration `protobuf:"bytes,5,opt,name=took,proto3" json:"took,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateMachineResponse) Reset() {
+	*x = MigrateMachineResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateMachineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateMachineResponse) ProtoMessage() {}
+
+func (x *MigrateMachineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateMachineResponse.ProtoReflect.Descriptor instead.
+func (*MigrateMachineResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *MigrateMachineResponse) GetMachine() *AdminMachine {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
+func (x *MigrateMachineResponse) GetFromHost() string {
+	if x != nil {
+		return x.FromHost
+	}
+	return ""
+}
+
+func (x *MigrateMachineResponse) GetToHost() string {
+	if x != nil {
+		return x.ToHost
+	}
+	return ""
+}
+
+func (x *MigrateMachineResponse) GetPlacement() string {
+	if x != nil {
+		return x.Placement
+	}
+	return ""
+}
+
+func (x *MigrateMachineResponse) GetTook() *durationpb.Duration {
+	if x != nil {
+		return x.Took
+	}
+	return nil
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2131,7 +2275,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2287,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2300,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 type WhoAmIResponse struct {
@@ -2168,7 +2312,7 @@ type WhoAmIResponse struct {
 	// True when no verified client certificate was presented.
 	Anonymous bool `protobuf:"varint,2,opt,name=anonymous,proto3" json:"anonymous,omitempty"`
 	// Whether the writes (ReleaseMachine, TriggerReconcile, CordonHost,
-	// UncordonHost) would be allowed.
+	// UncordonHost, MigrateMachine) would be allowed.
 	MayWrite bool `protobuf:"varint,3,opt,name=may_write,json=mayWrite,proto3" json:"may_write,omitempty"`
 	// Why not, when may_write is false.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -2178,7 +2322,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2334,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2347,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -2334,7 +2478,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x11GetMachineRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"V\n" +
 	"\x12GetMachineResponse\x12@\n" +
-	"\amachine\x18\x01 \x01(\v2&.libvirtprovider.admin.v1.AdminMachineR\amachine\"\x97\x03\n" +
+	"\amachine\x18\x01 \x01(\v2&.libvirtprovider.admin.v1.AdminMachineR\amachine\"\xab\x03\n" +
 	"\n" +
 	"Transition\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
@@ -2347,7 +2491,9 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\bduration\x18\a \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
 	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\t \x01(\tR\tlastError\"*\n" +
+	"last_error\x18\t \x01(\tR\tlastError\x12\x12\n" +
+	"\x04note\x18\n" +
+	" \x01(\tR\x04note\"*\n" +
 	"\x18GetMachineHistoryRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x98\x01\n" +
 	"\x19GetMachineHistoryResponse\x12\x1d\n" +
@@ -2392,7 +2538,16 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x13UncordonHostRequest\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\"J\n" +
 	"\x14UncordonHostResponse\x122\n" +
-	"\x04host\x18\x01 \x01(\v2\x1e.libvirtprovider.admin.v1.HostR\x04host\"\x0f\n" +
+	"\x04host\x18\x01 \x01(\v2\x1e.libvirtprovider.admin.v1.HostR\x04host\"@\n" +
+	"\x15MigrateMachineRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\ato_host\x18\x02 \x01(\tR\x06toHost\"\xdd\x01\n" +
+	"\x16MigrateMachineResponse\x12@\n" +
+	"\amachine\x18\x01 \x01(\v2&.libvirtprovider.admin.v1.AdminMachineR\amachine\x12\x1b\n" +
+	"\tfrom_host\x18\x02 \x01(\tR\bfromHost\x12\x17\n" +
+	"\ato_host\x18\x03 \x01(\tR\x06toHost\x12\x1c\n" +
+	"\tplacement\x18\x04 \x01(\tR\tplacement\x12-\n" +
+	"\x04took\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04took\"\x0f\n" +
 	"\rWhoAmIRequest\"\x7f\n" +
 	"\x0eWhoAmIResponse\x12\x1a\n" +
 	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x1c\n" +
@@ -2404,7 +2559,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\x83\v\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xf8\v\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetFleetSummary\x120.libvirtprovider.admin.v1.GetFleetSummaryRequest\x1a1.libvirtprovider.admin.v1.GetFleetSummaryResponse\"\x03\x90\x02\x01\x12i\n" +
 	"\tListHosts\x12*.libvirtprovider.admin.v1.ListHostsRequest\x1a+.libvirtprovider.admin.v1.ListHostsResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -2418,7 +2573,8 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x10TriggerReconcile\x121.libvirtprovider.admin.v1.TriggerReconcileRequest\x1a2.libvirtprovider.admin.v1.TriggerReconcileResponse\x12l\n" +
 	"\n" +
 	"CordonHost\x12+.libvirtprovider.admin.v1.CordonHostRequest\x1a,.libvirtprovider.admin.v1.CordonHostResponse\"\x03\x90\x02\x02\x12r\n" +
-	"\fUncordonHost\x12-.libvirtprovider.admin.v1.UncordonHostRequest\x1a..libvirtprovider.admin.v1.UncordonHostResponse\"\x03\x90\x02\x02\x12`\n" +
+	"\fUncordonHost\x12-.libvirtprovider.admin.v1.UncordonHostRequest\x1a..libvirtprovider.admin.v1.UncordonHostResponse\"\x03\x90\x02\x02\x12s\n" +
+	"\x0eMigrateMachine\x12/.libvirtprovider.admin.v1.MigrateMachineRequest\x1a0.libvirtprovider.admin.v1.MigrateMachineResponse\x12`\n" +
 	"\x06WhoAmI\x12'.libvirtprovider.admin.v1.WhoAmIRequest\x1a(.libvirtprovider.admin.v1.WhoAmIResponse\"\x03\x90\x02\x01BKZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1;adminv1b\x06proto3"
 
 var (
@@ -2434,7 +2590,7 @@ func file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_libvirtprovider_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(WatchEventType)(0),               // 0: libvirtprovider.admin.v1.WatchEventType
 	(*StateZoneCount)(nil),            // 1: libvirtprovider.admin.v1.StateZoneCount
@@ -2469,78 +2625,84 @@ var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(*CordonHostResponse)(nil),        // 30: libvirtprovider.admin.v1.CordonHostResponse
 	(*UncordonHostRequest)(nil),       // 31: libvirtprovider.admin.v1.UncordonHostRequest
 	(*UncordonHostResponse)(nil),      // 32: libvirtprovider.admin.v1.UncordonHostResponse
-	(*WhoAmIRequest)(nil),             // 33: libvirtprovider.admin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),            // 34: libvirtprovider.admin.v1.WhoAmIResponse
-	nil,                               // 35: libvirtprovider.admin.v1.Host.LabelsEntry
-	(v1alpha1.MachineState)(0),        // 36: bigfleet.v1alpha1.MachineState
-	(*timestamppb.Timestamp)(nil),     // 37: google.protobuf.Timestamp
-	(*v1alpha1.Machine)(nil),          // 38: bigfleet.v1alpha1.Machine
-	(*durationpb.Duration)(nil),       // 39: google.protobuf.Duration
+	(*MigrateMachineRequest)(nil),     // 33: libvirtprovider.admin.v1.MigrateMachineRequest
+	(*MigrateMachineResponse)(nil),    // 34: libvirtprovider.admin.v1.MigrateMachineResponse
+	(*WhoAmIRequest)(nil),             // 35: libvirtprovider.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),            // 36: libvirtprovider.admin.v1.WhoAmIResponse
+	nil,                               // 37: libvirtprovider.admin.v1.Host.LabelsEntry
+	(v1alpha1.MachineState)(0),        // 38: bigfleet.v1alpha1.MachineState
+	(*timestamppb.Timestamp)(nil),     // 39: google.protobuf.Timestamp
+	(*v1alpha1.Machine)(nil),          // 40: bigfleet.v1alpha1.Machine
+	(*durationpb.Duration)(nil),       // 41: google.protobuf.Duration
 }
 var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
-	36, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
-	37, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
+	38, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
+	39, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
 	3,  // 2: libvirtprovider.admin.v1.ReconcileSummary.zones:type_name -> libvirtprovider.admin.v1.ZoneOutcome
 	1,  // 3: libvirtprovider.admin.v1.GetFleetSummaryResponse.counts:type_name -> libvirtprovider.admin.v1.StateZoneCount
 	2,  // 4: libvirtprovider.admin.v1.GetFleetSummaryResponse.last_reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	37, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
-	37, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
-	35, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
+	39, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
+	39, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
+	37, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
 	7,  // 8: libvirtprovider.admin.v1.Host.cordon:type_name -> libvirtprovider.admin.v1.HostCordon
 	8,  // 9: libvirtprovider.admin.v1.Host.capacity:type_name -> libvirtprovider.admin.v1.HostCapacity
-	37, // 10: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
+	39, // 10: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
 	6,  // 11: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
-	38, // 12: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
-	37, // 13: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
-	39, // 14: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
-	37, // 15: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
-	36, // 16: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
+	40, // 12: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
+	39, // 13: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
+	41, // 14: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
+	39, // 15: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
+	38, // 16: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
 	11, // 17: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
 	11, // 18: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	36, // 19: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
-	36, // 20: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
-	37, // 21: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
-	37, // 22: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
-	39, // 23: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
+	38, // 19: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
+	38, // 20: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
+	39, // 21: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
+	39, // 22: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
+	41, // 23: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
 	16, // 24: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
 	19, // 25: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
 	20, // 26: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
 	0,  // 27: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
 	11, // 28: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	37, // 29: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
+	39, // 29: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
 	11, // 30: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
 	2,  // 31: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
 	6,  // 32: libvirtprovider.admin.v1.CordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
 	6,  // 33: libvirtprovider.admin.v1.UncordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
-	4,  // 34: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
-	9,  // 35: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
-	12, // 36: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
-	14, // 37: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
-	17, // 38: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
-	21, // 39: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
-	23, // 40: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
-	25, // 41: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
-	27, // 42: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
-	29, // 43: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
-	31, // 44: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
-	33, // 45: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
-	5,  // 46: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
-	10, // 47: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
-	13, // 48: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
-	15, // 49: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
-	18, // 50: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
-	22, // 51: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
-	24, // 52: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
-	26, // 53: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
-	28, // 54: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
-	30, // 55: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
-	32, // 56: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
-	34, // 57: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	11, // 34: libvirtprovider.admin.v1.MigrateMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	41, // 35: libvirtprovider.admin.v1.MigrateMachineResponse.took:type_name -> google.protobuf.Duration
+	4,  // 36: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
+	9,  // 37: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
+	12, // 38: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
+	14, // 39: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
+	17, // 40: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
+	21, // 41: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
+	23, // 42: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
+	25, // 43: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
+	27, // 44: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
+	29, // 45: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
+	31, // 46: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
+	33, // 47: libvirtprovider.admin.v1.AdminService.MigrateMachine:input_type -> libvirtprovider.admin.v1.MigrateMachineRequest
+	35, // 48: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
+	5,  // 49: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
+	10, // 50: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
+	13, // 51: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
+	15, // 52: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
+	18, // 53: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
+	22, // 54: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
+	24, // 55: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
+	26, // 56: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
+	28, // 57: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
+	30, // 58: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
+	32, // 59: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
+	34, // 60: libvirtprovider.admin.v1.AdminService.MigrateMachine:output_type -> libvirtprovider.admin.v1.MigrateMachineResponse
+	36, // 61: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
+	49, // [49:62] is the sub-list for method output_type
+	36, // [36:49] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_libvirtprovider_admin_v1_admin_proto_init() }
@@ -2554,7 +2716,7 @@ func file_libvirtprovider_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_libvirtprovider_admin_v1_admin_proto_rawDesc), len(file_libvirtprovider_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -69,6 +69,9 @@ const (
 	// AdminServiceUncordonHostProcedure is the fully-qualified name of the AdminService's UncordonHost
 	// RPC.
 	AdminServiceUncordonHostProcedure = "/libvirtprovider.admin.v1.AdminService/UncordonHost"
+	// AdminServiceMigrateMachineProcedure is the fully-qualified name of the AdminService's
+	// MigrateMachine RPC.
+	AdminServiceMigrateMachineProcedure = "/libvirtprovider.admin.v1.AdminService/MigrateMachine"
 	// AdminServiceWhoAmIProcedure is the fully-qualified name of the AdminService's WhoAmI RPC.
 	AdminServiceWhoAmIProcedure = "/libvirtprovider.admin.v1.AdminService/WhoAmI"
 )
@@ -113,6 +116,22 @@ type AdminServiceClient interface {
 	// UncordonHost lets placements go to the host again. Idempotent.
 	// Requires --admin-write and a caller on --admin-clients.
 	UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error)
+	// MigrateMachine live-migrates an IDLE or CONFIGURED machine's VM to
+	// another host of its zone (to_host, or the host the zone's placement
+	// picks among the connected, uncordoned others) and answers once it
+	// runs there; the call takes as long as the migration (seconds for a
+	// small guest; bounded by --migrate-timeout). The guest keeps running;
+	// its state, cluster, shard metadata and fence marks do not change:
+	// BigFleet sees only HostRef.ref change. Meanwhile the machine's
+	// Create/Configure/Drain/Delete answer Unavailable. A failed migration
+	// leaves the VM running on its source, never FAILED, with the cause in
+	// last_error and the history. Codes: InvalidArgument (no id, to_host is
+	// its host), NotFound (machine or host), Aborted (not IDLE or
+	// CONFIGURED, already migrating, the destination does not fit),
+	// Unavailable (its host is down, or the migration failed),
+	// Unimplemented (a backend that cannot migrate). Requires --admin-write
+	// and a caller on --admin-clients.
+	MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error)
 	// WhoAmI reports the identity the server saw on this call and whether
 	// it may write, so a client (the admin page) can say so before trying.
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -204,6 +223,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		migrateMachine: connect.NewClient[v1.MigrateMachineRequest, v1.MigrateMachineResponse](
+			httpClient,
+			baseURL+AdminServiceMigrateMachineProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("MigrateMachine")),
+			connect.WithClientOptions(opts...),
+		),
 		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
 			httpClient,
 			baseURL+AdminServiceWhoAmIProcedure,
@@ -227,6 +252,7 @@ type adminServiceClient struct {
 	triggerReconcile  *connect.Client[v1.TriggerReconcileRequest, v1.TriggerReconcileResponse]
 	cordonHost        *connect.Client[v1.CordonHostRequest, v1.CordonHostResponse]
 	uncordonHost      *connect.Client[v1.UncordonHostRequest, v1.UncordonHostResponse]
+	migrateMachine    *connect.Client[v1.MigrateMachineRequest, v1.MigrateMachineResponse]
 	whoAmI            *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
 }
 
@@ -285,6 +311,11 @@ func (c *adminServiceClient) UncordonHost(ctx context.Context, req *connect.Requ
 	return c.uncordonHost.CallUnary(ctx, req)
 }
 
+// MigrateMachine calls libvirtprovider.admin.v1.AdminService.MigrateMachine.
+func (c *adminServiceClient) MigrateMachine(ctx context.Context, req *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {
+	return c.migrateMachine.CallUnary(ctx, req)
+}
+
 // WhoAmI calls libvirtprovider.admin.v1.AdminService.WhoAmI.
 func (c *adminServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
 	return c.whoAmI.CallUnary(ctx, req)
@@ -330,6 +361,22 @@ type AdminServiceHandler interface {
 	// UncordonHost lets placements go to the host again. Idempotent.
 	// Requires --admin-write and a caller on --admin-clients.
 	UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error)
+	// MigrateMachine live-migrates an IDLE or CONFIGURED machine's VM to
+	// another host of its zone (to_host, or the host the zone's placement
+	// picks among the connected, uncordoned others) and answers once it
+	// runs there; the call takes as long as the migration (seconds for a
+	// small guest; bounded by --migrate-timeout). The guest keeps running;
+	// its state, cluster, shard metadata and fence marks do not change:
+	// BigFleet sees only HostRef.ref change. Meanwhile the machine's
+	// Create/Configure/Drain/Delete answer Unavailable. A failed migration
+	// leaves the VM running on its source, never FAILED, with the cause in
+	// last_error and the history. Codes: InvalidArgument (no id, to_host is
+	// its host), NotFound (machine or host), Aborted (not IDLE or
+	// CONFIGURED, already migrating, the destination does not fit),
+	// Unavailable (its host is down, or the migration failed),
+	// Unimplemented (a backend that cannot migrate). Requires --admin-write
+	// and a caller on --admin-clients.
+	MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error)
 	// WhoAmI reports the identity the server saw on this call and whether
 	// it may write, so a client (the admin page) can say so before trying.
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -417,6 +464,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceMigrateMachineHandler := connect.NewUnaryHandler(
+		AdminServiceMigrateMachineProcedure,
+		svc.MigrateMachine,
+		connect.WithSchema(adminServiceMethods.ByName("MigrateMachine")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceWhoAmIHandler := connect.NewUnaryHandler(
 		AdminServiceWhoAmIProcedure,
 		svc.WhoAmI,
@@ -448,6 +501,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceCordonHostHandler.ServeHTTP(w, r)
 		case AdminServiceUncordonHostProcedure:
 			adminServiceUncordonHostHandler.ServeHTTP(w, r)
+		case AdminServiceMigrateMachineProcedure:
+			adminServiceMigrateMachineHandler.ServeHTTP(w, r)
 		case AdminServiceWhoAmIProcedure:
 			adminServiceWhoAmIHandler.ServeHTTP(w, r)
 		default:
@@ -501,6 +556,10 @@ func (UnimplementedAdminServiceHandler) CordonHost(context.Context, *connect.Req
 
 func (UnimplementedAdminServiceHandler) UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.UncordonHost is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.MigrateMachine is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
