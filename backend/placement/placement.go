@@ -73,7 +73,7 @@ type hostState struct {
 	reserved map[string]Size // Creates in flight, not yet seen by inventory
 	incoming map[string]Size // migrations in flight to this host (move.go)
 	used     Usage           // sum of observed and reserved
-	pos      int             // index in the zone's ordered hosts
+	placed   orderKey        // the key the zone's order holds it under (order.go)
 }
 
 func (h *hostState) add(s Size, sign int) {

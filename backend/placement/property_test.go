@@ -17,8 +17,11 @@ func checkLimits(t *testing.T, p *Planner) {
 	for _, z := range p.zones {
 		z.mu.Lock()
 		for i, h := range z.hosts {
-			if h.pos != i || (i > 0 && before(h, z.hosts[i-1])) {
-				t.Errorf("zone %s: host %s at %d (pos %d) out of order", z.name, h.Name, i, h.pos)
+			if i > 0 && before(h, z.hosts[i-1]) {
+				t.Errorf("zone %s: host %s at %d out of order", z.name, h.Name, i)
+			}
+			if h.placed != h.orderKey() { // its index would be searched under a stale key
+				t.Errorf("zone %s: host %s sorted under %+v, its books say %+v", z.name, h.Name, h.placed, h.orderKey())
 			}
 			var sum Usage
 			for _, m := range []map[string]Size{h.observed, h.reserved} {
