@@ -108,6 +108,23 @@ func TestDestDomainXML(t *testing.T) {
 	}
 }
 
+// emulatedMigration is a backend of two hosts in zone z1 whose migration
+// call is emulated (the test driver cannot migrate), with machine m1
+// created on one of them.
+func emulatedMigration(t *testing.T) (*Backend, *faults, backend.Placement) {
+	b, f, _ := newFaultBackend(t, func(c *Config) {
+		c.Hosts = []Host{
+			{Zone: "z1", URI: sizedNode(t, 4, 2<<20), Name: "a", Named: true, Enforce: true},
+			{Zone: "z1", URI: sizedNode(t, 4, 4<<20), Name: "b", Named: true, Enforce: true},
+		}
+	}, func(f *faults) { f.emulateM = true })
+	pl, err := b.Create(context.Background(), sized("m1", 1, 512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, f, pl
+}
+
 // With the migration itself emulated (the test driver cannot migrate),
 // everything around it is real: the destination's overlay is made on its
 // golden image (NON_SHARED_INC), the DEST_XML defines a domain whose disk
@@ -115,17 +132,8 @@ func TestDestDomainXML(t *testing.T) {
 // volume goes, and the books move.
 func TestMigrateSuccessAroundTheCall(t *testing.T) {
 	t.Parallel()
-	b, f, _ := newFaultBackend(t, func(c *Config) {
-		c.Hosts = []Host{
-			{Zone: "z1", URI: sizedNode(t, 4, 2<<20), Name: "a", Named: true, Enforce: true},
-			{Zone: "z1", URI: sizedNode(t, 4, 4<<20), Name: "b", Named: true, Enforce: true},
-		}
-	}, func(f *faults) { f.emulateM = true })
+	b, f, pl := emulatedMigration(t)
 	ctx := context.Background()
-	pl, err := b.Create(ctx, sized("m1", 1, 512))
-	if err != nil {
-		t.Fatal(err)
-	}
 	to := map[string]string{"a": "b", "b": "a"}[pl.Host]
 	np, err := b.Migrate(ctx, backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512, ToHost: to})
 	if err != nil {
@@ -168,17 +176,8 @@ func TestMigrateSuccessAroundTheCall(t *testing.T) {
 // is: the destination's volumes stay under the domain running there.
 func TestMigrateLostReplyAfterTheMove(t *testing.T) {
 	t.Parallel()
-	b, f, _ := newFaultBackend(t, func(c *Config) {
-		c.Hosts = []Host{
-			{Zone: "z1", URI: sizedNode(t, 4, 2<<20), Name: "a", Named: true, Enforce: true},
-			{Zone: "z1", URI: sizedNode(t, 4, 4<<20), Name: "b", Named: true, Enforce: true},
-		}
-	}, func(f *faults) { f.emulateM = true })
+	b, f, pl := emulatedMigration(t)
 	ctx := context.Background()
-	pl, err := b.Create(ctx, sized("m1", 1, 512))
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.add(&fault{op: "conn.Migrate3", kind: faultAfter})
 	np, err := b.Migrate(ctx, backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512})
 	if err != nil || np.Host == pl.Host {
