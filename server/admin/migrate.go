@@ -9,7 +9,6 @@ import (
 
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
 const actionMigrate = "migrate"
@@ -24,11 +23,7 @@ func (s *Service) MigrateMachine(ctx context.Context, req *connect.Request[admin
 	if err != nil {
 		return nil, err
 	}
-	var res lifecycle.MigrateResult
-	err = &lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "id is required"}
-	if id != "" {
-		res, err = s.eng.Migrate(ctx, id, to)
-	}
+	res, err := s.eng.Migrate(ctx, id, to) // validates id
 	s.done(a, actionMigrate, target, "", req.Peer(), err)
 	if err != nil {
 		return nil, server.WireError(err)
