@@ -9,14 +9,22 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
-func TestMigrateMovesAndBooks(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// twoHostsWithMachine is twoHosts (spread) with machine m1 (2 vCPU,
+// 2 GiB) created in zone-a.
+func twoHostsWithMachine(t *testing.T) (*Backend, backend.Placement) {
+	t.Helper()
 	b := twoHosts(placement.Spread)
-	p, err := b.Create(ctx, hspec("m1", "zone-a", 2, 2048))
+	p, err := b.Create(context.Background(), hspec("m1", "zone-a", 2, 2048))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, p
+}
+
+func TestMigrateMovesAndBooks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, p := twoHostsWithMachine(t)
 	np, err := b.Migrate(ctx, backend.MigrateSpec{MachineID: "m1", Placement: p})
 	if err != nil || np.Host == p.Host || np.Host == "" || np.Domain != p.Domain || np.Why == "" {
 		t.Fatalf("migrate %+v -> %+v, %v", p, np, err)
@@ -40,11 +48,7 @@ func TestMigrateMovesAndBooks(t *testing.T) {
 func TestMigrateFailureKeepsVMAndReleasesBooking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := twoHosts(placement.Spread)
-	p, err := b.Create(ctx, hspec("m1", "zone-a", 2, 2048))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, p := twoHostsWithMachine(t)
 	p.Why = ""
 	boom := errors.New("migration job failed")
 	b.SetFailure(OpMigrate, "m1", boom)

@@ -17,14 +17,10 @@ import (
 // gone afterwards, with the domain still running on its host.
 func TestMigrateFailureCleansDestination(t *testing.T) {
 	t.Parallel()
-	b := poolBackend(t, nil)
+	b, pl := poolWithMachine(t)
 	ctx := context.Background()
-	pl, err := b.Create(ctx, sized("m1", 1, 512))
-	if err != nil {
-		t.Fatal(err)
-	}
 	to := map[string]string{"a": "b", "b": "a"}[pl.Host]
-	_, err = b.Migrate(ctx, backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512})
+	_, err := b.Migrate(ctx, backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512})
 	if err == nil || !strings.Contains(err.Error(), "migrate "+pl.Domain+" from host "+pl.Host+" to host "+to) {
 		t.Fatalf("err = %v", err)
 	}
@@ -44,12 +40,8 @@ func TestMigrateFailureCleansDestination(t *testing.T) {
 
 func TestMigrateRefusals(t *testing.T) {
 	t.Parallel()
-	b := poolBackend(t, nil)
+	b, pl := poolWithMachine(t)
 	ctx := context.Background()
-	pl, err := b.Create(ctx, sized("m1", 1, 512))
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512}
 	spec.ToHost = "nope"
 	if _, err := b.Migrate(ctx, spec); !errors.Is(err, backend.ErrUnknownHost) {

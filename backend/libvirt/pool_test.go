@@ -35,6 +35,18 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // poolBackend: zone z1 of two hosts from a hosts file: a (4 CPUs, 2 GiB)
 // and b (4 CPUs, 4 GiB), capacity enforced.
+// poolWithMachine is poolBackend with machine m1 (1 vCPU, 512 MiB)
+// created on one of its hosts.
+func poolWithMachine(t *testing.T) (*Backend, backend.Placement) {
+	t.Helper()
+	b := poolBackend(t, nil)
+	pl, err := b.Create(context.Background(), sized("m1", 1, 512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, pl
+}
+
 func poolBackend(t *testing.T, mutate func(*Config)) *Backend {
 	t.Helper()
 	b, _ := newTestBackend(t, func(c *Config) {
@@ -220,12 +232,8 @@ func TestPoolHostDown(t *testing.T) {
 // it is "not known", never looked up on a guessed host.
 func TestPoolPlacementWithoutHost(t *testing.T) {
 	t.Parallel()
-	b := poolBackend(t, nil)
+	b, pl := poolWithMachine(t)
 	ctx := context.Background()
-	pl, err := b.Create(ctx, sized("m1", 1, 512))
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := backend.Placement{Zone: "z1", Domain: pl.Domain} // as recorded by an older version
 	b.plan.Forget("z1", "m1")                               // as after a restart, before any listing
 	if _, _, err := b.locate("m1", old, ""); !errors.Is(err, backend.ErrHostUnavailable) {
