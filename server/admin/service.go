@@ -48,13 +48,12 @@ type Options struct {
 	AllowWrite bool
 	// Clients is --admin-clients: with AllowWrite, only callers whose
 	// verified client certificate matches may write. Empty: nobody.
+	// Deliberately no option names a caller: the only identity is the
+	// certificate the TLS stack verified (withCaller), so no setting can
+	// open writes to a caller without one. Tests that cannot present a
+	// certificate get one from admintest, in front of the handler.
 	Clients Clients
-	// InsecureTestCaller, when set, is the name (as a CN) of every caller
-	// without a verified client certificate, still subject to Clients.
-	// Only for tests of the page and CLI, which cannot present
-	// certificates; cmd/libvirt never sets it.
-	InsecureTestCaller string
-	Logger             *slog.Logger // nil: discard
+	Logger  *slog.Logger // nil: discard
 	// Registerer receives admin_writes_total{action,result,identity}; nil
 	// registers nowhere.
 	Registerer prometheus.Registerer
@@ -83,18 +82,17 @@ func CordonFileFor(statePath string) string {
 
 // Service implements adminv1connect.AdminServiceHandler.
 type Service struct {
-	eng        Engine
-	write      bool
-	clients    Clients
-	testCaller string
-	log        *slog.Logger
-	writes     *prometheus.CounterVec
-	heartbeat  time.Duration
-	ui         http.Handler
-	cordons    *cordonStore
-	now        func() time.Time
-	stop       chan struct{}
-	stopOnce   sync.Once
+	eng       Engine
+	write     bool
+	clients   Clients
+	log       *slog.Logger
+	writes    *prometheus.CounterVec
+	heartbeat time.Duration
+	ui        http.Handler
+	cordons   *cordonStore
+	now       func() time.Time
+	stop      chan struct{}
+	stopOnce  sync.Once
 }
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
@@ -110,7 +108,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, testCaller: opts.InsecureTestCaller, log: opts.Logger,
+	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, log: opts.Logger,
 		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, now: opts.Now, stop: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

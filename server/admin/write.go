@@ -41,9 +41,6 @@ type access struct {
 // --admin-clients (an empty list allows nobody).
 func (s *Service) accessOf(ctx context.Context) access {
 	names, ok := callerNames(ctx)
-	if !ok && s.testCaller != "" {
-		names, ok = &certNames{cn: s.testCaller}, true
-	}
 	a := access{identity: Anonymous, label: labelAnonymous}
 	if ok {
 		a.identity, a.label = names.display(), labelUnlisted

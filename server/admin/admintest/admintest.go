@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,7 +38,8 @@ type Options struct {
 	AdminWrite bool
 	// Clients is --admin-clients. Empty with AdminWrite: the test cannot
 	// present a client certificate (h2c, the browser, the CLI), so every
-	// caller is TestCaller and allowed.
+	// request reaches the server as if over mTLS with a verified
+	// certificate named TestCaller (see AsVerifiedCaller), which is listed.
 	Clients   string
 	TLS       bool
 	Machines  int           // 0 → 4
@@ -135,9 +137,9 @@ func Start(t testing.TB, opts Options) *Server {
 	if aopts.Clients, err = admin.ParseClients(opts.Clients); err != nil {
 		t.Fatal(err)
 	}
-	if opts.AdminWrite && opts.Clients == "" {
+	asCaller := opts.AdminWrite && opts.Clients == ""
+	if asCaller {
 		aopts.Clients, _ = admin.ParseClients(TestCaller)
-		aopts.InsecureTestCaller = TestCaller
 	}
 	svc, err := admin.New(aopts)
 	if err != nil {
@@ -151,6 +153,9 @@ func Start(t testing.TB, opts Options) *Server {
 		ReflectionNames: []string{admin.ServiceName},
 		Mount:           []func(*http.ServeMux, connect.HandlerOption){svc.Mount},
 	})
+	if asCaller {
+		h = AsVerifiedCaller(h, TestCaller)
+	}
 	s := &Server{Engine: eng, Fake: fb, Registry: metrics.Registry, Logs: logs}
 	hs := httptest.NewUnstartedServer(h)
 	hs.Config.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
@@ -175,6 +180,27 @@ func Start(t testing.TB, opts Options) *Server {
 		eng.Close()
 	})
 	return s
+}
+
+// AsVerifiedCaller hands h every request as if its TLS stack had verified
+// a client certificate whose only name is the CN name: it stands where
+// mTLS would, for clients that cannot present a certificate. It exists
+// only here, in front of the handler a test builds; the admin service has
+// no setting that names a caller, so a production server has no such
+// path.
+func AsVerifiedCaller(h http.Handler, name string) http.Handler {
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: name}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var st tls.ConnectionState
+		if r.TLS != nil {
+			st = *r.TLS
+		}
+		st.PeerCertificates = []*x509.Certificate{cert}
+		st.VerifiedChains = [][]*x509.Certificate{{cert}}
+		r = r.WithContext(r.Context()) // a shallow copy, not the caller's request
+		r.TLS = &st
+		h.ServeHTTP(w, r)
+	})
 }
 
 // HTTPClient speaks HTTP/2 to the server: h2c with prior knowledge, or TLS
