@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -70,6 +71,11 @@ type Config struct {
 	// DomainType (--domain-type): auto, kvm or qemu; "" means auto.
 	DomainType string
 
+	// CredentialsDir (--credentials-dir), when set, is the one directory
+	// the hosts' URIs may name credentials in (pkipath, keyfile,
+	// known_hosts): the mounted Secret. "" leaves those paths unchecked.
+	CredentialsDir string
+
 	// AgentTimeout bounds every guest-agent command; Bootstrap tunes the
 	// hooks (zero fields take guestagent's defaults).
 	AgentTimeout time.Duration
@@ -111,6 +117,10 @@ func (c *Config) Validate() error {
 	if len(c.Hosts) == 0 {
 		errs = append(errs, errors.New("--connect: no libvirt host given"))
 	}
+	credDir, err := checkCredentialsDir(c.CredentialsDir)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	seen, names := map[[2]string]bool{}, map[string]bool{}
 	for _, h := range c.Hosts {
 		if seen[[2]string{h.Zone, h.URI}] {
@@ -124,7 +134,8 @@ func (c *Config) Validate() error {
 		if err := validZone(h.Zone); err != nil {
 			errs = append(errs, err)
 		}
-		if err := ValidateURI(h.URI); err != nil {
+		// --hosts file URIs come through here too.
+		if err := ValidateURIIn(h.URI, credDir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -152,6 +163,28 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkCredentialsDir returns the clean --credentials-dir, refusing one
+// that is relative (its meaning would depend on the working directory) or
+// not an existing directory (a typo would otherwise refuse every URI, or
+// bound nothing the operator meant).
+func checkCredentialsDir(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("--credentials-dir: %q must be an absolute path", dir)
+	}
+	dir = filepath.Clean(dir)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--credentials-dir: %w", err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("--credentials-dir: %s is not a directory", dir)
+	}
+	return dir, nil
 }
 
 // checkUserData refuses a --base-user-data we could not serve: an unreadable

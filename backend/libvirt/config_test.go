@@ -2,6 +2,8 @@ package libvirt
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -153,6 +155,20 @@ func TestValidateConfig(t *testing.T) {
 	if err := func() *Config { c := good(); return &c }().Validate(); err != nil {
 		t.Fatalf("good config refused: %v", err)
 	}
+	creds := t.TempDir()
+	notDir := filepath.Join(creds, "id")
+	if err := os.WriteFile(notDir, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inside := func() Config {
+		c := good()
+		c.CredentialsDir = creds + "/"
+		c.Hosts[0].URI = "qemu+libssh://h/system?keyfile=" + creds + "/id&known_hosts=" + creds + "/known_hosts"
+		return c
+	}
+	if c := inside(); c.Validate() != nil {
+		t.Fatalf("credentials inside --credentials-dir refused: %v", c.Validate())
+	}
 	tests := []struct {
 		name   string
 		mutate func(*Config)
@@ -171,6 +187,18 @@ func TestValidateConfig(t *testing.T) {
 		{"no pool", func(c *Config) { c.Pool = "" }, "--storage-pool"},
 		{"initrd without kernel", func(c *Config) { c.Initrd = "/i" }, "--kernel"},
 		{"missing user-data", func(c *Config) { c.BaseUserData = "/nonexistent/user-data" }, "--base-user-data"},
+		{"weak tls_priority", func(c *Config) { c.Hosts[0].URI = "qemu+tls://h/system?tls_priority=NORMAL" }, "tls_priority"},
+		{"relative credentials dir", func(c *Config) { c.CredentialsDir = "creds" }, "--credentials-dir"},
+		{"missing credentials dir", func(c *Config) { c.CredentialsDir = "/nonexistent/creds" }, "--credentials-dir"},
+		{"credentials dir is a file", func(c *Config) { c.CredentialsDir = notDir }, "--credentials-dir"},
+		{"keyfile outside credentials dir", func(c *Config) {
+			*c = inside()
+			c.Hosts[0].URI = "qemu+libssh://h/system?keyfile=/root/.ssh/id"
+		}, "keyfile is outside --credentials-dir"},
+		{"a --hosts file host's pkipath outside credentials dir", func(c *Config) {
+			*c = inside()
+			c.Hosts = append(c.Hosts, Host{Zone: "a", URI: "qemu+tls://kvm-a2/system?pkipath=/etc/pki/libvirt", Name: "kvm-a2", Named: true, Enforce: true})
+		}, "pkipath is outside --credentials-dir"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 
 	"libvirt.org/go/libvirt"
@@ -15,19 +18,29 @@ import (
 var transports = map[string]bool{"": true, "unix": true, "tls": true, "libssh": true, "libssh2": true, "ssh": true}
 
 // ValidateURI refuses libvirt URIs whose transport is not on the allow-list
-// or whose parameters would switch peer verification off, judged by
-// libvirt's own rules rather than Go's (see libvirtParams):
+// or whose parameters would weaken the connection, judged by libvirt's own
+// rules rather than Go's (see libvirtParams):
 //   - a transport other than unix, tls, libssh, libssh2 or ssh (tcp is
 //     unencrypted, ext runs an arbitrary local command);
-//   - no_verify with any value but 0 (TLS or SSH without verification);
-//   - known_hosts_verify other than normal (auto adds unknown keys, ignore
-//     accepts any);
-//   - command= (the ssh transports run it as the local ssh binary);
 //   - any parameter given twice, whatever its case: libvirt uses the last,
-//     a reader of the URI sees the first.
+//     a reader of the URI sees the first;
+//   - a parameter paramRules refuses (no_verify, known_hosts_verify,
+//     command, tls_priority).
 //
 // Messages name the flag and show the URI redacted.
-func ValidateURI(raw string) error {
+func ValidateURI(raw string) error { return validateURI(raw, uriPolicy{}) }
+
+// ValidateURIIn is ValidateURI with a --credentials-dir: pkipath, keyfile
+// and known_hosts must then name paths inside dir (see credPath). dir must
+// be absolute and clean (Config.Validate checks it).
+func ValidateURIIn(raw, dir string) error { return validateURI(raw, uriPolicy{credDir: dir}) }
+
+// uriPolicy is what the rules need beyond the URI itself.
+type uriPolicy struct {
+	credDir string // --credentials-dir; "" puts no bound on credential paths
+}
+
+func validateURI(raw string, pol uriPolicy) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
 		return fmt.Errorf("--connect: %q is not a libvirt URI", Redact(raw))
@@ -47,28 +60,110 @@ func ValidateURI(raw string) error {
 		return fmt.Errorf("--connect: %s: %w", shown, err)
 	}
 	for _, p := range params {
-		if err := checkParam(p); err != nil {
-			return fmt.Errorf("--connect: %s: %w", shown, err)
+		if rule := paramRules[p.Name]; rule != nil {
+			if err := rule(pol, p.Value); err != nil {
+				return fmt.Errorf("--connect: %s: %w", shown, err)
+			}
 		}
 	}
 	return nil
 }
 
-// checkParam judges one parameter (name already lowercased).
-func checkParam(p uriParam) error {
-	switch p.Name {
-	case "no_verify":
-		if p.Value != "0" {
-			return fmt.Errorf("no_verify=%s disables peer verification and is refused", shortValue(p.Value))
+// paramRule judges the value of one query parameter.
+type paramRule func(pol uriPolicy, value string) error
+
+// paramRules are the parameters libvirt's remote driver acts on that can
+// weaken a connection or reach for credentials, by lowercased name.
+var paramRules = map[string]paramRule{
+	"no_verify": func(_ uriPolicy, v string) error {
+		if v != "0" {
+			return fmt.Errorf("no_verify=%s disables peer verification and is refused", shortValue(v))
 		}
-	case "known_hosts_verify":
-		if v := strings.ToLower(p.Value); v != "normal" {
+		return nil
+	},
+	"known_hosts_verify": func(_ uriPolicy, v string) error {
+		if v := strings.ToLower(v); v != "normal" {
 			return fmt.Errorf("known_hosts_verify=%s does not verify the host key and is refused; use normal with a known_hosts file", shortValue(v))
 		}
-	case "command":
+		return nil
+	},
+	"command": func(uriPolicy, string) error {
 		return errors.New("command= runs a local program in place of ssh and is refused")
+	},
+	"tls_priority": func(_ uriPolicy, v string) error { return checkTLSPriority(v) },
+	"pkipath":      credPath("pkipath"),
+	"keyfile":      credPath("keyfile"),
+	"known_hosts":  credPath("known_hosts"),
+}
+
+// tlsPriorityBases are the GnuTLS keywords a tls_priority may start from.
+// Not NONE (then every algorithm is the string's to add), LEGACY, or
+// @SYSTEM/@KEYWORD (their meaning lives in a host's config file).
+var tlsPriorityBases = []string{"NORMAL", "PFS", "SECURE128", "SECURE192", "SECURE256"}
+
+// tlsRemoval is a GnuTLS token that only takes something away ("-NAME" or
+// "!NAME"), which can make a handshake fail but never weaker.
+var tlsRemoval = regexp.MustCompile(`^[-!][A-Z0-9][A-Z0-9.-]*$`)
+
+// checkTLSPriority allows a tls_priority only in the form
+// BASE:-VERS-ALL:+VERS-TLS1.3[:-NAME...]: whatever versions BASE enables,
+// -VERS-ALL drops them and only TLS 1.3 is added back; later tokens may
+// only remove. That refuses SSL 3.0 and TLS 1.0-1.2, NULL ciphers, "%"
+// overrides (%COMPAT, %UNSAFE_RENEGOTIATION, ...) and additions such as
+// +ANON-ECDH (no peer authentication), without modelling all of GnuTLS's
+// priority syntax: an unfamiliar string is refused rather than guessed at.
+func checkTLSPriority(v string) error {
+	if strings.Contains(strings.ToUpper(v), "NULL") {
+		return errors.New("tls_priority names NULL (no encryption) and is refused")
 	}
-	return nil
+	toks := strings.Split(v, ":")
+	ok := len(toks) >= 3 && slices.Contains(tlsPriorityBases, toks[0]) &&
+		toks[1] == "-VERS-ALL" && toks[2] == "+VERS-TLS1.3"
+	for _, t := range toks[min(3, len(toks)):] {
+		ok = ok && tlsRemoval.MatchString(t)
+	}
+	if ok {
+		return nil
+	}
+	hint := ""
+	if strings.Contains(v, " ") {
+		// libvirt, like a form, decodes '+' in a query as a space.
+		hint = ` ("+" in a URI query is a space to libvirt: write it as %2B)`
+	}
+	return fmt.Errorf("tls_priority must be TLS 1.3 only, as BASE:-VERS-ALL:+VERS-TLS1.3 (BASE one of %s), "+
+		"optionally followed by removals (:-NAME); refused%s", strings.Join(tlsPriorityBases, ", "), hint)
+}
+
+// credPath is the rule of a parameter naming a credential file or
+// directory: with a --credentials-dir it must lie inside it, so the
+// provider reads credentials only from the mounted Secret. The check is
+// lexical (no symlinks followed): a Kubernetes Secret volume is itself
+// symlinks into "..data", and what the directory holds is the operator's.
+// Messages never show the value.
+func credPath(param string) paramRule {
+	return func(pol uriPolicy, v string) error {
+		dir := pol.credDir
+		if dir == "" {
+			return nil
+		}
+		switch {
+		case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }):
+			// libvirt reads a C string: a NUL would cut the path short.
+			return fmt.Errorf("%s contains a control character; refused (--credentials-dir %s)", param, dir)
+		case !filepath.IsAbs(v):
+			return fmt.Errorf("%s must be an absolute path inside --credentials-dir %s; refused", param, dir)
+		case slices.Contains(strings.Split(v, "/"), ".."):
+			return fmt.Errorf(`%s must not contain ".."; refused (--credentials-dir %s)`, param, dir)
+		case !inside(filepath.Clean(v), dir):
+			return fmt.Errorf("%s is outside --credentials-dir %s; refused", param, dir)
+		}
+		return nil
+	}
+}
+
+// inside reports whether the clean absolute path p is dir or below it.
+func inside(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // shortValue keeps a quoted URI value short in a message.
