@@ -30,6 +30,8 @@ type config struct {
 	HostsFile   string // --hosts
 	Placement   string // --placement
 
+	CredentialsDir string // --credentials-dir
+
 	Offerings        string  // --offerings
 	SeedCount        int     // --seed-count
 	CapacityType     string  // --capacity-type
@@ -90,6 +92,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.Provider, "provider", "libvirt", "provider `name` reported as HostRef.provider; must stay stable for a state file")
 	fs.StringVar(&c.Connect, "connect", "", "libvirt `URI`, or comma-separated zone=URI list (one host per zone); a bare URI serves --default-zone")
 	fs.StringVar(&c.HostsFile, "hosts", "", "YAML `file` naming each hypervisor (name, zone, uri, labels, overcommit, cordoned); instead of --connect")
+	fs.StringVar(&c.CredentialsDir, "credentials-dir", "", "`directory` (e.g. the mounted Secret) that every libvirt URI's pkipath, keyfile and known_hosts must lie inside; empty: not checked")
 	fs.StringVar(&c.Placement, "placement", string(placement.Spread), "how a Create picks a host of its zone: spread (most free memory) or pack (least free memory that fits)")
 	fs.StringVar(&c.DefaultZone, "default-zone", "local", "`zone` of a bare --connect URI (and of the fake backend)")
 
@@ -130,7 +133,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	fs.BoolVar(&c.AdminWrite, "admin-write", false, "allow the admin API's mutating calls to --admin-clients (read-only when false); needs mTLS on the listener serving the admin API")
-	fs.StringVar(&c.AdminClients, "admin-clients", "", "comma-separated `patterns` of verified client certificates that may write (with --admin-write), matched against DNS/URI/email SANs and CN: exact, or *.domain for one more DNS label; empty allows nobody")
+	fs.StringVar(&c.AdminClients, "admin-clients", "", "comma-separated `patterns` of verified client certificates that may write (with --admin-write), matched against DNS/URI/email SANs (CN only without SANs): exact, or *.domain for one more DNS label; empty allows nobody")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "", "`address` serving only the admin API and page (with --tls-cert/--tls-key, and --admin-tls-ca or --tls-ca); empty serves them on --addr")
 	fs.StringVar(&c.AdminTLSCA, "admin-tls-ca", "", "PEM CA bundle `file` that --admin-addr verifies client certificates against (default --tls-ca)")
 	return fs

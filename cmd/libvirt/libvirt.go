@@ -15,8 +15,9 @@ import (
 // openLibvirt builds the libvirt backend from the flags: --connect (a bare
 // URI for --default-zone, or zone=uri,..., a zone named several times
 // being a pool of hosts) or --hosts FILE, --placement, --provider, --image,
-// --storage-pool, --network, --base-user-data, --kernel/--initrd/--cmdline
-// and the guest-agent bounds (--agent-timeout, --agent-wait, --drain-margin).
+// --storage-pool, --network, --base-user-data, --kernel/--initrd/--cmdline,
+// the guest-agent bounds (--agent-timeout, --agent-wait, --drain-margin)
+// and --credentials-dir.
 // Weak transports and malformed host lists are refused here, naming the
 // flag; a host that is down is not: it is retried in the background and
 // its zone reports unavailable until it answers.
@@ -39,7 +40,9 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		Initrd:       cfg.Initrd,
 		Cmdline:      cfg.Cmdline,
 		DomainType:   cfg.DomainType,
-		AgentTimeout: cfg.AgentTimeout,
+		// Bounds the credential paths of --connect and --hosts URIs alike.
+		CredentialsDir: cfg.CredentialsDir,
+		AgentTimeout:   cfg.AgentTimeout,
 		Bootstrap: guestagent.BootstrapConfig{
 			AgentWait:   cfg.AgentWait,
 			DrainMargin: cfg.DrainMargin,
