@@ -34,7 +34,8 @@ POOL=bigfleet
 POOL_DIR=/var/lib/libvirt/bigfleet-pool
 GOLDEN=bigfleet-golden.qcow2
 BOOT_DIR=/var/lib/libvirt/bigfleet-boot
-CMDLINE='console=ttyS0 panic=-1 quiet'
+# One word: BIGFLEET_LAB_ARGS is expanded unquoted.
+CMDLINE=console=ttyS0
 PROVIDER_DN="/CN=bigfleet-provider/O=BigFleet" # libvirt prints it CN=bigfleet-provider,O=BigFleet
 HOSTS_MARK='# bigfleet-lab'
 export DEBIAN_FRONTEND=noninteractive
@@ -269,7 +270,7 @@ write_env() { # N
 	cat >"$STATE/env.tmp" <<ENV
 export BIGFLEET_LAB_HOSTS=$hosts
 export BIGFLEET_LAB_HOSTS_ZONE=$STATE/hosts-zone.yaml
-export BIGFLEET_LAB_ARGS="--storage-pool=$POOL --image=$GOLDEN --network=bigfleet --kernel=$BOOT_DIR/vmlinuz --initrd=$BOOT_DIR/initrd.img --cmdline='$CMDLINE' --domain-type=$accel"
+export BIGFLEET_LAB_ARGS="--storage-pool=$POOL --image=$GOLDEN --network=bigfleet --kernel=$BOOT_DIR/vmlinuz --initrd=$BOOT_DIR/initrd.img --cmdline=$CMDLINE --domain-type=$accel --credentials-dir=$STATE/creds"
 export BIGFLEET_LAB_N=$n
 export BIGFLEET_LAB_STATE=$STATE
 export BIGFLEET_LAB_DATA=$DATA

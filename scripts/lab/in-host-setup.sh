@@ -30,10 +30,13 @@ if [ "$LAB_MODE" = tls ]; then conf=$hs/libvirtd-tls.conf; else conf=$hs/libvirt
 } >/etc/libvirt/libvirtd.conf
 
 # QEMU: no cgroups (lab hosts share this kernel's hierarchy, and two hosts
-# may run the same domain name during a migration); migration TLS from
+# may run the same domain name during a migration), no private /dev per
+# QEMU (the host's /dev is a bind of the machine's: libvirt's own /dev for
+# QEMU finds no PTY there); migration TLS from
 # /etc/pki/qemu (the host's certificate, also its client certificate).
 cat >/etc/libvirt/qemu.conf <<CONF
 cgroup_controllers = [ ]
+namespaces = [ ]
 default_tls_x509_cert_dir = "/etc/pki/qemu"
 default_tls_x509_verify = 1
 migration_address = "0.0.0.0"
