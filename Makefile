@@ -115,7 +115,7 @@ test-integration: build env-up
 # out/gotest-*.json and out/*.tap) and names the failed stages; make test
 # fails if anything did. A stage that runs Go tests uses $(GOTEST) or
 # $(GOTEST_PROGRESS).
-TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-placement test-polkit chart-check test-browser test-reconnect test-pool test-image test-host-kinds soak-short
+TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-placement test-polkit chart-check test-browser test-reconnect test-pool test-lab test-image test-host-kinds soak-short
 
 test:
 	@MAKE="$(MAKE)" GO="$(GO)" scripts/test-stages.sh $(TEST_STAGES)
@@ -123,6 +123,23 @@ test:
 # Results of an earlier run must not count in this run's summary.
 test-reset:
 	@rm -f out/gotest-*.json out/*.tap
+
+# The lab (docs/lab.md): real libvirt hosts on libvirt 9.0 and 11.3 reached
+# over qemu+tls and qemu+libssh, each in its own namespaces, with faults.
+# test-lab brings 4 hosts up (every version x transport), runs the lab
+# suite, and takes the lab down again.
+.PHONY: lab-up lab-down test-lab lab-demo
+LAB_N ?= 4
+lab-up:
+	scripts/lab.sh up $(LAB_N) >/dev/null
+
+lab-down:
+	scripts/lab.sh down
+
+test-lab: build lab-up
+	@mkdir -p out
+	$(GOTEST_PROGRESS) -count=1 -tags 'integration lab' -timeout 30m -run '^TestLab' ./test/integration/; \
+		rc=$$?; scripts/lab.sh down; exit $$rc
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
