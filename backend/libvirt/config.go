@@ -76,6 +76,12 @@ type Config struct {
 	// known_hosts): the mounted Secret. "" leaves those paths unchecked.
 	CredentialsDir string
 
+	// MigratePlain (--migrate-tls=false) sends live migrations' memory and
+	// disk streams unencrypted. The default is TLS (VIR_MIGRATE_TLS): QEMU
+	// to QEMU with each host's /etc/pki/qemu certificates, since the
+	// stream carries the guest's RAM (secrets included) between hosts.
+	MigratePlain bool
+
 	// AgentTimeout bounds every guest-agent command; Bootstrap tunes the
 	// hooks (zero fields take guestagent's defaults).
 	AgentTimeout time.Duration

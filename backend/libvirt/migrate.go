@@ -48,6 +48,16 @@ func (b *Backend) Migrate(ctx context.Context, spec backend.MigrateSpec) (backen
 // destination and remove the source's definition once it runs there.
 const migrateFlags = libvirt.MIGRATE_LIVE | libvirt.MIGRATE_PERSIST_DEST | libvirt.MIGRATE_UNDEFINE_SOURCE
 
+// migrateFlags adds TLS (QEMU's migration and NBD streams) unless
+// --migrate-tls=false: a host without /etc/pki/qemu certificates then
+// refuses the migration with libvirt's own error, and the VM stays put.
+func (b *Backend) migrateFlags() libvirt.DomainMigrateFlags {
+	if b.cfg.MigratePlain {
+		return migrateFlags
+	}
+	return migrateFlags | libvirt.MIGRATE_TLS
+}
+
 func storageMode(f libvirt.DomainMigrateFlags) string {
 	if f&libvirt.MIGRATE_NON_SHARED_INC != 0 {
 		return "overlay copied (golden image on both hosts)"
@@ -195,7 +205,7 @@ func (m *migration) call(destXML string) error {
 		case <-done:
 		}
 	}()
-	moved, err := m.sconn.Migrate3(m.dom, m.dconn, params, migrateFlags|m.flags)
+	moved, err := m.sconn.Migrate3(m.dom, m.dconn, params, m.b.migrateFlags()|m.flags)
 	close(done)
 	if err != nil {
 		if cerr := m.ctx.Err(); cerr != nil {

@@ -31,6 +31,7 @@ type config struct {
 	Placement   string // --placement
 
 	CredentialsDir string // --credentials-dir
+	MigrateTLS     bool   // --migrate-tls
 
 	Offerings        string  // --offerings
 	SeedCount        int     // --seed-count
@@ -124,6 +125,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.ConfigureTimeout, "configure-timeout", 15*time.Minute, "a Configure (bootstrap + readiness) not finished within this goes FAILED")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 15*time.Minute, "a Drain not finished within this goes FAILED")
 	fs.DurationVar(&c.DeleteTimeout, "delete-timeout", 10*time.Minute, "a Delete not finished within this goes FAILED")
+	fs.BoolVar(&c.MigrateTLS, "migrate-tls", true, "encrypt live migrations (VIR_MIGRATE_TLS: each host needs QEMU's TLS certificates in /etc/pki/qemu); false sends guest RAM and disks in the clear")
 	fs.DurationVar(&c.MigrateTimeout, "migrate-timeout", 10*time.Minute, "an admin MigrateMachine not finished within this is aborted (the VM stays on its host)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs and transitions may take to finish before they are cancelled")
 	fs.DurationVar(&c.AgentTimeout, "agent-timeout", 10*time.Second, "libvirt: bound on every single guest-agent command")

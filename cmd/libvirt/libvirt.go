@@ -42,6 +42,7 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		DomainType:   cfg.DomainType,
 		// Bounds the credential paths of --connect and --hosts URIs alike.
 		CredentialsDir: cfg.CredentialsDir,
+		MigratePlain:   !cfg.MigrateTLS,
 		AgentTimeout:   cfg.AgentTimeout,
 		Bootstrap: guestagent.BootstrapConfig{
 			AgentWait:   cfg.AgentWait,
