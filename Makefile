@@ -139,7 +139,7 @@ lab-down:
 test-lab: build lab-up
 	@mkdir -p out
 	$(GOTEST_PROGRESS) -count=1 -tags 'integration lab' -timeout 30m -run '^TestLab' ./test/integration/; \
-		rc=$$?; scripts/lab.sh down; exit $$rc
+		rc=$$?; scripts/lab.sh down && scripts/lab.sh check-clean || rc=1; exit $$rc
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/

@@ -5,6 +5,7 @@
 #   scripts/lab.sh up [N]            bring N hosts up (default 3), write /run/bigfleet-lab/env
 #   scripts/lab.sh down              remove every host, namespace, veth, mount and file
 #   scripts/lab.sh status            what runs
+#   scripts/lab.sh check-clean       fail if anything of the lab is left (after down)
 #   scripts/lab.sh env               print the env file
 #   scripts/lab.sh exec HOST CMD...  run CMD as root inside HOST
 #   scripts/lab.sh fault HOST KIND [ARG]   inject a fault (below)
@@ -341,6 +342,25 @@ cmd_down() {
 	log "down in $(since "$t0")"
 }
 
+# check-clean: nothing of the lab is left on the machine (after down):
+# no namespace, veth, bridge, process, mount, /etc/hosts line or directory.
+cmd_check_clean() {
+	local left=()
+	ip netns list | grep -q '^bflab-' && left+=("network namespaces: $(ip netns list | awk '/^bflab-/{print $1}' | tr '\n' ' ')")
+	ip -o link show | grep -qE ': (bfl-|'"$BRIDGE"'[:@])' && left+=("links: $(ip -o link show | awk -F': ' '$2 ~ /^(bfl-|bflab0)/ {print $2}' | tr '\n' ' ')")
+	pgrep -f "$DATA/hosts|scripts/lab/host-init.sh|$STATE/netdelay" >/dev/null && left+=("processes: $(pgrep -f "$DATA/hosts|scripts/lab/host-init.sh|$STATE/netdelay" | tr '\n' ' ')")
+	grep -q "$DATA" /proc/mounts && left+=("mounts under $DATA")
+	grep -q "$HOSTS_MARK\$" /etc/hosts && left+=("/etc/hosts lines")
+	[ -e "$STATE" ] && left+=("$STATE")
+	[ -e "$DATA" ] && left+=("$DATA")
+	getent passwd bigfleet >/dev/null && left+=("a bigfleet user on the machine")
+	if [ ${#left[@]} -gt 0 ]; then
+		printf 'lab: left behind: %s\n' "${left[@]}" >&2
+		return 1
+	fi
+	log "check-clean: nothing of the lab is left"
+}
+
 cmd_status() {
 	local h p
 	[ -s "$STATE/env" ] || { echo "lab is down"; return 0; }
@@ -362,6 +382,7 @@ up) shift; cmd_up "$@" ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) cat "$STATE/env" ;;
+check-clean) cmd_check_clean ;;
 exec) shift; h=${1:?host}; shift; in_host "$h" "$@" ;;
 fault) shift; lock; cmd_fault "$@" ;;
 heal) shift; lock; cmd_heal "${1:?host}" ;;
