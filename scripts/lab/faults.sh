@@ -5,9 +5,12 @@
 
 ipt() { ip netns exec "bflab-$1" iptables "${@:2}"; }
 
-# delay: this kernel has no netem qdisc, so the host's packets are queued to
-# userspace (NFQUEUE) and released MS/2 later in each direction by
+# delay: this kernel has no netem qdisc, so the packets coming into the host
+# are queued to userspace (NFQUEUE) and released MS later by
 # scripts/lab/netdelay; --queue-bypass lets packets through if it dies.
+# Only incoming ones: holding a socket's outgoing packets starves it (TCP
+# small queues: two packets per delay, ~60 KiB/s), which netem avoids by
+# detaching them and userspace cannot. The round trip grows by MS either way.
 netdelay_bin() {
 	local bin=$STATE/netdelay
 	[ -x "$bin" ] || (cd "$repo" && go build -o "$bin" ./scripts/lab/netdelay) || die "cannot build netdelay"
@@ -25,11 +28,10 @@ fault_delay() { # HOST MS
 	i=$(index_of "$h")
 	bin=$(netdelay_bin)
 	stop_netdelay "$h"
-	ip netns exec "bflab-$h" setsid "$bin" -queue "$i" -delay "$((ms / 2))ms" </dev/null >>"$DATA/hosts/$h/netdelay.log" 2>&1 8>&- &
+	ip netns exec "bflab-$h" setsid "$bin" -queue "$i" -delay "${ms}ms" </dev/null >>"$DATA/hosts/$h/netdelay.log" 2>&1 8>&- &
 	echo $! >"$STATE/hosts/$h.netdelay"
 	sleep 0.3
 	ipt "$h" -A BFLAB -i eth0 -j NFQUEUE --queue-num "$i" --queue-bypass
-	ipt "$h" -A BFLAB -o eth0 -j NFQUEUE --queue-num "$i" --queue-bypass
 }
 
 fault_loss() { # HOST PCT
