@@ -259,32 +259,13 @@ for x in $($v vol-list bigfleet | awk '{print $1}' | grep "$p"); do $v vol-delet
 // host is the admin view of the named host (nil when absent or on error).
 func (p *labProvider) host(t *testing.T, name string) *adminv1.Host {
 	t.Helper()
-	var res adminv1.ListHostsResponse
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := p.conn.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res); err != nil {
-		t.Logf("ListHosts: %v", err)
-		return nil
-	}
-	for _, h := range res.GetHosts() {
-		if h.GetName() == name {
-			return h
-		}
-	}
-	return nil
+	return hostView(t, p.conn, name)
 }
 
 // awaitHost waits until the host's connected flag is as wanted and says how long it took.
 func (p *labProvider) awaitHost(t *testing.T, name string, connected bool) time.Duration {
 	t.Helper()
-	t0 := time.Now()
-	waitUntil(t, 90*time.Second, fmt.Sprintf("host %s connected=%v", name, connected), func() bool {
-		h := p.host(t, name)
-		return h != nil && h.GetConnected() == connected
-	})
-	d := time.Since(t0).Round(time.Millisecond)
-	t.Logf("TIMING host %s connected=%v after %s", name, connected, d)
-	return d
+	return awaitHostView(t, p.conn, name, connected)
 }
 
 func labJSON(t *testing.T, path string, v any) {

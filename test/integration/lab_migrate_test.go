@@ -5,8 +5,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -134,39 +132,10 @@ func labVirsh(t *testing.T, e labEnv, host string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// labAgentCat reads a guest file through its agent (guest-exec cat), via
-// virsh inside the host.
+// labAgentCat reads a guest file through its agent, via virsh inside the host.
 func labAgentCat(t *testing.T, e labEnv, host, domain, path string) string {
 	t.Helper()
-	run := func(c labAgentCmd, res any) {
-		raw, err := json.Marshal(c)
-		must(t, err)
-		out := labVirsh(t, e, host, "qemu-agent-command", domain, string(raw))
-		if err := json.Unmarshal([]byte(out), res); err != nil {
-			t.Fatalf("%s on %s/%s: %q: %v", c.Execute, host, domain, out, err)
-		}
-	}
-	var started struct {
-		Return struct{ PID int } `json:"return"`
-	}
-	run(labAgentCmd{"guest-exec", map[string]any{"path": "/bin/cat", "arg": []string{path}, "capture-output": true}}, &started)
-	for range 100 {
-		var st struct {
-			Return struct {
-				Exited  bool   `json:"exited"`
-				OutData string `json:"out-data"`
-			} `json:"return"`
-		}
-		run(labAgentCmd{"guest-exec-status", map[string]int{"pid": started.Return.PID}}, &st)
-		if st.Return.Exited {
-			out, err := base64.StdEncoding.DecodeString(st.Return.OutData)
-			must(t, err)
-			return strings.TrimSpace(string(out))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("cat %s in %s/%s did not finish", path, host, domain)
-	return ""
+	return agentCatVia(t, func(args ...string) string { return labVirsh(t, e, host, args...) }, domain, path)
 }
 
 func fileSize(path string) int64 {
@@ -186,10 +155,4 @@ func fileFrom(t *testing.T, path string, offset int64) string {
 		offset = 0
 	}
 	return string(raw[offset:])
-}
-
-// labAgentCmd is one guest-agent command, as virsh qemu-agent-command takes it.
-type labAgentCmd struct {
-	Execute   string `json:"execute"`
-	Arguments any    `json:"arguments,omitempty"`
 }

@@ -12,7 +12,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,29 +172,12 @@ func writeJSON(t *testing.T, path string, v any) {
 // host is the admin view of the named host.
 func (p *poolProvider) host(t *testing.T, name string) *adminv1.Host {
 	t.Helper()
-	var res adminv1.ListHostsResponse
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := p.conn.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res); err != nil {
-		t.Logf("ListHosts: %v", err)
-		return nil
-	}
-	for _, h := range res.GetHosts() {
-		if h.GetName() == name {
-			return h
-		}
-	}
-	return nil
+	return hostView(t, p.conn, name)
 }
 
 func (p *poolProvider) awaitHost(t *testing.T, name string, connected bool) {
 	t.Helper()
-	t0 := time.Now()
-	waitUntil(t, 90*time.Second, fmt.Sprintf("host %s connected=%v", name, connected), func() bool {
-		h := p.host(t, name)
-		return h != nil && h.GetConnected() == connected
-	})
-	t.Logf("TIMING host %s connected=%v after %s", name, connected, time.Since(t0).Round(time.Millisecond))
+	awaitHostView(t, p.conn, name, connected)
 }
 
 // slots returns n SPECULATIVE machines of zone pool.

@@ -5,8 +5,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,43 +216,8 @@ func ourDomains(t *testing.T, uri, prefix string) []string {
 	return out
 }
 
-// agentCmd is one guest-agent command, as virsh qemu-agent-command takes it.
-type agentCmd struct {
-	Execute   string `json:"execute"`
-	Arguments any    `json:"arguments,omitempty"`
-}
-
-// agentCat reads a file in the guest through that host's daemon
-// (guest-exec of /bin/cat, then guest-exec-status until it exited).
+// agentCat reads a file in the guest through that host's daemon.
 func agentCat(t *testing.T, uri, domain, path string) string {
 	t.Helper()
-	run := func(c agentCmd, res any) {
-		raw, err := json.Marshal(c)
-		must(t, err)
-		out := virsh(t, env{URI: uri}, "qemu-agent-command", domain, string(raw))
-		if err := json.Unmarshal([]byte(out), res); err != nil {
-			t.Fatalf("%s on %s: %q: %v", c.Execute, domain, out, err)
-		}
-	}
-	var started struct {
-		Return struct{ PID int } `json:"return"`
-	}
-	run(agentCmd{"guest-exec", map[string]any{"path": "/bin/cat", "arg": []string{path}, "capture-output": true}}, &started)
-	for range 100 {
-		var st struct {
-			Return struct {
-				Exited  bool   `json:"exited"`
-				OutData string `json:"out-data"`
-			} `json:"return"`
-		}
-		run(agentCmd{"guest-exec-status", map[string]int{"pid": started.Return.PID}}, &st)
-		if st.Return.Exited {
-			out, err := base64.StdEncoding.DecodeString(st.Return.OutData)
-			must(t, err)
-			return strings.TrimSpace(string(out))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("cat %s in %s did not finish", path, domain)
-	return ""
+	return agentCatVia(t, func(args ...string) string { return virsh(t, env{URI: uri}, args...) }, domain, path)
 }
