@@ -147,6 +147,18 @@ func TestScrubKeepsClassification(t *testing.T) {
 	}
 }
 
+// A secret that contains another (the user name inside a key file's path)
+// is redacted whole: seen in the lab as "The key is stored in
+// '/run/[redacted]-lab/creds/lab2/known_hosts'".
+func TestScrubLongestSecretFirst(t *testing.T) {
+	t.Parallel()
+	raw := "qemu+libssh://bigfleet@lab2/system?keyfile=/run/bigfleet-lab/creds/lab2/id&known_hosts=/run/bigfleet-lab/creds/lab2/known_hosts&known_hosts_verify=normal"
+	err := scrub(errors.New("The key is stored in '/run/bigfleet-lab/creds/lab2/known_hosts'"), raw)
+	if got, want := err.Error(), "The key is stored in '[redacted]'"; got != want {
+		t.Fatalf("scrubbed to %q, want %q", got, want)
+	}
+}
+
 func TestValidateConfig(t *testing.T) {
 	t.Parallel()
 	good := func() Config {

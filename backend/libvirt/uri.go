@@ -274,7 +274,12 @@ func scrub(err error, raw string) error {
 		msg = strings.Replace(msg, le.Error(), le.Message, 1)
 		changed = true
 	}
-	for _, s := range secrets(raw) {
+	// Longest first: a short secret inside a longer one (the user name in
+	// a key file's path) would otherwise break the longer one's match and
+	// leave the rest of it in the message.
+	ss := secrets(raw)
+	slices.SortStableFunc(ss, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range ss {
 		if s != "" && strings.Contains(msg, s) {
 			msg = strings.ReplaceAll(msg, s, "[redacted]")
 			changed = true
