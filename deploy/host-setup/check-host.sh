@@ -68,8 +68,9 @@ fi
 
 # ---- agent payloads never logged ------------------------------------------------
 # libvirt logs each agent command (guest-file-write carries the blob, base64)
-# at debug level twice: in the qemu.qemu_agent module, and in libvirt-qemu,
-# the public API entry that logs every call's arguments. A message is written when
+# at debug level three times: in the qemu.qemu_agent module, in libvirt-qemu,
+# the public API entry that logs every call's arguments, and in util.json,
+# whose parser logs every string it parses. A message is written when
 # the first log filter that matches its module (a glob; a plain word matches
 # as a substring) allows its level, or, with no match, log_level does; and an
 # output takes it when its own level allows it.
@@ -105,15 +106,15 @@ for o in ${outputs:-3:stderr}; do
 	[ "$l" -lt "$min_output" ] 2>/dev/null && min_output=$l
 done
 leaky=""
-for mod in qemu.qemu_agent libvirt-qemu; do
+for mod in qemu.qemu_agent libvirt-qemu util.json; do
 	if [ "$(module_level "$mod")" -le 1 ] && [ "$min_output" -le 1 ]; then
 		leaky="$leaky $mod"
 	fi
 done
 if [ -n "$leaky" ]; then
-	fail "libvirtd logging:$leaky logged at debug (filters: '${filters}', outputs: '${outputs}'): guest-file-write payloads, the bootstrap blob, reach the log. Put '3:qemu.qemu_agent 3:libvirt-qemu' first in log_filters (virt-admin daemon-log-filters '3:qemu.qemu_agent 3:libvirt-qemu ...')"
+	fail "libvirtd logging:$leaky logged at debug (filters: '${filters}', outputs: '${outputs}'): guest-file-write payloads, the bootstrap blob, reach the log. Put '3:qemu.qemu_agent 3:libvirt-qemu 3:util.json' first in log_filters (virt-admin daemon-log-filters '3:qemu.qemu_agent 3:libvirt-qemu 3:util.json ...')"
 else
-	ok "libvirtd logging: agent payloads are not logged (qemu.qemu_agent at level $(module_level qemu.qemu_agent), libvirt-qemu at $(module_level libvirt-qemu), lowest output level $min_output)"
+	ok "libvirtd logging: agent payloads are not logged (qemu.qemu_agent at level $(module_level qemu.qemu_agent), libvirt-qemu at $(module_level libvirt-qemu), util.json at $(module_level util.json), lowest output level $min_output)"
 fi
 
 exit $failed

@@ -21,7 +21,7 @@ import (
 // log_filters: neither libvirt's agent module nor its public QEMU API
 // entry (which logs each call's arguments, the agent command among them)
 // logs below warning.
-const agentFilter = "3:qemu.qemu_agent 3:libvirt-qemu"
+const agentFilter = "3:qemu.qemu_agent 3:libvirt-qemu 3:util.json"
 
 // TestBlobNeverInLibvirtLogs runs a real libvirtd with debug logging on for
 // the qemu driver and the RPC layer, and delivers a blob through the guest
@@ -54,7 +54,7 @@ func TestBlobNeverInLibvirtLogs(t *testing.T) {
 	protected := filepath.Join(dir, "bf-logsecret.log")
 	t.Cleanup(func() { _ = os.Remove(protected) })
 	blobB := randomBlob(t)
-	setLogging(t, agentFilter+" 1:qemu 1:rpc", "1:file:"+protected)
+	setLogging(t, agentFilter+" 1:qemu 1:rpc 1:util", "1:file:"+protected)
 	configure(t, b, pl, id, "op-b", blobB)
 	restore()
 	if data, _ := os.ReadFile(protected); !bytes.Contains(data, []byte(" debug : ")) {
