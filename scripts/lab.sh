@@ -65,10 +65,12 @@ init_pid() {
 	echo "$p"
 }
 
-# in_host HOST CMD...: CMD as root inside the host (all its namespaces, its root).
+# in_host HOST CMD...: CMD as root inside the host (all its namespaces, its
+# root), without the lab's lock descriptor (a daemon it starts would keep
+# the lock for good).
 in_host() {
 	local h=$1; shift
-	nsenter -t "$(init_pid "$h")" -m -u -i -n -p -r -w -- "$@"
+	nsenter -t "$(init_pid "$h")" -m -u -i -n -p -r -w -- "$@" 8>&-
 }
 
 # ---- machine packages ----------------------------------------------------------
@@ -211,11 +213,14 @@ start_host() { # HOST INDEX
 	echo "$cpid" >"$STATE/hosts/$h.pid"
 }
 
-# wait_host HOST: its libvirtd answers inside and its sshd listens.
+# wait_host HOST: its libvirtd answers inside and its sshd listens. The
+# host's own file first: until its PID 1 has switched to the host's root,
+# nsenter lands in the machine's, whose virsh would ask the machine's libvirtd.
 wait_host() {
 	local h=$1 k
 	for k in $(seq 300); do
-		if in_host "$h" virsh -q -c qemu:///system version >/dev/null 2>&1 &&
+		if in_host "$h" test -s /etc/bigfleet-lab/host.env 2>/dev/null &&
+			in_host "$h" virsh -q -c qemu:///system version >/dev/null 2>&1 &&
 			[ -s "$DATA/hosts/$h/upper/etc/ssh/ssh_host_ed25519_key.pub" ]; then return 0; fi
 		kill -0 "$(init_pid "$h")" 2>/dev/null || die "host $h died (see $DATA/hosts/$h/init.out and its /var/log/bigfleet-lab-init.log)"
 		sleep 0.2

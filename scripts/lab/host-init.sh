@@ -15,7 +15,21 @@ mkdir -p "$dir/upper" "$dir/work" "$root"
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$dir/upper,workdir=$dir/work" "$root"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
-mount --rbind /dev "$root/dev"
+# A /dev of its own: the few nodes a host's daemons and TCG guests use, a
+# private devpts, and no /dev/kvm. The machine's /dev/kvm belongs to its
+# kvm group, which the host's libvirt-qemu is not in: libvirt would list
+# kvm, QEMU could not open it, and libvirt would re-probe QEMU on every
+# call (gigabytes of debug log). The lab's guests run in TCG.
+mount -t tmpfs -o mode=0755,nosuid tmpfs "$root/dev"
+for n in null zero full random urandom tty net/tun; do
+	mkdir -p "$(dirname "$root/dev/$n")"
+	touch "$root/dev/$n"
+	mount --bind "/dev/$n" "$root/dev/$n"
+done
+mkdir -p "$root/dev/pts" "$root/dev/shm"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$root/dev/pts"
+ln -s pts/ptmx "$root/dev/ptmx"
+mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
 mount -t tmpfs -o mode=0755 tmpfs "$root/run"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 hostname "$name"

@@ -188,9 +188,11 @@ func startLab(t *testing.T, e labEnv, name string, hosts labHosts, slots int, ex
 	must(t, err)
 	p.binProc = &binProc{cmd: cmd, conn: conn}
 	t.Cleanup(func() {
-		p.sweep(t, e, hosts)
+		// The provider first: a running one would start an IDLE machine's
+		// domain again between the sweep's destroy and undefine.
 		conn.Close()
 		(&provider{binProc: p.binProc, done: p.done}).stop(t)
+		p.sweep(t, e, hosts)
 		if t.Failed() {
 			t.Logf("bin/libvirt (%s) output:\n%s", name, p.out)
 		}
@@ -248,7 +250,7 @@ func (p *labProvider) await(t *testing.T, id string, within time.Duration, want 
 func (p *labProvider) sweep(t *testing.T, e labEnv, hosts labHosts) {
 	for _, h := range hosts.Hosts {
 		script := `v="virsh -q -c qemu:///system"; p="^bf-` + p.name + `-"
-for d in $($v list --all --name | grep "$p"); do $v destroy "$d" >/dev/null 2>&1; $v undefine "$d" >/dev/null 2>&1; done
+for d in $($v list --all --name | grep "$p"); do $v undefine "$d" >/dev/null 2>&1; $v destroy "$d" >/dev/null 2>&1; done
 for x in $($v vol-list bigfleet | awk '{print $1}' | grep "$p"); do $v vol-delete --pool bigfleet "$x" >/dev/null 2>&1; done; true`
 		if out, err := exec.Command(e.Script, "exec", h.Name, "sh", "-c", script).CombinedOutput(); err != nil {
 			t.Logf("sweep %s: %v\n%s", h.Name, err, out)
