@@ -64,7 +64,7 @@ lint:
 vet: deps
 	$(GO) vet ./...
 	@# and the suites behind build tags
-	$(GO) vet -tags integration,soak,browser,reallibvirt ./...
+	$(GO) vet -tags integration,soak,browser,reallibvirt,lab ./...
 
 test-unit: deps
 	@mkdir -p out
@@ -139,7 +139,15 @@ lab-down:
 test-lab: build lab-up
 	@mkdir -p out
 	$(GOTEST_PROGRESS) -count=1 -tags 'integration lab' -timeout 30m -run '^TestLab' ./test/integration/; \
-		rc=$$?; scripts/lab.sh down && scripts/lab.sh check-clean || rc=1; exit $$rc
+		rc=$$?; \
+		$(GO) tool -modfile=tools/go.mod gotestsum --format pkgname-and-test-fails --jsonfile out/gotest-$@-netdelay.json -- \
+			-count=1 -tags lab ./scripts/lab/netdelay/ || rc=1; \
+		scripts/lab.sh down && scripts/lab.sh check-clean || rc=1; exit $$rc
+
+# A machine per lab host through its lifecycle, then a 30 s partition of
+# lab2 (scripts/lab-demo.sh). Leaves the lab up: make lab-down takes it down.
+lab-demo: build lab-up
+	scripts/lab-demo.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
