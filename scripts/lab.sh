@@ -139,9 +139,11 @@ uri_of() {
 }
 
 # ---- network --------------------------------------------------------------------
+# (No `cmd | grep -q` under pipefail: grep -q exits at the first match, cmd
+# may then die of SIGPIPE and the pipeline counts as failed.)
 ensure_bridge() {
 	ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
-	ip addr show dev "$BRIDGE" | grep -q "$NET_PREFIX.1/" || ip addr add "$NET_PREFIX.1/24" dev "$BRIDGE"
+	[[ $(ip addr show dev "$BRIDGE") == *" $NET_PREFIX.1/"* ]] || ip addr add "$NET_PREFIX.1/24" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
 }
 
@@ -157,12 +159,12 @@ write_etc_hosts() { # N
 
 ensure_netns() { # HOST INDEX
 	local h=$1 ns=bflab-$1 veth=bfl-$1
-	ip netns list | grep -qw "$ns" || ip netns add "$ns"
+	[ -e "/run/netns/$ns" ] || ip netns add "$ns"
 	if ! ip link show "$veth" >/dev/null 2>&1; then
 		ip link add "$veth" type veth peer name eth0 netns "$ns"
 		ip link set "$veth" master "$BRIDGE" up
 	fi
-	ip -n "$ns" addr show dev eth0 | grep -q "$(ip_of "$2")/" || ip -n "$ns" addr add "$(ip_of "$2")/24" dev eth0
+	[[ $(ip -n "$ns" addr show dev eth0) == *" $(ip_of "$2")/"* ]] || ip -n "$ns" addr add "$(ip_of "$2")/24" dev eth0
 	ip -n "$ns" link set eth0 up
 	ip -n "$ns" link set lo up
 	# The fault chain: every fault is a rule here, heal flushes it.
@@ -234,7 +236,7 @@ libvirt_objects() { # HOST
 	in_host "$h" sh -c "
 		set -e
 		$v pool-info $POOL >/dev/null 2>&1 || { mkdir -p $POOL_DIR; $v pool-define-as $POOL dir --target $POOL_DIR >/dev/null; }
-		$v pool-info $POOL | grep -q 'State:.*running' || $v pool-start $POOL >/dev/null
+		$v pool-info $POOL | grep 'State:.*running' >/dev/null || $v pool-start $POOL >/dev/null
 		$v pool-autostart $POOL >/dev/null
 		$v pool-refresh $POOL >/dev/null
 		$v vol-info --pool $POOL $GOLDEN >/dev/null 2>&1 || $v vol-create-as $POOL $GOLDEN 64M --format qcow2 >/dev/null
@@ -243,7 +245,7 @@ libvirt_objects() { # HOST
 			printf '%s\n' '<network><name>bigfleet</name><forward mode=\"bridge\"/><bridge name=\"virbr-bf0\"/></network>' >/tmp/net.xml
 			$v net-define /tmp/net.xml >/dev/null
 		fi
-		$v net-info bigfleet | grep -q 'Active:.*yes' || $v net-start bigfleet >/dev/null
+		$v net-info bigfleet | grep 'Active:.*yes' >/dev/null || $v net-start bigfleet >/dev/null
 		$v net-autostart bigfleet >/dev/null"
 }
 
@@ -354,8 +356,8 @@ cmd_down() {
 # no namespace, veth, bridge, process, mount, /etc/hosts line or directory.
 cmd_check_clean() {
 	local left=()
-	ip netns list | grep -q '^bflab-' && left+=("network namespaces: $(ip netns list | awk '/^bflab-/{print $1}' | tr '\n' ' ')")
-	ip -o link show | grep -qE ': (bfl-|'"$BRIDGE"'[:@])' && left+=("links: $(ip -o link show | awk -F': ' '$2 ~ /^(bfl-|bflab0)/ {print $2}' | tr '\n' ' ')")
+	ip netns list | grep '^bflab-' >/dev/null && left+=("network namespaces: $(ip netns list | awk '/^bflab-/{print $1}' | tr '\n' ' ')")
+	ip -o link show | grep -E ': (bfl-|'"$BRIDGE"'[:@])' >/dev/null && left+=("links: $(ip -o link show | awk -F': ' '$2 ~ /^(bfl-|bflab0)/ {print $2}' | tr '\n' ' ')")
 	pgrep -f "$DATA/hosts|scripts/lab/host-init.sh|$STATE/netdelay" >/dev/null && left+=("processes: $(pgrep -f "$DATA/hosts|scripts/lab/host-init.sh|$STATE/netdelay" | tr '\n' ' ')")
 	grep -q "$DATA" /proc/mounts && left+=("mounts under $DATA")
 	grep -q "$HOSTS_MARK\$" /etc/hosts && left+=("/etc/hosts lines")
