@@ -15,7 +15,14 @@ start)
 		sleep 0.2
 	done
 	echo "libvirtd does not answer" >&2; exit 1 ;;
-kill) p=$(pidof_ libvirtd) && kill -KILL "$p"; rm -f /run/libvirtd.pid; exit 0 ;;
+kill)
+	# Returns once it is gone: until then its listening socket may still
+	# take a connection (and reset it) instead of refusing it.
+	if p=$(pidof_ libvirtd); then
+		kill -KILL "$p"
+		for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+	fi
+	rm -f /run/libvirtd.pid; exit 0 ;;
 freeze) p=$(pidof_ libvirtd) && kill -STOP "$p" ;;
 thaw) p=$(pidof_ libvirtd) && kill -CONT "$p" ;;
 pid) pidof_ libvirtd ;;
