@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,9 +39,7 @@ func TestLabRotateClientCert(t *testing.T) {
 	const h = "lab3"
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only(h)
-	labQuiet(t, e, h)
-	p := startLab(t, e, "lab-rot", hosts, 1, nil, h)
-	p.stopBeforeSweep(t)
+	p := startQuietLab(t, e, "lab-rot", hosts)
 	cert := filepath.Join(e.State, "creds", h, "clientcert.pem")
 	hostLog := e.hostFile(h, "var/log/libvirt/libvirtd.log")
 	t.Cleanup(func() {
@@ -146,9 +143,7 @@ func TestLabPartition(t *testing.T) {
 	t.Parallel()
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab2")
-	labQuiet(t, e, "lab1", "lab2")
-	p := startLab(t, e, "lab-part", hosts, 1, nil, "lab1", "lab2")
-	p.stopBeforeSweep(t)
+	p := startQuietLab(t, e, "lab-part", hosts)
 	t.Cleanup(func() { e.lab(t, "heal", "lab2") })
 
 	m1, m2 := p.slotIn(t, "lab1"), p.slotIn(t, "lab2")
@@ -258,9 +253,7 @@ func TestLabReboot(t *testing.T) {
 	t.Parallel()
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab4")
-	labQuiet(t, e, "lab1", "lab4")
-	p := startLab(t, e, "lab-boot", hosts, 1, nil, "lab1", "lab4")
-	p.stopBeforeSweep(t)
+	p := startQuietLab(t, e, "lab-boot", hosts)
 
 	m1, m4 := p.slotIn(t, "lab1"), p.slotIn(t, "lab4")
 	p.mutate(t, "Create", &pb.CreateRequest{MachineId: m1})
@@ -402,23 +395,16 @@ func TestLabReboot(t *testing.T) {
 
 // ---- helpers ---------------------------------------------------------------
 
-// stopBeforeSweep stops the provider before startLab's cleanup sweeps its
-// domains (cleanups run last-registered first): a provider still running
-// during the sweep starts an IDLE machine's domain again between the
-// sweep's destroy and undefine (the IDLE restart rule), and the undefine
-// then leaves it running as a transient domain, which the next run with
-// the same --provider adopts.
-func (p *labProvider) stopBeforeSweep(t *testing.T) {
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(40 * time.Second):
-			t.Errorf("bin/libvirt (%s) ignored SIGTERM for 40 s", p.name)
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+// startQuietLab waits until the hosts carry no other run's fault, then
+// starts a provider with one slot per host's zone and every host connected.
+func startQuietLab(t *testing.T, e labEnv, name string, hosts labHosts) *labProvider {
+	t.Helper()
+	var names []string
+	for _, h := range hosts.Hosts {
+		names = append(names, h.Name)
+	}
+	labQuiet(t, e, names...)
+	return startLab(t, e, name, hosts, 1, nil, names...)
 }
 
 // hostEvent is a line of the provider's log about a host, at its time=.

@@ -31,9 +31,7 @@ var labFacts = map[string]struct{ transport, libvirt string }{
 func TestLabLifecycle(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab2", "lab3", "lab4")
-	labQuiet(t, e, "lab1", "lab2", "lab3", "lab4")
-	p := startLab(t, e, "lab-life", hosts, 1, nil, "lab1", "lab2", "lab3", "lab4")
-	p.stopBeforeSweep(t)
+	p := startQuietLab(t, e, "lab-life", hosts)
 	for _, h := range hosts.Hosts {
 		t.Run(h.Name, func(t *testing.T) {
 			t.Parallel()
