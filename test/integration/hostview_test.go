@@ -13,11 +13,27 @@ import (
 
 	"google.golang.org/grpc"
 
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
 
 // Helpers shared by the suites that run bin/libvirt on several hosts (the
 // pool's two local daemons, the lab's remote hosts).
+
+// awaitServing waits (60 s at most) until bin/libvirt answers a List, and
+// fails at once with its output if it exits first.
+func awaitServing(t *testing.T, p *binProc, done <-chan struct{}, out fmt.Stringer) {
+	t.Helper()
+	waitUntil(t, 60*time.Second, "bin/libvirt to serve", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("bin/libvirt exited at startup:\n%s", out)
+		default:
+		}
+		var l pb.MachineList
+		return p.call(t.Context(), "List", &pb.ListFilter{}, &l) == nil
+	})
+}
 
 // hostView is the admin view of the named host (nil when absent or on error).
 func hostView(t *testing.T, conn *grpc.ClientConn, name string) *adminv1.Host {

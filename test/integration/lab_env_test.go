@@ -197,15 +197,7 @@ func startLab(t *testing.T, e labEnv, name string, hosts labHosts, slots int, ex
 			t.Logf("bin/libvirt (%s) output:\n%s", name, p.out)
 		}
 	})
-	waitUntil(t, 60*time.Second, "bin/libvirt to serve", func() bool {
-		select {
-		case <-p.done:
-			t.Fatalf("bin/libvirt exited at startup:\n%s", p.out)
-		default:
-		}
-		var l pb.MachineList
-		return p.call(t.Context(), "List", &pb.ListFilter{}, &l) == nil
-	})
+	awaitServing(t, p.binProc, p.done, p.out)
 	for _, h := range wantUp {
 		p.awaitHost(t, h, true)
 	}
@@ -275,4 +267,32 @@ func labJSON(t *testing.T, path string, v any) {
 	raw, err := json.MarshalIndent(v, "", "  ")
 	must(t, err)
 	must(t, os.WriteFile(path, raw, 0o644))
+}
+
+// refHost and refDomain are the host and domain parts of a machine's
+// zone/host/domain ref ("" when it has none).
+func refHost(m *pb.Machine) string { return refPart(m, 1) }
+
+func refDomain(m *pb.Machine) string { return refPart(m, 2) }
+
+func refPart(m *pb.Machine, i int) string {
+	parts := strings.Split(m.GetHost().GetRef(), "/")
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[i]
+}
+
+// createIdle Creates the machines at once, waits until each is IDLE, and
+// returns their domains, in order.
+func (p *labProvider) createIdle(t *testing.T, ids ...string) []string {
+	t.Helper()
+	for _, id := range ids {
+		p.mutate(t, "Create", &pb.CreateRequest{MachineId: id})
+	}
+	doms := make([]string, len(ids))
+	for i, id := range ids {
+		doms[i] = refDomain(p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE))
+	}
+	return doms
 }

@@ -58,7 +58,7 @@ func TestLabRotateClientCert(t *testing.T) {
 	id := p.slotIn(t, h)
 	p.mutate(t, "Create", &pb.CreateRequest{MachineId: id})
 	m := p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-	dom := m.GetHost().GetRef()[strings.LastIndex(m.GetHost().GetRef(), "/")+1:]
+	dom := refDomain(m)
 
 	// 1. Same DN, new key and certificate, files replaced in place.
 	before := certFingerprint(t, cert)
@@ -147,12 +147,8 @@ func TestLabPartition(t *testing.T) {
 	t.Cleanup(func() { e.lab(t, "heal", "lab2") })
 
 	m1, m2 := p.slotIn(t, "lab1"), p.slotIn(t, "lab2")
-	p.mutate(t, "Create", &pb.CreateRequest{MachineId: m1})
-	p.mutate(t, "Create", &pb.CreateRequest{MachineId: m2})
-	mm1 := p.await(t, m1, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-	mm2 := p.await(t, m2, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-	dom1 := mm1.GetHost().GetRef()[strings.LastIndex(mm1.GetHost().GetRef(), "/")+1:]
-	dom2 := mm2.GetHost().GetRef()[strings.LastIndex(mm2.GetHost().GetRef(), "/")+1:]
+	doms := p.createIdle(t, m1, m2)
+	dom1, dom2 := doms[0], doms[1]
 
 	labQuiet(t, e, "lab2")
 	t0 := time.Now()
@@ -256,12 +252,8 @@ func TestLabReboot(t *testing.T) {
 	p := startQuietLab(t, e, "lab-boot", hosts)
 
 	m1, m4 := p.slotIn(t, "lab1"), p.slotIn(t, "lab4")
-	p.mutate(t, "Create", &pb.CreateRequest{MachineId: m1})
-	p.mutate(t, "Create", &pb.CreateRequest{MachineId: m4})
-	mm1 := p.await(t, m1, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-	mm4 := p.await(t, m4, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-	dom1 := mm1.GetHost().GetRef()[strings.LastIndex(mm1.GetHost().GetRef(), "/")+1:]
-	dom4 := mm4.GetHost().GetRef()[strings.LastIndex(mm4.GetHost().GetRef(), "/")+1:]
+	doms := p.createIdle(t, m1, m4)
+	dom1, dom4 := doms[0], doms[1]
 
 	pidFile := filepath.Join(e.State, "hosts", "lab4.pid")
 	initPID, err := os.ReadFile(pidFile)

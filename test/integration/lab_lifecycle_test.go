@@ -63,7 +63,7 @@ func labLifecycleOn(t *testing.T, e labEnv, p *labProvider, h labHost) {
 	if refHost(m) != h.Name {
 		t.Fatalf("machine %s placed on %q (ref %q), want %s", id, refHost(m), m.GetHost().GetRef(), h.Name)
 	}
-	dom := m.GetHost().GetRef()[strings.LastIndex(m.GetHost().GetRef(), "/")+1:]
+	dom := refDomain(m)
 	if !strings.HasPrefix(dom, "bf-lab-life-") {
 		t.Fatalf("domain %q is not named for this provider", dom)
 	}

@@ -32,7 +32,7 @@ func TestLabMigrate(t *testing.T) {
 	id := p.slotIn(t, "lab")
 	p.mutate(t, "Create", &pb.CreateRequest{MachineId: id})
 	m := p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-	from, dom := refHost(m), m.GetHost().GetRef()[strings.LastIndex(m.GetHost().GetRef(), "/")+1:]
+	from, dom := refHost(m), refDomain(m)
 	to := map[string]string{"lab1": "lab3", "lab3": "lab1"}[from]
 	blob := bytes.Repeat([]byte("lab-migrate"), 3000)
 	p.mutate(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-lab", BootstrapBlob: blob})
@@ -80,15 +80,6 @@ func TestLabMigrate(t *testing.T) {
 			t.Errorf("domain %s left on %s after Delete", dom, h)
 		}
 	}
-}
-
-// refHost is the host part of a machine's zone/host/domain ref.
-func refHost(m *pb.Machine) string {
-	parts := strings.Split(m.GetHost().GetRef(), "/")
-	if len(parts) != 3 {
-		return ""
-	}
-	return parts[1]
 }
 
 // mutate sends a lifecycle call and fails the test when it is refused.

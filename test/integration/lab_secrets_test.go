@@ -58,14 +58,10 @@ func TestLabNoSecretsInLogs(t *testing.T) {
 	defer cancel()
 
 	ids := []string{p.slotIn(t, "lab1"), p.slotIn(t, "lab2")}
-	for _, id := range ids {
-		p.mutate(t, "Create", &pb.CreateRequest{MachineId: id})
-	}
+	doms := p.createIdle(t, ids...)
 	domains := map[string]string{} // host -> domain
-	for _, id := range ids {
-		m := p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-		ref := m.GetHost().GetRef()
-		domains[refHost(m)] = ref[strings.LastIndex(ref, "/")+1:]
+	for i, id := range ids {
+		domains[refHost(p.machine(t, id))] = doms[i]
 	}
 	if domains["lab1"] == "" || domains["lab2"] == "" {
 		t.Fatalf("machines not on lab1 and lab2: %v", domains)

@@ -148,15 +148,7 @@ func startPool(t *testing.T, pe poolEnv, name string, hosts hostsFile, slots int
 			t.Logf("bin/libvirt (%s) output:\n%s", name, p.out)
 		}
 	})
-	waitUntil(t, 60*time.Second, "bin/libvirt to serve", func() bool {
-		select {
-		case <-p.done:
-			t.Fatalf("bin/libvirt exited at startup:\n%s", p.out)
-		default:
-		}
-		var l pb.MachineList
-		return p.call(t.Context(), "List", &pb.ListFilter{}, &l) == nil
-	})
+	awaitServing(t, p.binProc, p.done, p.out)
 	p.awaitHost(t, sysHost, true)
 	p.awaitHost(t, otherHost, true)
 	return p
