@@ -68,24 +68,9 @@ say "  second host up in $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{printf "%.
 # shellcheck disable=SC1091
 source "$work/host2.env"
 
-# An admin client certificate: cordon is an admin write (mTLS, --admin-clients).
-pki() {
-	local d=$work/pki
-	mkdir -p "$d"
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=demo-ca \
-		-keyout "$d/ca-key.pem" -out "$d/ca.pem" 2>/dev/null
-	issue() { # name cn ext
-		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
-			-keyout "$d/$1-key.pem" -out "$d/$1.csr" 2>/dev/null
-		openssl x509 -req -in "$d/$1.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial -days 1 \
-			-extfile <(printf '%s\n' "$3") -out "$d/$1.pem" 2>/dev/null
-	}
-	issue server 127.0.0.1 'subjectAltName=IP:127.0.0.1
-extendedKeyUsage=serverAuth'
-	issue admin demo-admin 'subjectAltName=DNS:demo-admin
-extendedKeyUsage=clientAuth'
-}
-pki
+# An admin client certificate: cordon and the other admin writes need mTLS
+# and --admin-clients.
+scripts/demo-pki.sh "$work/pki"
 ctl() {
 	bin/libvirtctl --addr "$addr" --tls-ca "$work/pki/ca.pem" --tls-cert "$work/pki/admin.pem" \
 		--tls-key "$work/pki/admin-key.pem" "$@"

@@ -75,16 +75,7 @@ in_host() {
 
 # ---- machine packages ----------------------------------------------------------
 PACKAGES=(iptables openssl openssh-client libvirt-clients util-linux iproute2 mmdebstrap)
-ensure_packages() {
-	local missing
-	missing=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null |
-		awk -v want="${PACKAGES[*]}" '$2=="installed"{ok[$1]=1} END{n=split(want,w," "); for(i=1;i<=n;i++) if(!ok[w[i]]) print w[i]}' || true)
-	[ -z "$missing" ] && return 0
-	log "installing: $(echo $missing)"
-	apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
-	# shellcheck disable=SC2086
-	apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends $missing >&2
-}
+ensure_packages() { "$here/ensure-packages.sh" "${PACKAGES[@]}"; }
 
 # ---- identities ----------------------------------------------------------------
 # The provider's credentials are laid out as a mounted Kubernetes Secret:

@@ -61,15 +61,7 @@ lock() {
 installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -x installed >/dev/null; }
 
 ensure_packages() {
-	local missing
-	# one dpkg-query for all: prints the names that are not fully installed
-	missing=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null |
-		awk -v want="${PACKAGES[*]}" '$2=="installed"{ok[$1]=1} END{n=split(want,w," "); for(i=1;i<=n;i++) if(!ok[w[i]]) print w[i]}' || true)
-	[ -z "$missing" ] && return 0
-	log "installing: $(echo $missing)"
-	apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
-	# shellcheck disable=SC2086
-	apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends $missing >&2
+	"$here/ensure-packages.sh" "${PACKAGES[@]}"
 	installed libvirt-daemon-system && log "WARNING: libvirt-daemon-system is installed (not by us)"
 	return 0
 }
