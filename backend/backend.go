@@ -242,6 +242,20 @@ type Backend interface {
 	Close() error
 }
 
+// ZoneStreamer is implemented by backends that list hosts one by one with
+// bounded concurrency: the engine adopts (and marks listed) each zone as
+// soon as its own hosts have answered, so a host that is down or slow
+// never delays another zone.
+type ZoneStreamer interface {
+	// InventoryEach lists every host, at most concurrency at a time
+	// (≤ 0: the backend's default), and calls fn once per zone, in the
+	// order its last host finished, with the same value Inventory would
+	// give for that zone. Calls to fn never overlap. It returns after the
+	// last fn call (a host that does not answer within the backend's
+	// inventory timeout yields its zone's Err, never a wait beyond it).
+	InventoryEach(ctx context.Context, concurrency int, fn func(ZoneInventory))
+}
+
 // ZoneReadiness is implemented by backends that can tell cheaply whether a
 // zone's host is reachable right now. The engine refuses to accept a
 // mutation (Unavailable) for a zone whose host reports an error.

@@ -27,6 +27,8 @@ const (
 	DefaultKeepAliveSecs    = 5
 	DefaultKeepAliveCount   = 3
 	DefaultAgentTimeout     = guestagent.DefaultCommandTimeout
+	DefaultCallTimeout      = 30 * time.Second
+	DefaultListConcurrency  = 32
 )
 
 // Host is one libvirt host and the zone it serves.
@@ -87,6 +89,12 @@ type Config struct {
 	AgentTimeout time.Duration
 	Bootstrap    guestagent.BootstrapConfig
 
+	// CallTimeout (--libvirt-call-timeout) bounds every libvirt call: one
+	// past it returns a transient error naming the host and the call.
+	CallTimeout time.Duration
+	// ListConcurrency (--reconcile-concurrency): hosts listed at once.
+	ListConcurrency int
+
 	InventoryTimeout time.Duration // per host, for Inventory and Hosts
 	ReconnectMin     time.Duration // first pause before re-dialling a lost host
 	ReconnectMax     time.Duration // cap of that pause
@@ -104,6 +112,10 @@ func (c *Config) setDefaults() {
 	}
 	dur(&c.AgentTimeout, DefaultAgentTimeout)
 	dur(&c.InventoryTimeout, DefaultInventoryTimeout)
+	dur(&c.CallTimeout, DefaultCallTimeout)
+	if c.ListConcurrency <= 0 {
+		c.ListConcurrency = DefaultListConcurrency
+	}
 	dur(&c.ReconnectMin, DefaultReconnectMin)
 	dur(&c.ReconnectMax, DefaultReconnectMax)
 	if c.KeepAliveSecs <= 0 {

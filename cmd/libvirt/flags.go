@@ -68,6 +68,11 @@ type config struct {
 	AgentWait         time.Duration // --agent-wait
 	DrainMargin       time.Duration // --drain-margin
 
+	LibvirtCallTimeout   time.Duration // --libvirt-call-timeout
+	ReconcileConcurrency int           // --reconcile-concurrency
+	RestartMaxTries      int           // --restart-max-tries
+	RestartBackoff       time.Duration // --restart-backoff
+
 	LogLevel   string // --log-level
 	LogFormat  string // --log-format
 	AdminWrite bool   // --admin-write
@@ -130,6 +135,10 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs and transitions may take to finish before they are cancelled")
 	fs.DurationVar(&c.AgentTimeout, "agent-timeout", 10*time.Second, "libvirt: bound on every single guest-agent command")
 	fs.DurationVar(&c.AgentWait, "agent-wait", 2*time.Minute, "libvirt: how long Configure waits for the guest agent's first answer")
+	fs.DurationVar(&c.LibvirtCallTimeout, "libvirt-call-timeout", 30*time.Second, "libvirt: bound on every single libvirt call (a guest-agent command or a migration gets its own bound on top); a call past it fails as transient, naming the host and the call")
+	fs.IntVar(&c.ReconcileConcurrency, "reconcile-concurrency", 32, "how many hosts reconcile lists at once (and the bound on its parallel restarts and lookups)")
+	fs.IntVar(&c.RestartMaxTries, "restart-max-tries", 5, "reconcile restarts an IDLE machine's stopped domain at most this many times in a row (backing off between tries) before giving up; 0 never restarts")
+	fs.DurationVar(&c.RestartBackoff, "restart-backoff", 30*time.Second, "wait before the second restart of a stopped IDLE domain; doubles on every further try, capped at 32 times this")
 	fs.DurationVar(&c.DrainMargin, "drain-margin", 30*time.Second, "libvirt: time past the grace period before a drain hook is abandoned for the forced mode (also the forced mode's budget)")
 
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -169,6 +178,12 @@ func (c *config) validate() error {
 	if strings.TrimSpace(c.DefaultZone) == "" {
 		bad("--default-zone must not be empty")
 	}
+	if c.ReconcileConcurrency < 1 {
+		bad("--reconcile-concurrency must be at least 1 (got %d)", c.ReconcileConcurrency)
+	}
+	if c.RestartMaxTries < 0 {
+		bad("--restart-max-tries must not be negative (got %d)", c.RestartMaxTries)
+	}
 	if c.SeedCount < 0 {
 		bad("--seed-count must not be negative (got %d)", c.SeedCount)
 	}
@@ -180,6 +195,7 @@ func (c *config) validate() error {
 		"--drain-timeout": c.DrainTimeout, "--delete-timeout": c.DeleteTimeout,
 		"--migrate-timeout": c.MigrateTimeout,
 		"--agent-timeout":   c.AgentTimeout, "--agent-wait": c.AgentWait, "--drain-margin": c.DrainMargin,
+		"--libvirt-call-timeout": c.LibvirtCallTimeout, "--restart-backoff": c.RestartBackoff,
 	} {
 		if d <= 0 {
 			bad("%s must be positive (got %v)", name, d)

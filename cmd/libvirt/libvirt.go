@@ -41,9 +41,11 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		Cmdline:      cfg.Cmdline,
 		DomainType:   cfg.DomainType,
 		// Bounds the credential paths of --connect and --hosts URIs alike.
-		CredentialsDir: cfg.CredentialsDir,
-		MigratePlain:   !cfg.MigrateTLS,
-		AgentTimeout:   cfg.AgentTimeout,
+		CredentialsDir:  cfg.CredentialsDir,
+		MigratePlain:    !cfg.MigrateTLS,
+		AgentTimeout:    cfg.AgentTimeout,
+		CallTimeout:     cfg.LibvirtCallTimeout,
+		ListConcurrency: cfg.ReconcileConcurrency,
 		Bootstrap: guestagent.BootstrapConfig{
 			AgentWait:   cfg.AgentWait,
 			DrainMargin: cfg.DrainMargin,
