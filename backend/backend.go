@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -11,6 +12,10 @@ import (
 var (
 	// ErrHostUnavailable: the host of the zone cannot be reached right now.
 	ErrHostUnavailable = errors.New("host unavailable")
+	// ErrHostConnecting: the host has not finished its first connection
+	// attempt since start (it also wraps ErrHostUnavailable). A mutation
+	// may wait briefly for it rather than be refused at once.
+	ErrHostConnecting = fmt.Errorf("first connection attempt in progress: %w", ErrHostUnavailable)
 	// ErrNotFound: the domain (or another piece) does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrNotOurs: a domain with our derived name exists but its metadata says
