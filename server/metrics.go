@@ -30,10 +30,14 @@ type Metrics struct {
 	commitSize  prometheus.Histogram
 	notRunning  *prometheus.GaugeVec
 	restarts    *prometheus.CounterVec
+	gaveUp      *prometheus.CounterVec
 	hot         map[string]*atomic.Pointer[rpcSeries] // rpcmetrics.go
 }
 
-var _ lifecycle.RunObserver = (*Metrics)(nil)
+var (
+	_ lifecycle.RunObserver     = (*Metrics)(nil)
+	_ lifecycle.RestartObserver = (*Metrics)(nil)
+)
 
 // NewMetrics builds the registry with the RPC, panic, transition and store
 // series, plus the Go runtime and process collectors. counts may be nil
@@ -77,10 +81,14 @@ func NewMetrics(counts CountsFunc) *Metrics {
 			Name: "machine_restarts_total",
 			Help: "Stopped domains of IDLE machines that reconcile started again, by zone, the run state they were in and outcome (ok, failed).",
 		}, []string{"zone", "from", "outcome"}),
+		gaveUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "machine_restarts_gave_up_total",
+			Help: "IDLE machines whose domain reconcile stopped restarting, by zone: it stopped again after --restart-max-tries restarts (the machine's last_error says so).",
+		}, []string{"zone"}),
 		hot: newHotSeries(),
 	}
 	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
-		m.notRunning, m.restarts,
+		m.notRunning, m.restarts, m.gaveUp,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if counts != nil {
@@ -117,6 +125,9 @@ func (m *Metrics) DomainRestarted(zone, from string, ok bool) {
 	}
 	m.restarts.WithLabelValues(zone, from, outcome).Inc()
 }
+
+// RestartGaveUp implements lifecycle.RestartObserver.
+func (m *Metrics) RestartGaveUp(zone string) { m.gaveUp.WithLabelValues(zone).Inc() }
 
 // StoreCommitted is shaped for the bbolt store's OnCommit hook: one call
 // per durable transaction with its duration and record count.

@@ -197,11 +197,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, p backend.Placeme
 func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
 	out := make([]backend.ZoneInventory, 0, len(b.zones))
 	for _, z := range b.zones {
-		inv := backend.ZoneInventory{Zone: z}
-		if inv.Err = b.begin(ctx, OpInventory, z); inv.Err == nil {
-			inv.Machines, inv.Err = b.listZone(z)
-		}
-		out = append(out, inv)
+		out = append(out, b.inventoryZone(ctx, z))
 	}
 	return out
 }

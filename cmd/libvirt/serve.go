@@ -58,10 +58,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		Provider: cfg.Provider, Seed: seed,
 		CreateTimeout: cfg.CreateTimeout, ConfigureTimeout: cfg.ConfigureTimeout,
 		DrainTimeout: cfg.DrainTimeout, DeleteTimeout: cfg.DeleteTimeout,
-		MigrateTimeout:    cfg.MigrateTimeout,
-		ReconcileInterval: cfg.ReconcileInterval,
-		Logger:            log.With(slog.String("component", "lifecycle")),
-		Observer:          metrics,
+		MigrateTimeout:       cfg.MigrateTimeout,
+		ReconcileInterval:    cfg.ReconcileInterval,
+		ReconcileConcurrency: cfg.ReconcileConcurrency,
+		RestartBackoff:       cfg.RestartBackoff,
+		RestartMaxTries:      cfg.RestartMaxTries,
+		RestartDisabled:      cfg.RestartMaxTries == 0,
+		Logger:               log.With(slog.String("component", "lifecycle")),
+		Observer:             metrics,
 	}, st, be)
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
@@ -221,20 +225,23 @@ func printBanner(w io.Writer, addr net.Addr, security server.Security) {
 		extra, scheme, hp)
 }
 
-// firstListingWait bounds the wait for the first reconcile before serving:
-// a host listing is bounded by the backend's inventory timeout anyway.
-const firstListingWait = 30 * time.Second
+// firstListingWait bounds the wait for the first listings before serving:
+// a host that is ready but slow to list must not hold the start either.
+const firstListingWait = 5 * time.Second
 
-// waitFirstListing lets the first reconcile (which rebuilds machines,
-// bindings and fence marks from the hosts after a lost state file) finish
-// before clients are served: until a zone is listed, its mutations get
-// Unavailable. A host down at start is not waited for.
+// waitFirstListing lets the zones whose hosts are ready be listed (which
+// rebuilds their machines, bindings and fence marks after a lost state
+// file) before clients are served, so a healthy start answers every
+// mutation at once. A host that is down or still on its first connection
+// attempt is not waited for: reconcile lists its zone when it answers, and
+// until then its mutations wait briefly or get Unavailable (lifecycle's
+// listed.go).
 func waitFirstListing(ctx context.Context, eng *lifecycle.Engine, log *slog.Logger) {
 	wctx, cancel := context.WithTimeout(ctx, firstListingWait)
 	defer cancel()
 	start := time.Now()
-	if !eng.WaitFirstReconcile(wctx) {
-		log.Warn("first reconcile still running; serving anyway (mutations for unlisted zones get Unavailable)",
+	if !eng.WaitReadyZonesListed(wctx) {
+		log.Warn("zones not listed yet; serving anyway (their mutations wait for the listing or get Unavailable)",
 			"waited", time.Since(start).Round(time.Millisecond).String())
 	}
 }

@@ -45,6 +45,22 @@ type Config struct {
 	// SweepInterval is how often the sweep looks for transitional records
 	// whose run is gone (default 15s; it also runs with every reconcile).
 	SweepInterval time.Duration
+	// ReconcileConcurrency bounds how many hosts a reconcile pass lists at
+	// once (when the backend streams, backend.ZoneStreamer) and how many
+	// lookups and restarts it runs at once after the listings (0:
+	// DefaultReconcileConcurrency).
+	ReconcileConcurrency int
+	// RestartBackoff is the wait before the second restart of an IDLE
+	// machine's stopped domain; it doubles on every further try, capped at
+	// 32×RestartBackoff (0: DefaultRestartBackoff).
+	RestartBackoff time.Duration
+	// RestartMaxTries is how many restarts in a row that did not lead to a
+	// successful boot reconcile makes before it gives up (0:
+	// DefaultRestartMaxTries; counted in the machine's history, so at most
+	// HistoryLimit-1). RestartDisabled turns restarts off instead: a
+	// stopped domain is only reported (--restart-max-tries 0).
+	RestartMaxTries int
+	RestartDisabled bool
 
 	Logger   *slog.Logger
 	Observer Observer

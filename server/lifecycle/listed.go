@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -13,9 +14,12 @@ import (
 // bindings and fence marks (a lost state file is rebuilt from the hosts,
 // marks included): a stale token would pass the fence and a Create could
 // adopt a bound domain as IDLE. So a mutation that would change a machine
-// of such a zone gets Unavailable and wakes reconcile. serve waits for
-// the first pass before it listens, so on a healthy start nobody sees it;
-// it bites for a host that was down at start, until it is listed.
+// of such a zone gets Unavailable and wakes reconcile. Reconcile marks
+// each zone listed as soon as its own listing is reconciled (pass.go), and
+// serve waits (bounded) only for the zones whose hosts are ready, so it
+// bites for a host that was down, or still connecting, at start: a
+// mutation there waits for the listing while the host's first connection
+// attempt runs (awaitListing), and is refused at once if the host is down.
 type listedZones struct {
 	mu      sync.Mutex
 	zones   map[string]bool
@@ -92,19 +96,54 @@ var listingWait = 20 * time.Second
 
 // awaitListing lets a mutation of a machine whose zone has not been listed
 // yet wake reconcile and wait for it, before it takes the machine's lock
-// (reconcile takes it too). notListed still refuses if the wait ran out.
+// (reconcile takes it too). A zone whose host is still on its first
+// connection attempt (backend.ErrHostConnecting) is waited for too; one
+// whose host is down is not. notListed still refuses if the wait ran out.
 func (e *Engine) awaitListing(ctx context.Context, id string) {
 	m, ok := e.idx.get(id)
 	if !ok || e.listed.has(m.Zone) {
 		return
 	}
-	if zr, ok := e.be.(backend.ZoneReadiness); ok && zr.ZoneReady(m.Zone) != nil {
-		return // its host is down: refused at once, as Unavailable
+	if zr, ok := e.be.(backend.ZoneReadiness); ok {
+		if err := zr.ZoneReady(m.Zone); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
+			return // its host is down: refused at once, as Unavailable
+		}
 	}
 	e.listed.wake()
 	wctx, cancel := context.WithTimeout(ctx, listingWait)
 	defer cancel()
 	e.listed.await(wctx, m.Zone)
+}
+
+// ZoneListed reports whether zone has been listed since the engine started.
+func (e *Engine) ZoneListed(zone string) bool { return e.listed.has(zone) }
+
+// WaitReadyZonesListed blocks until every zone whose host is ready now
+// (backend.ZoneReadiness; every zone without it) has been listed since
+// Start, or ctx ends, and reports whether they all were. serve uses it so
+// that a start after a lost state file serves its reachable zones with
+// their marks restored, without waiting for a host that is down or still
+// connecting.
+func (e *Engine) WaitReadyZonesListed(ctx context.Context) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // a zone the first pass did not list waits for no later one
+		select {
+		case <-e.listed.first:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	zr, _ := e.be.(backend.ZoneReadiness)
+	for _, z := range e.be.Zones() {
+		if zr != nil && zr.ZoneReady(z) != nil {
+			continue
+		}
+		if !e.listed.await(ctx, z) {
+			return false
+		}
+	}
+	return true
 }
 
 // notListed is the refusal for a zone not listed since start.

@@ -20,27 +20,26 @@ func (e *Engine) machineMarks(id string) map[string]backend.FenceMark {
 	return e.marks.forMachine(id)
 }
 
-// restoreMarks raises the marks of existing machines to those their hosts
-// recorded, never lowering one (the newer of the two wins), and makes the
-// raised ones durable before they count. A host whose listing failed is
-// skipped; a machine id the engine does not know is ignored (it has no
-// state to protect, see unknownMarks). It runs before the records are
-// adopted from the same listing, so a machine rebuilt from a host is never
-// seen without its marks. It returns how many marks it raised. Normally it
-// raises none: the engine's marks are at least those it handed the backend.
-func (e *Engine) restoreMarks(ctx context.Context, inv []backend.ZoneInventory) int {
+// restoreMarks raises the marks of existing machines to those one zone's
+// hosts recorded, never lowering one (the newer of the two wins), and
+// makes the raised ones durable before they count. A zone whose listing
+// failed is skipped; a machine id the engine does not know is ignored (it
+// has no state to protect, see unknownMarks). Reconcile runs it on each
+// zone's listing before the zone's records are adopted from it, so a
+// machine rebuilt from a host is never seen without its marks. It returns
+// how many marks it raised. Normally it raises none: the engine's marks
+// are at least those it handed the backend.
+func (e *Engine) restoreMarks(ctx context.Context, zi backend.ZoneInventory) int {
 	raised := 0
-	for _, zi := range inv {
-		if zi.Err != nil {
-			continue
+	if zi.Err != nil {
+		return 0
+	}
+	for _, o := range zi.Machines {
+		if ctx.Err() != nil {
+			return raised
 		}
-		for _, o := range zi.Machines {
-			if ctx.Err() != nil {
-				return raised
-			}
-			if len(o.Marks) > 0 && e.hasNewerMark(o.MachineID, o.Marks) {
-				raised += e.raiseMarks(o.MachineID, o.Marks)
-			}
+		if len(o.Marks) > 0 && e.hasNewerMark(o.MachineID, o.Marks) {
+			raised += e.raiseMarks(o.MachineID, o.Marks)
 		}
 	}
 	return raised

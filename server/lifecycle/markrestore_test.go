@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"testing"
@@ -36,7 +37,7 @@ func TestRestoreMarksMaxWins(t *testing.T) {
 		{Zone: "zone-b", Err: errors.New("host down"), Machines: []backend.Observed{
 			{MachineID: "m001", Marks: map[string]fm{"s": {Epoch: 1}}}}},
 	}
-	if n := f.e.restoreMarks(ctx, inv); n != 2 {
+	if n := restoreAll(f.e, ctx, inv); n != 2 {
 		t.Fatalf("raised %d marks, want 2", n)
 	}
 	want := map[MarkKey]Mark{
@@ -53,7 +54,7 @@ func TestRestoreMarksMaxWins(t *testing.T) {
 	if !maps.Equal(durable, want) {
 		t.Fatalf("durable marks after restore:\n got %v\nwant %v", durable, want)
 	}
-	if n := f.e.restoreMarks(ctx, inv); n != 0 {
+	if n := restoreAll(f.e, ctx, inv); n != 0 {
 		t.Fatalf("second pass raised %d marks, want 0", n)
 	}
 	if _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c", Token: tok("lo", 2, 1)}); codeOf(err) != CodeFenced {
@@ -70,11 +71,11 @@ func TestRestoreMarksStoreDown(t *testing.T) {
 	inv := []backend.ZoneInventory{{Zone: "zone-a", Machines: []backend.Observed{
 		{MachineID: "m000", Marks: map[string]fm{"s": {Epoch: 5}}}}}}
 	f.st.setFail(errors.New("disk full"))
-	if n := f.e.restoreMarks(t.Context(), inv); n != 0 || len(f.e.Marks()) != 0 {
+	if n := restoreAll(f.e, t.Context(), inv); n != 0 || len(f.e.Marks()) != 0 {
 		t.Fatalf("with the store down: raised %d, marks %v", n, f.e.Marks())
 	}
 	f.st.setFail(nil)
-	if n := f.e.restoreMarks(t.Context(), inv); n != 1 {
+	if n := restoreAll(f.e, t.Context(), inv); n != 1 {
 		t.Fatalf("after the store recovered: raised %d, want 1", n)
 	}
 }
@@ -97,4 +98,13 @@ func TestMachineMarks(t *testing.T) {
 	if got := f.e.machineMarks("m002"); got != nil {
 		t.Fatalf("machineMarks of a machine without marks = %v, want nil", got)
 	}
+}
+
+// restoreAll runs restoreMarks on every zone of inv, as a pass does.
+func restoreAll(e *Engine, ctx context.Context, inv []backend.ZoneInventory) int {
+	n := 0
+	for _, zi := range inv {
+		n += e.restoreMarks(ctx, zi)
+	}
+	return n
 }

@@ -27,37 +27,34 @@ const restartTimeout = time.Minute
 
 // checkRun reacts to the run state reconcile observed for one machine of
 // ours, whose record is unchanged since the listing. An IDLE machine whose
-// domain is shut off or crashed is started again; anything else that is
-// not running (a CONFIGURED machine, a paused domain) is reported in the
-// record's last_error, once per change, and never made FAILED: a stopped
-// domain says the VM is not running, not that it is lost. It returns the
-// run state still to count as not running ("" when it runs).
-func (e *Engine) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time) (down string, restarted bool) {
+// domain is shut off or crashed is started again, with backoff and up to
+// a number of tries (restartIdle); anything else that is not running (a
+// CONFIGURED machine, a paused domain) is reported in the record's
+// last_error, once per change, and never made FAILED: a stopped domain
+// says the VM is not running, not that it is lost. It returns the run
+// state still to count as not running ("" when it runs) and the error of
+// a Start the host did not carry out. sick: the host failed an earlier
+// call of this pass, so no Start is tried now.
+func (e *Engine) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time, sick bool) (down string, restarted bool, err error) {
 	cur, ok := e.idx.get(o.MachineID)
 	if !ok || (cur.State != Idle && cur.State != Configured) || !cur.StateSince.Before(listedAt) ||
 		cur.Domain != o.Placement.Domain {
-		return "", false
+		return "", false, nil
 	}
 	if o.Run.Up() {
-		e.setRunNote(cur, "", "reconcile: domain running again")
-		return "", false
+		e.runningAgain(cur, listedAt)
+		return "", false, nil
 	}
 	note := runNote(cur, o.Run, listedAt)
 	if st, ok := e.be.(backend.Starter); ok && cur.State == Idle && o.Run.Inactive() {
-		err := e.restart(ctx, st, cur, o)
-		e.observeRestart(cur.Zone, o.Run.State, err == nil)
-		if err == nil {
-			e.recordRestart(cur.ID, o.Run)
-			return "", true
-		}
-		note += fmt.Sprintf("; reconcile could not start it again: %v", err)
+		return e.restartIdle(ctx, st, cur, o, note, listedAt, sick)
 	} else if cur.State == Configured {
 		note += fmt.Sprintf("; not restarted: the machine is CONFIGURED (cluster %q), BigFleet decides (a Drain cannot run its hook in a stopped guest)", cur.Cluster)
 	} else {
 		note += "; not restarted: only a shut off or crashed domain is started again"
 	}
 	e.setRunNote(cur, note, "reconcile: domain not running")
-	return o.Run.State, false
+	return o.Run.State, false, nil
 }
 
 // runNote is the last_error of a machine whose domain is not running:
@@ -107,41 +104,51 @@ func (e *Engine) setRunNote(seen *Machine, note, msg string) {
 
 // restart starts the domain of an IDLE machine through the machine's call
 // gate, so it never overlaps a transition's backend call, and only if the
-// record is still the one the listing was judged against.
-func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine, o backend.Observed) error {
+// record is still the one the listing was judged against. tried says
+// Start ran (its error is then the host's answer).
+func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine, o backend.Observed) (tried bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
 	leave, running, err := e.calls.enter(ctx, seen.ID, OpReconcile)
 	if err != nil {
-		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
+		return false, fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
 	defer leave()
 	if cur, ok := e.idx.get(seen.ID); !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
-		return fmt.Errorf("the machine changed meanwhile")
+		return false, fmt.Errorf("the machine changed meanwhile")
 	}
-	return st.Start(ctx, seen.ID, o.Placement)
+	return true, st.Start(ctx, seen.ID, o.Placement)
 }
 
-// recordRestart logs the restart and adds it to the machine's history (the
-// admin page's timeline), clearing a note left by an earlier failed try.
-func (e *Engine) recordRestart(id string, was backend.RunState) {
-	unlock := e.locks.Lock(id)
+// recordRestart logs one counted restart and adds it to the machine's
+// history (the admin page's timeline, and the count restartIdle backs off
+// on). A Start that worked clears a note left by an earlier try; one that
+// failed (startErr) leaves note as the last_error instead.
+func (e *Engine) recordRestart(seen *Machine, was backend.RunState, startErr error, note string) {
+	unlock := e.locks.Lock(seen.ID)
 	defer unlock()
-	cur, ok := e.idx.get(id)
-	if !ok || cur.State != Idle {
+	cur, ok := e.idx.get(seen.ID)
+	if !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
 		return
 	}
 	now := e.cfg.Now()
-	why := fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)
-	e.log.Warn("reconcile: restarted a domain that was not running", "machine", id, "domain", cur.Domain,
-		"zone", cur.Zone, "was", was.String())
 	n := cur.edit()
-	if isRunNote(cur) {
-		n.LastError = ""
+	t := Transition{OperationID: n.OperationID, Kind: OpReconcile, From: Idle, To: Idle, Started: now, Ended: now}
+	if startErr == nil {
+		t.Outcome, t.LastError = outcomeRestarted, fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)
+		e.log.Warn("reconcile: restarted a domain that was not running", "machine", cur.ID, "domain", cur.Domain,
+			"zone", cur.Zone, "was", was.String())
+		if isRunNote(cur) {
+			n.LastError = ""
+		}
+	} else {
+		t.Outcome, t.LastError = outcomeRestartFailed, startErr.Error()
+		n.LastError = note
+		e.log.Warn("reconcile: domain not running", "machine", cur.ID, "domain", cur.Domain, "zone", cur.Zone,
+			"state", cur.State.String(), "err", note)
 	}
-	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-		From: Idle, To: Idle, Started: now, Ended: now, Outcome: "restarted", LastError: why})
-	_ = e.commit(context.Background(), id, "", nil, &n) // history only: losing it loses nothing
+	n.History = appendHistory(n.History, t)
+	_ = e.commit(context.Background(), cur.ID, "", nil, &n) // lost: the try is not counted, nothing else
 }
 
 func (e *Engine) observeRestart(zone, from string, ok bool) {

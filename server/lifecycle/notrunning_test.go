@@ -26,12 +26,15 @@ type runRig struct {
 	now  time.Time
 }
 
-func newRunRig(t *testing.T, n int) *runRig {
+func newRunRig(t *testing.T, n int, tweak ...func(*Config)) *runRig {
 	t.Helper()
 	r := &runRig{t: t, be: fake.New(fake.Options{}), logs: &logBuf{}, obs: &runObs{},
 		now: time.Now().UTC().Truncate(time.Second)} // real time: run deadlines are contexts on the real clock
 	cfg := Config{Provider: "test", Seed: seed(n), Logger: slog.New(slog.NewJSONHandler(r.logs, nil)),
 		Observer: r.obs, Now: r.clock}
+	for _, tw := range tweak {
+		tw(&cfg)
+	}
 	e, err := New(cfg, newMemStore(), r.be)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +55,9 @@ func (r *runRig) reconcile() ReconcileReport {
 	r.mu.Unlock()
 	return r.e.Reconcile(context.Background())
 }
+
+// advance moves the clock by d (a backoff running out).
+func (r *runRig) advance(d time.Duration) { r.mu.Lock(); r.now = r.now.Add(d); r.mu.Unlock() }
 
 func (r *runRig) get(id string) Machine {
 	m, err := r.e.Get(context.Background(), id)
@@ -98,6 +104,19 @@ type runObs struct {
 	mu       sync.Mutex
 	restarts []restartEvent
 	down     map[string]map[string]int
+	gaveUp   []string // zones
+}
+
+func (o *runObs) RestartGaveUp(zone string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gaveUp = append(o.gaveUp, zone)
+}
+
+func (o *runObs) gaveUpZones() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.gaveUp...)
 }
 
 func (o *runObs) TransitionFinished(OpKind, string, string, time.Duration) {}
@@ -232,9 +251,9 @@ func TestDrainOfStoppedDomainFailsAtOnce(t *testing.T) {
 }
 
 // TestRestartFailureIsReported: an IDLE machine whose domain cannot be
-// started stays IDLE with the cause in last_error (one WARN while the
-// cause is the same), the failure is counted, and a later pass that
-// succeeds clears it.
+// started stays IDLE with the cause and the next try in last_error (one
+// WARN per try, none for a pass that waits out the backoff), the failure
+// is counted, and a later try that succeeds clears it.
 func TestRestartFailureIsReported(t *testing.T) {
 	t.Parallel()
 	r := newRunRig(t, 2)
@@ -242,16 +261,21 @@ func TestRestartFailureIsReported(t *testing.T) {
 	r.be.SetRunState("m000", destroyed)
 	r.be.SetFailure(fake.OpStart, "m000", errors.New("qemu: could not open disk"))
 	r.reconcile()
+	r.reconcile() // within the backoff: no try, no change
+	rev := r.get("m000").Revision
+	r.advance(DefaultRestartBackoff)
 	r.reconcile()
 	m := r.get("m000")
 	if m.State != Idle || !strings.Contains(m.LastError, "is shut off (destroyed) since") ||
-		!strings.HasSuffix(m.LastError, "reconcile could not start it again: qemu: could not open disk") {
+		!strings.Contains(m.LastError, "reconcile could not start it again: qemu: could not open disk; next restart (try 3 of 5) at ") ||
+		m.Revision == rev {
 		t.Fatalf("machine %s %q", m.State, m.LastError)
 	}
-	if n := len(r.logs.records("reconcile: domain not running")); n != 1 || r.be.Calls(fake.OpStart) != 2 {
+	if n := len(r.logs.records("reconcile: domain not running")); n != 2 || r.be.Calls(fake.OpStart) != 2 {
 		t.Fatalf("%d WARNs, %d starts", n, r.be.Calls(fake.OpStart))
 	}
 	r.be.SetFailure(fake.OpStart, "m000", nil)
+	r.advance(2 * DefaultRestartBackoff)
 	r.reconcile()
 	if m := r.get("m000"); m.State != Idle || m.LastError != "" {
 		t.Fatalf("after a good restart: %s %q", m.State, m.LastError)

@@ -56,74 +56,16 @@ func (e *Engine) reconcileLoop() {
 // lists its own), and records change (so the revision moves) only on a real
 // difference. A host whose listing failed is skipped, never read as empty.
 // A domain of ours that is not running is handled by checkRun: an IDLE
-// machine's is started again, any other is reported, never FAILED.
+// machine's is started again (with backoff), any other is reported, never
+// FAILED. Each zone is judged and marked listed as soon as its listing
+// arrives; lookups and restarts run after the listings (pass.go).
 func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
-	rep := ReconcileReport{At: e.cfg.Now(), Zones: map[string]string{}}
-	inv := e.be.Inventory(ctx)
-	e.restoreMarks(ctx, inv) // before any adoption: a rebuilt machine is never seen without its marks
-	healthy := map[string]map[string]backend.Observed{}
-	down := map[string]map[string]int{} // listed zone → run state → machines
-	for _, zi := range inv {
-		if zi.Err != nil {
-			rep.Zones[zi.Zone] = zi.Err.Error()
-			e.log.Warn("reconcile: host not listed", "zone", zi.Zone, "err", zi.Err)
-			continue
-		}
-		rep.Zones[zi.Zone] = ""
-		down[zi.Zone] = map[string]int{}
-		byMachine := make(map[string]backend.Observed, len(zi.Machines))
-		for _, o := range zi.Machines {
-			// Two hosts of a zone may both hold the machine's domain for a
-			// while (a migration cut by a restart): the running copy is the
-			// machine.
-			if prev, dup := byMachine[o.MachineID]; !dup || (!prev.Run.Up() && o.Run.Up()) {
-				byMachine[o.MachineID] = o
-			}
-		}
-		healthy[zi.Zone] = byMachine
-	}
-	for _, id := range e.idx.ids() {
-		if ctx.Err() != nil {
-			break
-		}
-		m, _ := e.idx.get(id)
-		seen, listed := healthy[m.Zone]
-		if !listed || e.moves.skip(id, rep.At) {
-			continue // a migration holds it, or ended after the listing
-		}
-		o, found := seen[id]
-		// Issue 10: missing from a complete listing is not enough to fail
-		// a live machine; the backend must confirm it by a direct lookup.
-		if !found && e.keepMissing(ctx, m, rep.At) {
-			continue
-		}
-		switch e.reconcileOne(id, o, found, rep.At) {
-		case "adopted":
-			rep.Adopted++
-		case "vanished":
-			rep.Vanished++
-		case "":
-			if !found {
-				continue
-			}
-			// Issue 15 case 4: a domain of ours that is not running.
-			st, restarted := e.checkRun(ctx, o, rep.At)
-			if restarted {
-				rep.Restarted++
-			}
-			if st != "" {
-				rep.NotRunning++
-				down[m.Zone][st]++
-			}
-		}
-	}
-	e.observeNotRunning(down)
-	if ctx.Err() == nil {
-		for zone := range healthy {
-			e.listed.mark(zone)
-		}
-	}
+	p := e.newPass()
+	p.list(ctx)
+	p.runQueued(ctx)
+	e.observeNotRunning(p.down)
 	e.listed.passed()
+	rep := p.rep
 	e.setLastReconcile(rep)
 	if rep.Adopted+rep.Vanished+rep.Restarted > 0 {
 		e.log.Info("reconcile changed machines", "adopted", rep.Adopted, "vanished", rep.Vanished, "restarted", rep.Restarted)
@@ -199,25 +141,31 @@ func relocated(cur *Machine, o backend.Observed) bool {
 		o.Placement.Domain == cur.Domain && o.Run.Up()
 }
 
-// keepMissing reports whether a machine missing from a complete listing
-// must be kept anyway. Only an IDLE or CONFIGURED record unchanged since
-// the listing can vanish, and then only if a backend that can check
-// (backend.Confirmer) confirms its VM is gone: an error, or a VM the
-// listing missed but a direct lookup found, keeps it. Backends without
+// needsConfirm reports whether a machine missing from a complete listing
+// needs ConfirmGone before it may vanish. Only an IDLE or CONFIGURED record
+// unchanged since the listing can vanish, and then only if a backend that
+// can check (backend.Confirmer) confirms its VM is gone. Backends without
 // the check are trusted on their listing alone.
-func (e *Engine) keepMissing(ctx context.Context, m *Machine, listedAt time.Time) bool {
-	c, ok := e.be.(backend.Confirmer)
-	if !ok || (m.State != Idle && m.State != Configured) || !m.StateSince.Before(listedAt) {
-		return false
+func (e *Engine) needsConfirm(m *Machine, listedAt time.Time) bool {
+	_, ok := e.be.(backend.Confirmer)
+	return ok && (m.State == Idle || m.State == Configured) && m.StateSince.Before(listedAt)
+}
+
+// keepMissing reports whether a machine missing from a complete listing
+// must be kept anyway: an error (returned too), or a VM the listing missed
+// but a direct lookup found, keeps it.
+func (e *Engine) keepMissing(ctx context.Context, m *Machine, listedAt time.Time) (bool, error) {
+	if !e.needsConfirm(m, listedAt) {
+		return false, nil
 	}
-	gone, err := c.ConfirmGone(ctx, m.ID, m.Placement())
+	gone, err := e.be.(backend.Confirmer).ConfirmGone(ctx, m.ID, m.Placement())
 	switch {
 	case err != nil:
 		e.log.Warn("reconcile: VM missing from the listing, its absence not confirmed; machine kept", "machine", m.ID, "err", err)
 	case !gone:
 		e.log.Warn("reconcile: VM missing from the listing but found by a direct lookup; machine kept", "machine", m.ID, "domain", m.Domain)
 	}
-	return !gone || err != nil
+	return !gone || err != nil, err
 }
 
 func (e *Engine) setLastReconcile(r ReconcileReport) {

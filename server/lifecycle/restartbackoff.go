@@ -1,0 +1,227 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// Restarts of a crashed IDLE machine back off and give up. The tries are
+// counted in the machine's history, so the count survives a provider
+// restart with the state file: the trailing run of reconcile entries
+// "restarted" (Start worked) and "restart failed" (the host refused to
+// start it) is the number of restarts since the last successful boot.
+// Any other entry ends the run: a transition (Configure, Delete, …), an
+// adoption or relocation, and "boot confirmed", which reconcile appends
+// when it sees the domain running at a pass at least RestartBackoff after
+// the last restart. That is the definition of a successful boot: the
+// guest stayed up for a backoff period (or reached a transition).
+//
+// The first restart is made at once; restart n+1 waits RestartBackoff ×
+// 2^(n-1) after restart n, capped at 32×RestartBackoff. A pass that finds
+// the domain stopped again after RestartMaxTries restarts gives up: the
+// last_error says so, one WARN, a "restart given up" history entry and
+// RestartObserver.RestartGaveUp. Nothing is retried after that until the
+// domain is seen running again for a backoff period (an operator started
+// it) or the machine leaves IDLE. A Start that did not reach the guest
+// (host unreachable, machine busy with a transition) costs no try.
+
+// Restart defaults (Config).
+const (
+	DefaultRestartBackoff  = 30 * time.Second
+	DefaultRestartMaxTries = 5
+	restartBackoffCap      = 32 // × RestartBackoff
+)
+
+// History outcomes of reconcile's restarts.
+const (
+	outcomeRestarted     = "restarted"
+	outcomeRestartFailed = "restart failed"
+	outcomeGaveUp        = "restart given up"
+	outcomeBootConfirmed = "boot confirmed"
+)
+
+// RestartObserver is an Observer that is also told when reconcile gives
+// up restarting a machine (the metrics implement it).
+type RestartObserver interface {
+	RestartGaveUp(zone string)
+}
+
+func (e *Engine) restartBackoff() time.Duration {
+	if b := e.cfg.RestartBackoff; b > 0 {
+		return b
+	}
+	return DefaultRestartBackoff
+}
+
+func (e *Engine) restartMaxTries() int {
+	n := e.cfg.RestartMaxTries
+	if n <= 0 {
+		n = DefaultRestartMaxTries
+	}
+	return min(n, HistoryLimit-1)
+}
+
+// restartDelay is the wait after the tries-th restart before the next.
+func (e *Engine) restartDelay(tries int) time.Duration {
+	return e.restartBackoff() * time.Duration(min(1<<max(tries-1, 0), restartBackoffCap))
+}
+
+// restartTrail is what a machine's history says about its restarts.
+type restartTrail struct {
+	tries   int       // restarts since the last successful boot
+	last    time.Time // when the last of them ran
+	lastErr string    // why it failed ("" when Start worked)
+	gaveUp  string    // the give-up message, once given up
+}
+
+func restartTrailOf(h []Transition) restartTrail {
+	var tr restartTrail
+	for i := len(h) - 1; i >= 0 && h[i].Kind == OpReconcile; i-- {
+		switch t := h[i]; {
+		case t.Outcome == outcomeGaveUp && i == len(h)-1:
+			tr.gaveUp = t.LastError
+		case t.Outcome == outcomeRestarted || t.Outcome == outcomeRestartFailed:
+			if tr.tries == 0 {
+				tr.last = t.Ended
+				if t.Outcome == outcomeRestartFailed {
+					tr.lastErr = t.LastError
+				}
+			}
+			tr.tries++
+		default:
+			return tr
+		}
+	}
+	return tr
+}
+
+// restartIdle decides, for an IDLE machine whose domain is shut off or
+// crashed, between starting it now, waiting out the backoff and giving up,
+// and says which in the last_error (note is the run note so far).
+func (e *Engine) restartIdle(ctx context.Context, st backend.Starter, cur *Machine, o backend.Observed,
+	note string, listedAt time.Time, sick bool) (string, bool, error) {
+	tr := restartTrailOf(cur.History)
+	maxTries := e.restartMaxTries()
+	switch {
+	case tr.tries > 0 && !tr.last.Before(listedAt):
+		return o.Run.State, false, nil // the listing predates our last restart: judged next pass
+	case e.cfg.RestartDisabled:
+		note += "; not restarted: restarts are disabled"
+	case tr.gaveUp != "":
+		note += "; " + tr.gaveUp
+	case tr.tries >= maxTries:
+		e.giveUpRestart(cur, o, note, tr)
+		return o.Run.State, false, nil
+	case tr.tries > 0 && e.cfg.Now().Before(tr.last.Add(e.restartDelay(tr.tries))):
+		note += e.waitNote(tr, maxTries)
+	case sick:
+		return o.Run.State, false, nil // the host failed a call this pass: next pass
+	default:
+		return e.tryRestart(ctx, st, cur, o, note, tr)
+	}
+	e.setRunNote(cur, note, "reconcile: domain not running")
+	return o.Run.State, false, nil
+}
+
+// tryRestart starts the domain and records the try. A Start that did not
+// reach the guest is reported but not counted.
+func (e *Engine) tryRestart(ctx context.Context, st backend.Starter, cur *Machine, o backend.Observed,
+	note string, tr restartTrail) (string, bool, error) {
+	tried, err := e.restart(ctx, st, cur, o)
+	e.observeRestart(cur.Zone, o.Run.State, err == nil)
+	if err == nil {
+		e.recordRestart(cur, o.Run, nil, "")
+		return "", true, nil
+	}
+	if !tried || hostUnreachable(err) || errors.Is(err, context.Canceled) {
+		e.setRunNote(cur, note+fmt.Sprintf("; reconcile could not start it again: %v", err), "reconcile: domain not running")
+		if !tried {
+			err = nil // the machine's, not the host's
+		}
+		return o.Run.State, false, err
+	}
+	next := restartTrail{tries: tr.tries + 1, last: e.cfg.Now(), lastErr: err.Error()}
+	e.recordRestart(cur, o.Run, err, note+e.waitNote(next, e.restartMaxTries()))
+	return o.Run.State, false, err
+}
+
+// waitNote ends the last_error of a machine between two restarts: how the
+// last one went and when the next is due. It depends on the history only,
+// so it reads the same at every pass of the wait (no revision per pass).
+func (e *Engine) waitNote(tr restartTrail, maxTries int) string {
+	s := fmt.Sprintf("; reconcile started it again at %s and it stopped again", tr.last.UTC().Format(time.RFC3339))
+	if tr.lastErr != "" {
+		s = "; reconcile could not start it again: " + tr.lastErr
+	}
+	if tr.tries < maxTries {
+		s += fmt.Sprintf("; next restart (try %d of %d) at %s", tr.tries+1, maxTries,
+			tr.last.Add(e.restartDelay(tr.tries)).UTC().Format(time.RFC3339))
+	}
+	return s
+}
+
+// giveUpRestart records that reconcile stops restarting the machine: its
+// last_error says so, with a WARN, a history entry and the metric.
+func (e *Engine) giveUpRestart(seen *Machine, o backend.Observed, note string, tr restartTrail) {
+	unlock := e.locks.Lock(seen.ID)
+	defer unlock()
+	cur, ok := e.idx.get(seen.ID)
+	if !ok || cur.Revision != seen.Revision {
+		return // changed meanwhile: the next pass judges it again
+	}
+	last := fmt.Sprintf("last stop: %s", o.Run)
+	if tr.lastErr != "" {
+		last = "last start failed: " + tr.lastErr
+	}
+	msg := fmt.Sprintf("reconcile gave up restarting it after %d tries (%s)", tr.tries, last)
+	now := e.cfg.Now()
+	n := cur.edit()
+	n.LastError = note + "; " + msg
+	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+		From: Idle, To: Idle, Started: now, Ended: now, Outcome: outcomeGaveUp, LastError: msg})
+	if err := e.commit(context.Background(), cur.ID, "", nil, &n); err != nil {
+		return // the next pass tries again
+	}
+	e.log.Warn("reconcile: gave up restarting a domain that does not stay up", "machine", cur.ID,
+		"domain", cur.Domain, "zone", cur.Zone, "tries", tr.tries, "err", n.LastError)
+	if ro, ok := e.cfg.Observer.(RestartObserver); ok {
+		ro.RestartGaveUp(cur.Zone)
+	}
+}
+
+// runningAgain handles a domain seen running: our not-running note is
+// cleared, and a machine restarted at least RestartBackoff before this
+// listing has booted, which resets its restart count ("boot confirmed").
+func (e *Engine) runningAgain(seen *Machine, listedAt time.Time) {
+	tr := restartTrailOf(seen.History)
+	booted := (tr.tries > 0 || tr.gaveUp != "") && !listedAt.Before(tr.last.Add(e.restartBackoff()))
+	if !booted && !isRunNote(seen) {
+		return // the common case: nothing to write
+	}
+	unlock := e.locks.Lock(seen.ID)
+	defer unlock()
+	cur, ok := e.idx.get(seen.ID)
+	if !ok || cur.Revision != seen.Revision {
+		return
+	}
+	n := cur.edit()
+	if isRunNote(cur) {
+		n.LastError = ""
+	}
+	if booted {
+		now := e.cfg.Now()
+		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcomeBootConfirmed,
+			Note: fmt.Sprintf("domain %s running %s after reconcile's last restart: restart count reset", cur.Domain, listedAt.Sub(tr.last).Round(time.Second))})
+	}
+	if err := e.commit(context.Background(), cur.ID, "", nil, &n); err != nil {
+		return // the next pass tries again
+	}
+	if isRunNote(cur) {
+		e.log.Info("reconcile: domain running again", "machine", cur.ID, "domain", cur.Domain, "state", cur.State.String())
+	}
+}
