@@ -22,7 +22,7 @@ type RunObserver interface {
 }
 
 // restartTimeout bounds one Start, the wait for the machine's call gate
-// included; reconcile goes on with the next machine after it.
+// included; the pass's calls to other hosts go on meanwhile (pass.go).
 const restartTimeout = time.Minute
 
 // checkRun reacts to the run state reconcile observed for one machine of
