@@ -3,9 +3,11 @@
 #
 #   - helm lint --strict and helm template (default values and every file in
 #     test/chart/testdata/values: ssh, libvirt TLS, socket, gRPC TLS, mTLS +
-#     NetworkPolicy + ServiceMonitor, in-memory, existing claim), through
+#     NetworkPolicy + ServiceMonitor, in-memory, existing claim, a 100k
+#     fleet), through
 #     Helm's Go packages (helm.sh/helm/v4), no helm binary needed;
 #   - strict decoding of every rendered manifest into the Kubernetes types;
+#   - the memory limit and GOMEMLIMIT computed from expectedMachines;
 #   - the chart's flags against `bin/libvirt --help`;
 #   - the Dockerfile against the chart and the binary's shared libraries.
 #

@@ -235,3 +235,89 @@ by every template, so `helm template` fails before anything is applied.
 {{- end }}
 {{- toYaml $args }}
 {{- end }}
+
+{{/*
+The memory limit the container runs under: resources.limits.memory when
+set, else memory.baseMiB + memory.perTenThousandMiB per started 10,000 of
+expectedMachines (values.yaml gives the measurement behind the figures).
+*/}}
+{{- define "libvirt-provider.memoryLimit" -}}
+{{- $explicit := dig "limits" "memory" "" (.Values.resources | default dict) }}
+{{- if $explicit }}
+{{- include "libvirt-provider.quantityString" $explicit }}
+{{- else }}
+{{- $n := .Values.expectedMachines }}
+{{- if or (kindIs "invalid" $n) (kindIs "string" $n) (lt (float64 $n) 0.0) (ne (float64 $n) (float64 (int64 $n))) }}
+{{- fail (printf "expectedMachines %v: want a whole number of machines (0 or more)" $n) }}
+{{- end }}
+{{- $m := .Values.memory }}
+{{- $tens := div (add (int64 $n) 9999) 10000 }}
+{{- printf "%dMi" (add (int64 $m.baseMiB) (mul (int64 $m.perTenThousandMiB) $tens)) }}
+{{- end }}
+{{- end }}
+
+{{/* A quantity value as a string: YAML numbers arrive as float64. */}}
+{{- define "libvirt-provider.quantityString" -}}
+{{- if kindIs "string" . }}{{ trim . }}{{ else }}{{ printf "%.0f" (float64 .) }}{{ end }}
+{{- end }}
+
+{{/*
+A Kubernetes memory quantity (plain bytes, or a decimal/binary suffix:
+k M G T P E, Ki Mi Gi Ti Pi Ei; decimals allowed) in bytes, as an integer.
+*/}}
+{{- define "libvirt-provider.quantityBytes" -}}
+{{- $q := include "libvirt-provider.quantityString" . }}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q }}
+{{- $suffix := trimPrefix $num $q }}
+{{- $mult := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- if or (not $num) (not (hasKey $mult $suffix)) }}
+{{- fail (printf "resources.limits.memory %q: want a byte quantity such as 512Mi, 1Gi or 536870912" $q) }}
+{{- end }}
+{{- printf "%.0f" (mulf (float64 $num) (get $mult $suffix)) }}
+{{- end }}
+
+{{/*
+GOMEMLIMIT for the Go runtime: memory.goMemLimitPercent of the memory
+limit, in MiB (Go's own syntax). Empty when the percentage is 0.
+*/}}
+{{- define "libvirt-provider.goMemLimit" -}}
+{{- $pct := .Values.memory.goMemLimitPercent | default 0 | float64 }}
+{{- if or (lt $pct 0.0) (gt $pct 100.0) }}
+{{- fail (printf "memory.goMemLimitPercent %v: want 0 (no GOMEMLIMIT) to 100" .Values.memory.goMemLimitPercent) }}
+{{- end }}
+{{- if gt $pct 0.0 }}
+{{- $bytes := include "libvirt-provider.quantityBytes" (include "libvirt-provider.memoryLimit" .) | float64 }}
+{{- $mib := floor (divf (mulf $bytes $pct) (mulf 100.0 1048576.0)) | int64 }}
+{{- if lt $mib 1 }}
+{{- fail (printf "GOMEMLIMIT from a memory limit of %s would be under 1 MiB" (include "libvirt-provider.memoryLimit" .)) }}
+{{- end }}
+{{- printf "%dMiB" $mib }}
+{{- end }}
+{{- end }}
+
+{{/*
+The container's resources: .Values.resources with the memory limit filled
+in from expectedMachines when not set, and the memory request equal to the
+limit when not set (memory is not compressible: a request below the peak
+lets the node overcommit and OOM-kill or evict the provider first).
+*/}}
+{{- define "libvirt-provider.resources" -}}
+{{- $res := deepCopy (.Values.resources | default dict) }}
+{{- $limit := include "libvirt-provider.memoryLimit" . }}
+{{- $limits := get $res "limits" | default dict }}
+{{- if not (get $limits "memory") }}
+{{- $_ := set $limits "memory" $limit }}
+{{- end }}
+{{- $_ := set $res "limits" $limits }}
+{{- $requests := get $res "requests" | default dict }}
+{{- if not (get $requests "memory") }}
+{{- $_ := set $requests "memory" $limit }}
+{{- end }}
+{{- $_ := set $res "requests" $requests }}
+{{- toYaml $res }}
+{{- end }}
+
+{{/* Whether extraEnv sets GOMEMLIMIT itself (then the chart does not). */}}
+{{- define "libvirt-provider.extraEnvHasGoMemLimit" -}}
+{{- range .Values.extraEnv }}{{ if eq (toString .name) "GOMEMLIMIT" }}true{{ end }}{{ end }}
+{{- end }}
