@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -34,13 +35,11 @@ var (
 	_ backend.DomainTyper   = (*Backend)(nil)
 )
 
-// StartupWait bounds how long New waits for the first dial of every host,
-// so the first log lines and readiness say which hosts are up. A host that
-// is still dialling (or down) does not fail New.
-const StartupWait = 10 * time.Second
-
 // New validates cfg and starts one connection loop per host. It fails only
-// on a bad configuration: unreachable hosts are reported, not fatal.
+// on a bad configuration: unreachable hosts are reported, not fatal. It
+// does not wait for any host: until a host's first connection attempt is
+// over its zone reports backend.ErrHostConnecting, which a mutation may
+// wait for, so a host that is down at start delays nothing else.
 func New(cfg Config) (*Backend, error) {
 	return newBackend(cfg, dialLibvirt)
 }
@@ -71,22 +70,26 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 		b.hosts[hc.Name] = h
 		b.list = append(b.list, h)
 	}
+	logLinkMode(b.log, &b.cfg)
 	for _, h := range b.list {
 		go h.loop()
 	}
-	deadline := time.After(StartupWait)
+	return b, nil
+}
+
+// AwaitFirstAttempts returns once every host's first connection attempt
+// is over (connected, refused, or past the call bound), or ctx ends; it
+// reports whether all were. Nothing in serving needs it: tests and tools
+// that want every reachable host connected before they start do.
+func (b *Backend) AwaitFirstAttempts(ctx context.Context) bool {
 	for _, h := range b.list {
 		select {
 		case <-h.first:
-		case <-deadline:
+		case <-ctx.Done():
+			return false
 		}
 	}
-	for _, h := range b.list {
-		if err := h.ready(); err != nil {
-			b.log.Warn("libvirt host not connected at startup; retrying in the background", "zone", h.zone, "host", h.name, "err", err)
-		}
-	}
-	return b, nil
+	return true
 }
 
 // Zones lists the configured zones in --connect order.
@@ -127,11 +130,19 @@ func (b *Backend) DomainType(zone string) string {
 	return hs[0].domainType().Type
 }
 
-// Close stops reconnecting and closes every connection.
+// Close stops reconnecting and closes every connection, all hosts at once:
+// each host's close is bounded (host.close), so Close takes that bound
+// whatever the number of hosts.
 func (b *Backend) Close() error {
+	var wg sync.WaitGroup
 	for _, h := range b.list {
-		h.close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.close()
+		}()
 	}
+	wg.Wait()
 	return nil
 }
 

@@ -94,6 +94,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// ListConcurrency (--reconcile-concurrency): hosts listed at once.
 	ListConcurrency int
+	// MigrateTimeout (--migrate-timeout) is a migration call's own budget
+	// on top of CallTimeout.
+	MigrateTimeout time.Duration
 
 	InventoryTimeout time.Duration // per host, for Inventory and Hosts
 	ReconnectMin     time.Duration // first pause before re-dialling a lost host
@@ -113,6 +116,7 @@ func (c *Config) setDefaults() {
 	dur(&c.AgentTimeout, DefaultAgentTimeout)
 	dur(&c.InventoryTimeout, DefaultInventoryTimeout)
 	dur(&c.CallTimeout, DefaultCallTimeout)
+	dur(&c.MigrateTimeout, 10*time.Minute)
 	if c.ListConcurrency <= 0 {
 		c.ListConcurrency = DefaultListConcurrency
 	}

@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -67,6 +68,10 @@ type host struct {
 	first chan struct{} // closed after the first dial attempt
 
 	confirming atomic.Int32 // ConfirmGone lookups still inside libvirt
+	listing    sync.Mutex   // held by the host's listing (inventory.go)
+	calls      *callSlots   // admission and bound of every call (bound.go)
+	firstDone  atomic.Bool  // the first dial attempt returned or ran past the bound
+	created    time.Time
 
 	capMu sync.Mutex
 	size  hostSize // last capacity read from the host
@@ -84,7 +89,8 @@ func newHost(h Host, cfg *Config, dial dialFunc, plan *placement.Planner) *host 
 		log:  log,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		done: make(chan struct{}), first: make(chan struct{}),
-		lastErr: "not connected yet", since: time.Now(),
+		lastErr: "not connected yet", since: time.Now(), created: time.Now(),
+		calls: newCallSlots(),
 	}
 }
 
@@ -94,14 +100,10 @@ func newHost(h Host, cfg *Config, dial dialFunc, plan *placement.Planner) *host 
 func (h *host) loop() {
 	defer close(h.done)
 	delay := h.cfg.ReconnectMin
-	firstDone := false
 	for {
 		if !h.isUp() {
 			err := h.connect()
-			if !firstDone {
-				close(h.first)
-				firstDone = true
-			}
+			h.markFirst()
 			if err != nil {
 				wait := delay/2 + rand.N(delay/2+1)
 				delay = min(delay*2, h.cfg.ReconnectMax)
@@ -122,6 +124,15 @@ func (h *host) loop() {
 	}
 }
 
+// markFirst records that the first connection attempt is over (it
+// returned, or ran past the call bound): until then the host's zone is
+// "connecting", which a mutation may wait for, rather than down.
+func (h *host) markFirst() {
+	if h.firstDone.CompareAndSwap(false, true) {
+		close(h.first)
+	}
+}
+
 func (h *host) isUp() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -131,7 +142,10 @@ func (h *host) isUp() bool {
 // connect dials once and installs the connection with its close callback
 // and watchdog.
 func (h *host) connect() error {
-	conn, err := h.dial(h.uri)
+	conn, err := h.dialBounded()
+	if errors.Is(err, errHostClosed) {
+		return err
+	}
 	if err != nil {
 		err = scrub(err, h.uri)
 		if h.setDown(err.Error()) {
@@ -154,7 +168,8 @@ func (h *host) connect() error {
 	}); err != nil {
 		h.log.Debug("libvirt close callback not registered", "err", scrub(err, h.uri))
 	}
-	choice, err := h.chooseType(conn)
+	h.tuneLink(conn)
+	choice, err := h.chooseType(&boundConn{h: h, inner: conn})
 	if err != nil {
 		// A host whose capabilities cannot be read, or that cannot run
 		// the domain type asked for, is not usable: every Create would
@@ -230,6 +245,9 @@ func (h *host) setDown(msg string) bool {
 // and wakes the loop to re-dial. Callers that still hold a reference keep
 // the handle valid until they release it; their calls fail fast.
 func (h *host) drop(conn lvConn, why string) {
+	if bc, ok := conn.(*boundConn); ok {
+		conn = bc.inner // the host keeps its connection unwrapped
+	}
 	h.mu.Lock()
 	if h.conn != conn {
 		h.mu.Unlock()
@@ -266,7 +284,7 @@ func (h *host) acquire() (lvConn, error) {
 	if err := h.conn.Ref(); err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", h.where(), backend.ErrHostUnavailable, scrub(err, h.uri))
 	}
-	return h.conn, nil
+	return &boundConn{h: h, inner: h.conn}, nil
 }
 
 func (h *host) release(conn lvConn) {
@@ -276,6 +294,9 @@ func (h *host) release(conn lvConn) {
 }
 
 func (h *host) unavailableLocked() error {
+	if !h.firstDone.Load() {
+		return fmt.Errorf("%s: %w (since %s)", h.where(), backend.ErrHostConnecting, h.since.UTC().Format(time.RFC3339))
+	}
 	return fmt.Errorf("%s: %w: %s (since %s)", h.where(), backend.ErrHostUnavailable,
 		h.lastErr, h.since.UTC().Format(time.RFC3339))
 }

@@ -94,6 +94,7 @@ func TestReconnectsAfterLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitStarted(t, b)
 	defer b.Close()
 	h := b.hosts["z1"]
 	if h.ready() != nil || dials.Load() != 1 {
@@ -178,6 +179,7 @@ func TestReconnectRereadsFilesNamedInURI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitStarted(t, b)
 	defer b.Close()
 	h := b.hosts["z1"]
 	if got := bridgeName(t, h); got != "virbr0" {

@@ -89,6 +89,7 @@ func newFaultBackend(t testing.TB, mutate func(*Config), setup func(*faults)) (*
 	if err != nil {
 		t.Fatalf("newBackend: %v", err)
 	}
+	awaitStarted(t, b)
 	t.Cleanup(func() {
 		_ = b.Close()
 		f.mu.Lock()

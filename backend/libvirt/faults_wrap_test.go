@@ -21,6 +21,10 @@ func (c *faultConn) Close() (int, error) {
 	return c.inner.Close()
 }
 
+func (c *faultConn) SetKeepAlive(interval int, count uint) error {
+	return c.do("conn.SetKeepAlive", "", func() error { return c.inner.SetKeepAlive(interval, count) })
+}
+
 func (c *faultConn) IsAlive() (bool, error) {
 	if c.dead.Load() {
 		return false, nil

@@ -79,7 +79,19 @@ func newTestBackend(t testing.TB, mutate func(*Config)) (*Backend, *syncBuffer) 
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
+	awaitStarted(t, b)
 	return b, logs
+}
+
+// awaitStarted waits for every host's first connection attempt, as the
+// tests expect a reachable host connected when they begin.
+func awaitStarted(t testing.TB, b *Backend) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !b.AwaitFirstAttempts(ctx) {
+		t.Fatal("hosts still on their first connection attempt after 10s")
+	}
 }
 
 // conn returns a referenced connection of zone for direct inspection.
@@ -104,6 +116,8 @@ func rawConn(c lvConn) *libvirt.Connect {
 	case *lvConnect:
 		return x.c
 	case *faultConn:
+		return rawConn(x.inner)
+	case *boundConn:
 		return rawConn(x.inner)
 	}
 	panic("rawConn: unknown connection type")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"libvirt.org/go/libvirt"
 
@@ -13,18 +15,18 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
-// perHost runs fn for every host in parallel, each bounded by the
-// inventory timeout (and ctx). A host that does not answer in time yields
+// perHost runs fn for every host in parallel, each bounded by bound (and
+// ctx). A host that does not answer in time yields
 // onTimeout; its call finishes in the background (libvirt calls cannot be
 // interrupted) and its result is dropped.
-func perHost[T any](ctx context.Context, b *Backend, fn func(h *host) T, onTimeout func(h *host, err error) T) []T {
+func perHost[T any](ctx context.Context, b *Backend, bound time.Duration, fn func(h *host) T, onTimeout func(h *host, err error) T) []T {
 	out := make([]T, len(b.list))
 	var wg sync.WaitGroup
 	for i, h := range b.list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
+			tctx, cancel := context.WithTimeout(ctx, bound)
 			defer cancel()
 			done := make(chan T, 1)
 			go func() { done <- fn(h) }()
@@ -33,7 +35,7 @@ func perHost[T any](ctx context.Context, b *Backend, fn func(h *host) T, onTimeo
 				out[i] = r
 			case <-tctx.Done():
 				out[i] = onTimeout(h, fmt.Errorf("%s: no answer within %s: %w",
-					h.where(), b.cfg.InventoryTimeout, backend.ErrHostUnavailable))
+					h.where(), bound, backend.ErrHostUnavailable))
 			}
 		}()
 	}
@@ -41,41 +43,120 @@ func perHost[T any](ctx context.Context, b *Backend, fn func(h *host) T, onTimeo
 	return out
 }
 
-// Inventory lists our own domains on every host, one entry per zone. A
-// zone of several hosts is listed when at least one of them was: the
-// machines of a host that could not be listed are missing from it, and
-// the engine keeps them (ConfirmGone cannot reach their host). Only a zone
-// none of whose hosts answered reports Err.
+// Inventory lists our own domains on every host, one entry per zone, in
+// zone order. A zone of several hosts is listed when at least one of them
+// was: the machines of a host that could not be listed are missing from
+// it, and the engine keeps them (ConfirmGone cannot reach their host).
+// Only a zone none of whose hosts answered reports Err.
 func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
-	per := perHost(ctx, b, b.listHost, func(h *host, err error) backend.ZoneInventory {
-		return backend.ZoneInventory{Zone: h.zone, Err: err}
-	})
-	listed := map[string]*backend.ZoneInventory{}
-	errs := map[string][]error{}
-	for i, zi := range per {
-		z := b.list[i].zone
-		if zi.Err != nil {
-			errs[z] = append(errs[z], zi.Err)
-			continue
-		}
-		if listed[z] == nil {
-			listed[z] = &backend.ZoneInventory{Zone: z}
-		}
-		listed[z].Machines = append(listed[z].Machines, zi.Machines...)
-	}
+	got := map[string]backend.ZoneInventory{}
+	b.InventoryEach(ctx, 0, func(zi backend.ZoneInventory) { got[zi.Zone] = zi })
 	out := make([]backend.ZoneInventory, 0, len(b.zones))
 	for _, z := range b.zones {
-		switch {
-		case listed[z] == nil:
-			out = append(out, backend.ZoneInventory{Zone: z, Err: errors.Join(errs[z]...)})
-			continue
-		case len(errs[z]) > 0:
-			b.log.Warn("zone listed without some of its hosts; their machines are kept as they are",
-				"zone", z, "err", errors.Join(errs[z]...))
-		}
-		out = append(out, *listed[z])
+		out = append(out, got[z])
 	}
 	return out
+}
+
+// InventoryEach is backend.ZoneStreamer: hosts are listed at most
+// concurrency at a time, each within the inventory timeout, and a zone is
+// handed to fn as soon as its last host is done.
+func (b *Backend) InventoryEach(ctx context.Context, concurrency int, fn func(backend.ZoneInventory)) {
+	if concurrency <= 0 {
+		concurrency = b.cfg.ListConcurrency
+	}
+	type listing struct {
+		h  *host
+		zi backend.ZoneInventory
+	}
+	results := make(chan listing, len(b.list))
+	go func() { // starts hosts while the zones already done are handed on
+		sem := make(chan struct{}, concurrency)
+		for _, h := range b.list {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				results <- listing{h, b.listBounded(ctx, h)}
+			}()
+		}
+	}()
+	left := map[string]int{}
+	for _, h := range b.list {
+		left[h.zone]++
+	}
+	merged := map[string]*zoneMerge{}
+	for range b.list {
+		r := <-results
+		m := merged[r.h.zone]
+		if m == nil {
+			m = &zoneMerge{zone: r.h.zone}
+			merged[r.h.zone] = m
+		}
+		m.add(r.zi)
+		if left[r.h.zone]--; left[r.h.zone] == 0 {
+			fn(m.result(b.log))
+		}
+	}
+}
+
+// zoneMerge gathers the listings of one zone's hosts.
+type zoneMerge struct {
+	zone     string
+	listed   bool
+	machines []backend.Observed
+	errs     []error
+}
+
+func (m *zoneMerge) add(zi backend.ZoneInventory) {
+	if zi.Err != nil {
+		m.errs = append(m.errs, zi.Err)
+		return
+	}
+	m.listed = true
+	m.machines = append(m.machines, zi.Machines...)
+}
+
+func (m *zoneMerge) result(log *slog.Logger) backend.ZoneInventory {
+	if !m.listed {
+		return backend.ZoneInventory{Zone: m.zone, Err: errors.Join(m.errs...)}
+	}
+	if len(m.errs) > 0 {
+		log.Warn("zone listed without some of its hosts; their machines are kept as they are",
+			"zone", m.zone, "err", errors.Join(m.errs...))
+	}
+	return backend.ZoneInventory{Zone: m.zone, Machines: m.machines}
+}
+
+// listBounded lists one host within the inventory timeout. A host still on
+// its first connection attempt is waited for within that bound (so the
+// first reconcile after start lists it). One listing per host at a time:
+// while an earlier one is still inside libvirt, the host is reported
+// unlisted rather than asked again (each would pin one more thread).
+func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventory {
+	tctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
+	defer cancel()
+	unlisted := func(why string) backend.ZoneInventory {
+		return backend.ZoneInventory{Zone: h.zone, Err: fmt.Errorf("%s: %s: %w", h.where(), why, backend.ErrHostUnavailable)}
+	}
+	select {
+	case <-h.first:
+	case <-tctx.Done():
+		return unlisted(fmt.Sprintf("still connecting after %s", b.cfg.InventoryTimeout))
+	}
+	if !h.listing.TryLock() {
+		return unlisted("its previous listing is still waiting for libvirt")
+	}
+	done := make(chan backend.ZoneInventory, 1)
+	go func() {
+		defer h.listing.Unlock()
+		done <- b.listHost(h)
+	}()
+	select {
+	case zi := <-done:
+		return zi
+	case <-tctx.Done():
+		return unlisted(fmt.Sprintf("no answer within %s", b.cfg.InventoryTimeout))
+	}
 }
 
 func (b *Backend) listHost(h *host) backend.ZoneInventory {
@@ -183,10 +264,14 @@ func freeAll(doms []lvDomain) {
 	}
 }
 
+// statusTimeout bounds a host's status in Hosts: an operator's host list
+// must not hang on one silent host (it shows the host as last known).
+const statusTimeout = 5 * time.Second
+
 // Hosts reports every host: connection state, versions, pool usage and the
 // number of domains it holds (all of them, ours or not).
 func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
-	return perHost(ctx, b, b.hostStatus, func(h *host, err error) backend.HostStatus {
+	return perHost(ctx, b, min(b.cfg.InventoryTimeout, statusTimeout), b.hostStatus, func(h *host, err error) backend.HostStatus {
 		st := h.baseStatus()
 		st.LastError = err.Error()
 		return st

@@ -79,7 +79,7 @@ func TestPerHostTimeoutDoesNotStallOthers(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
 	start := time.Now()
-	res := perHost(context.Background(), b, func(h *host) error {
+	res := perHost(context.Background(), b, b.cfg.InventoryTimeout, func(h *host) error {
 		if h.zone == "slow" {
 			<-block
 		}

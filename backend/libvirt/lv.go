@@ -24,6 +24,8 @@ type lvConn interface {
 	IsAlive() (bool, error)
 	RegisterCloseCallback(cb func(reason libvirt.ConnectCloseReason)) error
 	UnregisterCloseCallback() error
+	// SetKeepAlive turns libvirt's own keepalive on (keepalive.go).
+	SetKeepAlive(interval int, count uint) error
 
 	// The host (capabilities at connect, Hosts()).
 	GetCapabilities() (string, error)
@@ -106,10 +108,13 @@ func dialLibvirt(uri string) (lvConn, error) {
 // a nil pointer in a non-nil interface.
 type lvConnect struct{ c *libvirt.Connect }
 
-func (c *lvConnect) Ref() error                              { return c.c.Ref() }
-func (c *lvConnect) Close() (int, error)                     { return c.c.Close() }
-func (c *lvConnect) IsAlive() (bool, error)                  { return c.c.IsAlive() }
-func (c *lvConnect) UnregisterCloseCallback() error          { return c.c.UnregisterCloseCallback() }
+func (c *lvConnect) Ref() error                     { return c.c.Ref() }
+func (c *lvConnect) Close() (int, error)            { return c.c.Close() }
+func (c *lvConnect) IsAlive() (bool, error)         { return c.c.IsAlive() }
+func (c *lvConnect) UnregisterCloseCallback() error { return c.c.UnregisterCloseCallback() }
+func (c *lvConnect) SetKeepAlive(interval int, count uint) error {
+	return c.c.SetKeepAlive(interval, count)
+}
 func (c *lvConnect) GetCapabilities() (string, error)        { return c.c.GetCapabilities() }
 func (c *lvConnect) GetLibVersion() (uint32, error)          { return c.c.GetLibVersion() }
 func (c *lvConnect) GetVersion() (uint32, error)             { return c.c.GetVersion() }

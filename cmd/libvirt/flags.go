@@ -181,8 +181,8 @@ func (c *config) validate() error {
 	if c.ReconcileConcurrency < 1 {
 		bad("--reconcile-concurrency must be at least 1 (got %d)", c.ReconcileConcurrency)
 	}
-	if c.RestartMaxTries < 0 {
-		bad("--restart-max-tries must not be negative (got %d)", c.RestartMaxTries)
+	if c.RestartMaxTries < 0 || c.RestartMaxTries > 31 {
+		bad("--restart-max-tries must be between 0 and 31 (got %d): the machine's history keeps the last 32 entries, the tries among them", c.RestartMaxTries)
 	}
 	if c.SeedCount < 0 {
 		bad("--seed-count must not be negative (got %d)", c.SeedCount)

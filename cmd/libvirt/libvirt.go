@@ -22,7 +22,7 @@ import (
 // flag; a host that is down is not: it is retried in the background and
 // its zone reports unavailable until it answers.
 func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Backend, error) {
-	_ = ctx // libvirt.New does not block on hosts beyond libvirt.StartupWait
+	_ = ctx // libvirt.New does not wait for any host
 	hosts, err := libvirtHosts(cfg)
 	if err != nil {
 		return nil, err
@@ -46,6 +46,7 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		AgentTimeout:    cfg.AgentTimeout,
 		CallTimeout:     cfg.LibvirtCallTimeout,
 		ListConcurrency: cfg.ReconcileConcurrency,
+		MigrateTimeout:  cfg.MigrateTimeout,
 		Bootstrap: guestagent.BootstrapConfig{
 			AgentWait:   cfg.AgentWait,
 			DrainMargin: cfg.DrainMargin,

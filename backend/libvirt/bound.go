@@ -1,0 +1,122 @@
+package libvirt
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// Every libvirt call the backend makes on a host goes through bounded
+// (the wrappers in boundconn.go): it runs on a goroutine of its own and the
+// caller waits at most the host's bound (--libvirt-call-timeout, plus the
+// call's own budget for an agent command or a migration). A call past it
+// returns callTimeout, a transient error naming the host and the call, so
+// the machine's call gate is released and the transition retries or ends
+// at its deadline. A cgo call cannot be interrupted: the abandoned one
+// keeps its goroutine (and OS thread) until libvirt returns, which the
+// keepalive, or the socket timeouts set on the connection (sockopt.go),
+// make happen once the link is dead. Each host admits at most
+// maxCallsPerHost calls inside libvirt at once, abandoned ones included,
+// so a host that never answers holds a bounded number of threads.
+
+// maxCallsPerHost bounds the calls one host has inside libvirt at once.
+const maxCallsPerHost = 64
+
+// callTimeout is a call that did not return within its bound.
+type callTimeout struct {
+	where string // the host, as host.where() names it
+	call  string
+	bound time.Duration
+	busy  bool // never started: the host's call slots were all taken
+}
+
+func (e *callTimeout) Error() string {
+	if e.busy {
+		return fmt.Sprintf("%s: libvirt %s not started within %s: %d calls to this host are still inside libvirt (--libvirt-call-timeout)",
+			e.where, e.call, e.bound, maxCallsPerHost)
+	}
+	return fmt.Sprintf("%s: libvirt %s did not return within %s (--libvirt-call-timeout)", e.where, e.call, e.bound)
+}
+
+// Unwrap: a call past its bound is a fault of the path to the host, and
+// the engine retries it like one.
+func (e *callTimeout) Unwrap() error { return backend.ErrTransient }
+
+// callSlots is one host's admission to libvirt.
+type callSlots struct {
+	slots     chan struct{}
+	abandoned sync.WaitGroup // calls returned to nobody, still inside libvirt
+}
+
+func newCallSlots() *callSlots { return &callSlots{slots: make(chan struct{}, maxCallsPerHost)} }
+
+// bounded runs fn as one libvirt call on h within h's bound plus extra. A
+// result that arrives after the caller gave up is released (discard).
+func bounded[T any](h *host, call string, extra time.Duration, fn func() (T, error)) (T, error) {
+	var zero T
+	bound := h.cfg.CallTimeout + extra
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case h.calls.slots <- struct{}{}:
+	case <-timer.C:
+		return zero, &callTimeout{where: h.where(), call: call, bound: bound, busy: true}
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	var (
+		mu        sync.Mutex
+		abandoned bool
+		done      = make(chan result, 1)
+	)
+	go func() {
+		v, err := fn()
+		<-h.calls.slots
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			discard(v)
+			h.calls.abandoned.Done()
+			return
+		}
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-timer.C:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case r := <-done: // it returned while the timer fired
+		return r.v, r.err
+	default:
+	}
+	abandoned = true
+	h.calls.abandoned.Add(1)
+	h.log.Warn("libvirt call did not return within its bound; abandoned", "call", call, "bound", bound.String())
+	return zero, &callTimeout{where: h.where(), call: call, bound: bound}
+}
+
+// do is bounded for calls that return only an error.
+func do(h *host, call string, extra time.Duration, fn func() error) error {
+	_, err := bounded(h, call, extra, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+// discard frees a handle nobody will use: the result of an abandoned call.
+func discard(v any) {
+	switch x := v.(type) {
+	case interface{ Free() error }:
+		if x != nil {
+			_ = x.Free()
+		}
+	case []lvDomain:
+		freeAll(x)
+	}
+}

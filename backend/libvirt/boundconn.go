@@ -1,0 +1,235 @@
+package libvirt
+
+import (
+	"time"
+
+	"libvirt.org/go/libvirt"
+)
+
+// boundConn, boundDomain, boundPool and boundVolume put every RPC of the
+// handles they wrap under bounded (bound.go). Calls that stay inside the
+// client library (reference counting, IsAlive, Free, a domain's name) are
+// passed straight through. Handles they return are wrapped too; the
+// real handles go back to libvirt unwrapped where it needs its own
+// (Migrate3, UploadVolume).
+type boundConn struct {
+	h     *host
+	inner lvConn
+}
+
+func (c *boundConn) Ref() error             { return c.inner.Ref() }
+func (c *boundConn) Close() (int, error)    { return c.inner.Close() }
+func (c *boundConn) IsAlive() (bool, error) { return c.inner.IsAlive() }
+func (c *boundConn) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseReason)) error {
+	return c.inner.RegisterCloseCallback(cb)
+}
+func (c *boundConn) UnregisterCloseCallback() error { return c.inner.UnregisterCloseCallback() }
+func (c *boundConn) SetKeepAlive(interval int, count uint) error {
+	return do(c.h, "SetKeepAlive", 0, func() error { return c.inner.SetKeepAlive(interval, count) })
+}
+
+func (c *boundConn) GetCapabilities() (string, error) {
+	return bounded(c.h, "GetCapabilities", 0, c.inner.GetCapabilities)
+}
+func (c *boundConn) GetLibVersion() (uint32, error) {
+	return bounded(c.h, "GetLibVersion", 0, c.inner.GetLibVersion)
+}
+func (c *boundConn) GetVersion() (uint32, error) {
+	return bounded(c.h, "GetVersion", 0, c.inner.GetVersion)
+}
+func (c *boundConn) NumOfDomains() (int, error) {
+	return bounded(c.h, "NumOfDomains", 0, c.inner.NumOfDomains)
+}
+func (c *boundConn) NumOfDefinedDomains() (int, error) {
+	return bounded(c.h, "NumOfDefinedDomains", 0, c.inner.NumOfDefinedDomains)
+}
+func (c *boundConn) GetNodeInfo() (*libvirt.NodeInfo, error) {
+	return bounded(c.h, "GetNodeInfo", 0, c.inner.GetNodeInfo)
+}
+func (c *boundConn) GetFreeMemory() (uint64, error) {
+	return bounded(c.h, "GetFreeMemory", 0, c.inner.GetFreeMemory)
+}
+
+func (c *boundConn) domain(d lvDomain, name string, err error) (lvDomain, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &boundDomain{h: c.h, inner: d, name: name}, nil
+}
+
+func (c *boundConn) LookupDomainByName(name string) (lvDomain, error) {
+	d, err := bounded(c.h, "LookupDomainByName "+name, 0, func() (lvDomain, error) { return c.inner.LookupDomainByName(name) })
+	return c.domain(d, name, err)
+}
+
+func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error) {
+	doms, err := bounded(c.h, "ListAllDomains", 0, func() ([]lvDomain, error) { return c.inner.ListAllDomains(flags) })
+	for i := range doms {
+		doms[i] = &boundDomain{h: c.h, inner: doms[i]}
+	}
+	return doms, err
+}
+
+func (c *boundConn) DomainDefineXML(xml string) (lvDomain, error) {
+	d, err := bounded(c.h, "DomainDefineXML", 0, func() (lvDomain, error) { return c.inner.DomainDefineXML(xml) })
+	return c.domain(d, "", err)
+}
+
+func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (lvDomain, error) {
+	d, err := bounded(c.h, "DomainCreateXML", 0, func() (lvDomain, error) { return c.inner.DomainCreateXML(xml, flags) })
+	return c.domain(d, "", err)
+}
+
+func (c *boundConn) LookupStoragePoolByName(name string) (lvPool, error) {
+	p, err := bounded(c.h, "LookupStoragePoolByName "+name, 0, func() (lvPool, error) { return c.inner.LookupStoragePoolByName(name) })
+	if err != nil {
+		return nil, err
+	}
+	return &boundPool{h: c.h, inner: p, name: name}, nil
+}
+
+func (c *boundConn) UploadVolume(vol lvVolume, data []byte) error {
+	return do(c.h, "volume upload", 0, func() error { return c.inner.UploadVolume(unbound(vol), data) })
+}
+
+// Migrate3 is bounded by the migration's own budget (the engine aborts the
+// job at --migrate-timeout) on top of the call bound.
+func (c *boundConn) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+	inner := dst
+	if bc, ok := dst.(*boundConn); ok {
+		inner = bc.inner
+	}
+	d, err := bounded(c.h, "Migrate3", c.h.cfg.MigrateTimeout, func() (lvDomain, error) {
+		return c.inner.Migrate3(unbound(dom), inner, params, flags)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if bc, ok := dst.(*boundConn); ok {
+		return &boundDomain{h: bc.h, inner: d}, nil
+	}
+	return d, nil
+}
+
+// unbound returns the handle a bound wrapper holds (or h itself).
+func unbound[T any](h T) T {
+	if u, ok := any(h).(interface{ unwrap() any }); ok {
+		if inner, ok := u.unwrap().(T); ok {
+			return inner
+		}
+	}
+	return h
+}
+
+type boundDomain struct {
+	h     *host
+	inner lvDomain
+	name  string // "" when listed: GetName is local
+}
+
+func (d *boundDomain) unwrap() any              { return d.inner }
+func (d *boundDomain) Free() error              { return d.inner.Free() }
+func (d *boundDomain) GetName() (string, error) { return d.inner.GetName() }
+func (d *boundDomain) call(what string) string {
+	if d.name == "" {
+		if n, err := d.inner.GetName(); err == nil {
+			d.name = n
+		}
+	}
+	return what + " " + d.name
+}
+
+func (d *boundDomain) GetState() (libvirt.DomainState, int, error) {
+	type st struct {
+		s libvirt.DomainState
+		r int
+	}
+	v, err := bounded(d.h, d.call("GetState"), 0, func() (st, error) {
+		s, r, err := d.inner.GetState()
+		return st{s, r}, err
+	})
+	return v.s, v.r, err
+}
+
+func (d *boundDomain) IsActive() (bool, error) {
+	return bounded(d.h, d.call("IsActive"), 0, d.inner.IsActive)
+}
+
+func (d *boundDomain) GetMetadata(typ libvirt.DomainMetadataType, uri string, flags libvirt.DomainModificationImpact) (string, error) {
+	return bounded(d.h, d.call("GetMetadata"), 0, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
+}
+
+func (d *boundDomain) SetMetadata(typ libvirt.DomainMetadataType, content, key, uri string, flags libvirt.DomainModificationImpact) error {
+	return do(d.h, d.call("SetMetadata"), 0, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
+}
+
+func (d *boundDomain) Create() error   { return do(d.h, d.call("Create"), 0, d.inner.Create) }
+func (d *boundDomain) Destroy() error  { return do(d.h, d.call("Destroy"), 0, d.inner.Destroy) }
+func (d *boundDomain) Undefine() error { return do(d.h, d.call("Undefine"), 0, d.inner.Undefine) }
+func (d *boundDomain) UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error {
+	return do(d.h, d.call("Undefine"), 0, func() error { return d.inner.UndefineFlags(flags) })
+}
+
+// QemuAgentCommand is bounded by the agent's own timeout on top of the
+// call bound: the daemon waits that long for the guest.
+func (d *boundDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAgentCommandTimeout, flags uint32) (string, error) {
+	extra := d.h.cfg.AgentTimeout
+	if timeout > 0 {
+		extra = time.Duration(timeout) * time.Second
+	}
+	return bounded(d.h, d.call("QemuAgentCommand"), extra, func() (string, error) { return d.inner.QemuAgentCommand(cmd, timeout, flags) })
+}
+
+func (d *boundDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
+	return bounded(d.h, d.call("GetXMLDesc"), 0, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+}
+
+func (d *boundDomain) AbortJob() error { return do(d.h, d.call("AbortJob"), 0, d.inner.AbortJob) }
+
+type boundPool struct {
+	h     *host
+	inner lvPool
+	name  string
+}
+
+func (p *boundPool) Free() error { return p.inner.Free() }
+func (p *boundPool) GetInfo() (*libvirt.StoragePoolInfo, error) {
+	return bounded(p.h, "pool GetInfo "+p.name, 0, p.inner.GetInfo)
+}
+
+func (p *boundPool) LookupStorageVolByName(name string) (lvVolume, error) {
+	v, err := bounded(p.h, "LookupStorageVolByName "+name, 0, func() (lvVolume, error) { return p.inner.LookupStorageVolByName(name) })
+	if err != nil {
+		return nil, err
+	}
+	return &boundVolume{h: p.h, inner: v, name: name}, nil
+}
+
+func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (lvVolume, error) {
+	v, err := bounded(p.h, "StorageVolCreateXML", 0, func() (lvVolume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
+	if err != nil {
+		return nil, err
+	}
+	return &boundVolume{h: p.h, inner: v}, nil
+}
+
+type boundVolume struct {
+	h     *host
+	inner lvVolume
+	name  string
+}
+
+func (v *boundVolume) unwrap() any { return v.inner }
+func (v *boundVolume) Free() error { return v.inner.Free() }
+func (v *boundVolume) GetPath() (string, error) {
+	return bounded(v.h, "volume GetPath "+v.name, 0, v.inner.GetPath)
+}
+func (v *boundVolume) GetInfo() (*libvirt.StorageVolInfo, error) {
+	return bounded(v.h, "volume GetInfo "+v.name, 0, v.inner.GetInfo)
+}
+func (v *boundVolume) GetXMLDesc(flags uint32) (string, error) {
+	return bounded(v.h, "volume GetXMLDesc "+v.name, 0, func() (string, error) { return v.inner.GetXMLDesc(flags) })
+}
+func (v *boundVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
+	return do(v.h, "volume Delete "+v.name, 0, func() error { return v.inner.Delete(flags) })
+}
