@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -81,6 +82,11 @@ func bounded[T any](h *host, call string, extra time.Duration, fn func() (T, err
 		if abandoned {
 			discard(v)
 			h.calls.abandoned.Done()
+			// The runtime started another thread while this one sat in
+			// libvirt, and never ends an idle one: a goroutine that exits
+			// locked to its thread takes the thread with it, so the
+			// provider's thread count comes back down after a dead link.
+			runtime.LockOSThread()
 			return
 		}
 		done <- result{v, err}

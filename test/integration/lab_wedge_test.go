@@ -1,0 +1,343 @@
+//go:build integration && lab
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+)
+
+// The "no call wedges" checks (issue 21) on the lab. Each breaks a host
+// for a minute or more, so none runs in parallel with the others; each
+// starts its provider with a short call bound so that the bound is what is
+// measured.
+const wedgeBound = 10 * time.Second
+
+var wedgeArgs = []string{"--libvirt-call-timeout=" + wedgeBound.String()}
+
+// TestLabWedgeConfigurePartition: lab3 partitioned for 60 s with a
+// Configure in flight on it, in a zone served by lab1 too. The stuck call
+// returns within the bound (the log says which call), a Configure of a
+// machine on lab1 completes meanwhile, and after the heal the lab3 machine
+// ends CONFIGURED: its gate was released, the transition retried.
+func TestLabWedgeConfigurePartition(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.HostsZone).only("lab1", "lab3")
+	labQuiet(t, e, "lab1", "lab3")
+	p := startLab(t, e, "lab-wedge-conf", hosts, 2, wedgeArgs, "lab1", "lab3")
+	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
+	a, b := p.slotIn(t, "lab"), ""
+	p.mutate(t, "Create", &pb.CreateRequest{MachineId: a})
+	p.await(t, a, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
+	b = p.slotIn(t, "lab")
+	p.createIdle(t, b)
+	on3, on1 := byHost(t, p, "lab3", a, b), byHost(t, p, "lab1", a, b)
+	threads0 := p.threads(t)
+
+	p.mutate(t, "Configure", &pb.ConfigureRequest{MachineId: on3, ClusterId: "c-wedge", BootstrapBlob: []byte("wedge-3")})
+	time.Sleep(1500 * time.Millisecond) // the agent's first calls are on the wire
+	e.lab(t, "fault", "lab3", "partition")
+	tFault := time.Now()
+
+	p.mutate(t, "Configure", &pb.ConfigureRequest{MachineId: on1, ClusterId: "c-wedge", BootstrapBlob: []byte("wedge-1")})
+	c1 := p.await(t, on1, 3*time.Minute, pb.MachineState_MACHINE_STATE_CONFIGURED)
+	t.Logf("TIMING wedge lab1 machine CONFIGURED %s after lab3's partition (cluster %q)", time.Since(tFault).Round(time.Millisecond), c1.GetCluster())
+
+	// The call in flight on lab3 returned: the machine's transition says
+	// so (retrying, its cause in last_error), within the bound plus the
+	// agent's own budget.
+	var cause string
+	pollEvery(t, 500*time.Millisecond, 90*time.Second, "lab3 machine's Configure to report the stuck call", func() bool {
+		m := p.machine(t, on3)
+		cause = m.GetLastError()
+		return cause != "" || m.GetState() == pb.MachineState_MACHINE_STATE_FAILED
+	})
+	returned := time.Since(tFault)
+	t.Logf("TIMING wedge Configure's call on partitioned lab3 returned %s after the fault: %q", returned.Round(time.Millisecond), cause)
+	if !strings.Contains(cause, "lab3") {
+		t.Errorf("last_error %q does not name the host", cause)
+	}
+	time.Sleep(time.Until(tFault.Add(60 * time.Second)))
+	e.lab(t, "heal", "lab3")
+	tHeal := time.Now()
+	end := p.await(t, on3, 4*time.Minute, pb.MachineState_MACHINE_STATE_CONFIGURED, pb.MachineState_MACHINE_STATE_FAILED)
+	t.Logf("TIMING wedge lab3 machine %s %s after the heal (last_error %q)", end.GetState(), time.Since(tHeal).Round(time.Millisecond), end.GetLastError())
+	if end.GetState() == pb.MachineState_MACHINE_STATE_FAILED && !strings.Contains(end.GetLastError(), "lab3") {
+		t.Errorf("FAILED without naming the partitioned host: %q", end.GetLastError())
+	}
+	if end.GetState() == pb.MachineState_MACHINE_STATE_CONFIGURED && end.GetCluster() != "c-wedge" {
+		t.Errorf("lab3 machine configured for %q", end.GetCluster())
+	}
+	p.awaitThreads(t, threads0, 90*time.Second)
+	for _, id := range []string{on1, on3} {
+		p.mutate(t, "Delete", &pb.DeleteRequest{MachineId: id})
+		p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_SPECULATIVE)
+	}
+}
+
+// TestLabWedgeHostGone: lab3 partitioned and never healed while calls of
+// every kind go to it: mutations, admin host views, reconcile. Each
+// returns within its bound, and the provider's threads come back to their
+// baseline (the abandoned calls' threads are freed once the kernel cuts
+// the link).
+func TestLabWedgeHostGone(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab3")
+	labQuiet(t, e, "lab1", "lab3")
+	p := startLab(t, e, "lab-wedge-gone", hosts, 1, wedgeArgs, "lab1", "lab3")
+	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
+	id := p.slotIn(t, "lab3")
+	p.createIdle(t, id)
+	threads0 := p.threads(t)
+	e.lab(t, "fault", "lab3", "partition")
+	tFault := time.Now()
+	p.mutate(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-gone", BootstrapBlob: []byte("gone")})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var res adminv1.ListHostsResponse
+			err := p.conn.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res)
+			d := time.Since(t0)
+			mu.Lock()
+			slowest = max(slowest, d)
+			mu.Unlock()
+			if err != nil {
+				t.Errorf("ListHosts with lab3 gone: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("TIMING wedge ListHosts with lab3 gone: slowest of 8 took %s", slowest.Round(time.Millisecond))
+	if slowest > 10*time.Second {
+		t.Errorf("ListHosts took %s with one host gone, want a few seconds", slowest)
+	}
+	m := p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_CONFIGURING, pb.MachineState_MACHINE_STATE_FAILED)
+	pollEvery(t, 500*time.Millisecond, 90*time.Second, "the Configure on lab3 to report its cause", func() bool {
+		m = p.machine(t, id)
+		return m.GetLastError() != ""
+	})
+	t.Logf("TIMING wedge Configure on gone lab3 reported %q %s after the fault", m.GetLastError(), time.Since(tFault).Round(time.Millisecond))
+	peak := p.threads(t)
+	d := p.awaitThreads(t, threads0, 2*time.Minute)
+	t.Logf("TIMING wedge threads: %d before, %d while lab3 gone, back to baseline %s after the fault", threads0, peak, (time.Since(tFault) - 0).Round(time.Second))
+	_ = d
+	var ack pb.TransitionAck
+	if err := p.call(t.Context(), "Drain", &pb.DrainRequest{MachineId: id}, &ack); status.Code(err) != codes.Unavailable && status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("Drain of the gone host's machine: %v, want Unavailable (or FailedPrecondition while configuring)", err)
+	}
+}
+
+// TestLabWedgeFrozenDaemon: lab1's libvirtd frozen (SIGSTOP) for 60 s with
+// calls in flight from 8 callers: no crash, every caller answered within
+// its bound, and everything works after the thaw.
+func TestLabWedgeFrozenDaemon(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.Hosts).only("lab1")
+	labQuiet(t, e, "lab1")
+	p := startLab(t, e, "lab-wedge-frz", hosts, 2, wedgeArgs, "lab1")
+	t.Cleanup(func() { e.lab(t, "heal", "lab1") })
+	a := p.slotIn(t, "lab1")
+	p.createIdle(t, a)
+	threads0 := p.threads(t)
+	e.lab(t, "fault", "lab1", "freeze")
+	tFault := time.Now()
+	p.mutate(t, "Configure", &pb.ConfigureRequest{MachineId: a, ClusterId: "c-frz", BootstrapBlob: []byte("frozen")})
+	var wg sync.WaitGroup
+	took := make([]time.Duration, 7)
+	for i := range 7 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var res adminv1.ListHostsResponse
+			if err := p.conn.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res); err != nil {
+				t.Errorf("ListHosts %d during the freeze: %v", i, err)
+			}
+			took[i] = time.Since(t0)
+		}()
+	}
+	wg.Wait()
+	t.Logf("TIMING wedge 7 ListHosts during the freeze took %v", took)
+	for _, d := range took {
+		if d > 15*time.Second {
+			t.Errorf("a ListHosts took %s with lab1 frozen", d)
+		}
+	}
+	pollEvery(t, 500*time.Millisecond, 90*time.Second, "the Configure on frozen lab1 to report its cause", func() bool {
+		return p.machine(t, a).GetLastError() != ""
+	})
+	t.Logf("TIMING wedge Configure on frozen lab1 reported %q %s after the freeze", p.machine(t, a).GetLastError(), time.Since(tFault).Round(time.Millisecond))
+	time.Sleep(time.Until(tFault.Add(60 * time.Second)))
+	if p.exited() {
+		t.Fatal("the provider died during the freeze")
+	}
+	peak := p.threads(t)
+	e.lab(t, "fault", "lab1", "thaw")
+	tThaw := time.Now()
+	end := p.await(t, a, 4*time.Minute, pb.MachineState_MACHINE_STATE_CONFIGURED, pb.MachineState_MACHINE_STATE_FAILED)
+	t.Logf("TIMING wedge machine %s %s after the thaw (last_error %q)", end.GetState(), time.Since(tThaw).Round(time.Millisecond), end.GetLastError())
+	if end.GetState() != pb.MachineState_MACHINE_STATE_CONFIGURED {
+		t.Errorf("after the thaw the machine is %s (%q), want CONFIGURED: the frozen daemon answered again", end.GetState(), end.GetLastError())
+	}
+	p.awaitThreads(t, threads0, 90*time.Second)
+	t.Logf("TIMING wedge threads during the freeze: %d (baseline %d)", peak, threads0)
+	p.mutate(t, "Delete", &pb.DeleteRequest{MachineId: a})
+	p.await(t, a, 3*time.Minute, pb.MachineState_MACHINE_STATE_SPECULATIVE)
+}
+
+// TestLabWedgeStartWithHostDown: a rack without power. With lab3
+// partitioned before the provider starts, it serves as fast as with every
+// host up, and a Create on lab1 is accepted in under 1 s and reaches IDLE.
+func TestLabWedgeStartWithHostDown(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab3")
+	labQuiet(t, e, "lab1", "lab3")
+	up := startTimed(t, e, "lab-wedge-up", hosts)
+	e.lab(t, "fault", "lab3", "partition")
+	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
+	down := startTimed(t, e, "lab-wedge-dn", hosts)
+	t.Logf("TIMING wedge start to serving: %s with every host up, %s with lab3 partitioned", up.Round(time.Millisecond), down.Round(time.Millisecond))
+	if down > up+2*time.Second {
+		t.Errorf("a partitioned host delayed the start: %s against %s", down, up)
+	}
+}
+
+// startTimed starts a provider on hosts, times it to serving, then Creates
+// a machine on lab1 (ack under 1 s, then IDLE) and deletes it.
+func startTimed(t *testing.T, e labEnv, name string, hosts labHosts) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	p := startLab(t, e, name, hosts, 1, wedgeArgs)
+	serving := time.Since(t0)
+	id := p.slotIn(t, "lab1")
+	t1 := time.Now()
+	p.mutate(t, "Create", &pb.CreateRequest{MachineId: id})
+	ack := time.Since(t1)
+	t.Logf("TIMING wedge %s: Create on lab1 acknowledged in %s", name, ack.Round(time.Millisecond))
+	if ack > time.Second {
+		t.Errorf("%s: Create on lab1 took %s to be accepted", name, ack)
+	}
+	p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
+	p.mutate(t, "Delete", &pb.DeleteRequest{MachineId: id})
+	p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_SPECULATIVE)
+	p.close(t, e, hosts)
+	return serving
+}
+
+// TestLabWedgeCrashLoop: a guest that dies at every boot (its kernel panics
+// and its reboot is a destroy) is restarted with backoff and given up
+// after --restart-max-tries, its last_error saying so.
+func TestLabWedgeCrashLoop(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.Hosts).only("lab1")
+	labQuiet(t, e, "lab1")
+	p := startLab(t, e, "lab-wedge-crash", hosts, 1, append(wedgeArgs, "--restart-max-tries=3", "--restart-backoff=3s"), "lab1")
+	id := p.slotIn(t, "lab1")
+	dom := p.createIdle(t, id)[0]
+	// Every boot now panics; the panic's reboot is a destroy.
+	xml := labVirsh(t, e, "lab1", "dumpxml", "--inactive", dom)
+	xml = strings.Replace(xml, "</cmdline>", " rdinit=/nonexistent panic=1</cmdline>", 1)
+	xml = regexp.MustCompile(`<on_reboot>[a-z-]+</on_reboot>`).ReplaceAllString(xml, "")
+	xml = strings.Replace(xml, "</devices>", "</devices>\n  <on_reboot>destroy</on_reboot>", 1)
+	path := e.hostFile("lab1", "tmp/"+dom+".xml")
+	must(t, os.WriteFile(path, []byte(xml), 0o644))
+	labVirsh(t, e, "lab1", "define", "/tmp/"+dom+".xml")
+	labVirsh(t, e, "lab1", "destroy", dom)
+	t0 := time.Now()
+	var m *pb.Machine
+	pollEvery(t, time.Second, 4*time.Minute, "reconcile to give up restarting the crashing guest", func() bool {
+		m = p.machine(t, id)
+		return strings.Contains(m.GetLastError(), "gave up restarting")
+	})
+	t.Logf("TIMING wedge crash loop given up %s after the first crash: %q", time.Since(t0).Round(time.Second), m.GetLastError())
+	if !strings.Contains(m.GetLastError(), "after 3 tries") {
+		t.Errorf("last_error %q does not give the tries", m.GetLastError())
+	}
+	restarts := strings.Count(p.out.String(), "domain started again")
+	if restarts != 3 {
+		t.Errorf("%d restarts logged, want 3", restarts)
+	}
+	if m.GetState() != pb.MachineState_MACHINE_STATE_IDLE {
+		t.Errorf("machine is %s after the give-up, want IDLE (it is reported, not failed)", m.GetState())
+	}
+	time.Sleep(10 * time.Second)
+	if n := strings.Count(p.out.String(), "domain started again"); n != restarts {
+		t.Errorf("restarted again after giving up: %d restarts", n)
+	}
+}
+
+// byHost is the one of ids whose machine lives on host.
+func byHost(t *testing.T, p *labProvider, host string, ids ...string) string {
+	t.Helper()
+	for _, id := range ids {
+		if refHost(p.machine(t, id)) == host {
+			return id
+		}
+	}
+	t.Fatalf("no machine of %v on %s: spread placement put them together", ids, host)
+	return ""
+}
+
+// threads is the provider's OS thread count.
+func (p *labProvider) threads(t *testing.T) int {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	must(t, err)
+	var n int
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			_, _ = fmt.Sscan(strings.TrimSpace(v), &n)
+		}
+	}
+	return n
+}
+
+// awaitThreads waits until the provider is back within 4 threads of base
+// (the runtime keeps a few idle ones) and says how long it took.
+func (p *labProvider) awaitThreads(t *testing.T, base int, within time.Duration) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	pollEvery(t, time.Second, within, fmt.Sprintf("the provider's threads back to %d", base), func() bool {
+		return p.threads(t) <= base+4
+	})
+	return time.Since(t0)
+}
+
+func (p *labProvider) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stops the provider now and sweeps its hosts (a test that starts
+// two providers on one host does not keep the first running).
+func (p *labProvider) close(t *testing.T, e labEnv, hosts labHosts) {
+	t.Helper()
+	p.conn.Close()
+	(&provider{binProc: p.binProc, done: p.done}).stop(t)
+	p.sweep(t, e, hosts)
+}
