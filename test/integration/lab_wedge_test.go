@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -340,4 +342,98 @@ func (p *labProvider) close(t *testing.T, e labEnv, hosts labHosts) {
 	p.conn.Close()
 	(&provider{binProc: p.binProc, done: p.done}).stop(t)
 	p.sweep(t, e, hosts)
+}
+
+// TestLabWedgePartitionSoak: lab2 (libssh) and lab3 (TLS) partitioned and
+// healed again and again while host views and reconcile keep calling them.
+// The provider's threads, goroutines and open files after the last heal
+// are within a small margin of where they were before the first cut: no
+// leak per partition. BIGFLEET_WEDGE_CYCLES sets the cycles (2 by
+// default; `make soak-partitions` runs 20 and prints each cycle's figures).
+func TestLabWedgePartitionSoak(t *testing.T) {
+	e := loadLab(t)
+	cycles := 2
+	if v := os.Getenv("BIGFLEET_WEDGE_CYCLES"); v != "" {
+		_, _ = fmt.Sscan(v, &cycles)
+	}
+	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab2", "lab3")
+	labQuiet(t, e, "lab1", "lab2", "lab3")
+	metrics := freeAddr(t)
+	p := startLab(t, e, "lab-wedge-soak", hosts, 1, append(wedgeArgs, "--metrics-addr="+metrics), "lab1", "lab2", "lab3")
+	t.Cleanup(func() { e.lab(t, "heal", "lab2"); e.lab(t, "heal", "lab3") })
+	time.Sleep(10 * time.Second) // past start-up's own threads and first passes
+	base := p.resources(t, metrics)
+	t.Logf("SOAK cycle 0: %s", base)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // an operator's host list, every second
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			var res adminv1.ListHostsResponse
+			_ = p.conn.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res)
+			cancel()
+		}
+	}()
+	var peak resources
+	for c := 1; c <= cycles; c++ {
+		e.lab(t, "fault", "lab2", "partition")
+		e.lab(t, "fault", "lab3", "partition")
+		tCut := time.Now()
+		time.Sleep(25 * time.Second)
+		peak = peak.max(p.resources(t, metrics))
+		e.lab(t, "heal", "lab2")
+		e.lab(t, "heal", "lab3")
+		tHeal := time.Now()
+		p.awaitEvent(t, "lab2", 2*time.Minute, tHeal, evUp...)
+		p.awaitEvent(t, "lab3", 2*time.Minute, tHeal, evUp...)
+		time.Sleep(5 * time.Second)
+		r := p.resources(t, metrics)
+		t.Logf("SOAK cycle %d: %s (partition %s, back %s after the heal)", c, r, tHeal.Sub(tCut).Round(time.Second), time.Since(tHeal).Round(time.Second))
+	}
+	close(stop)
+	wg.Wait()
+	var end resources
+	pollEvery(t, 2*time.Second, 90*time.Second, "the provider back within its margin", func() bool {
+		end = p.resources(t, metrics)
+		return end.threads <= base.threads+6 && end.goroutines <= base.goroutines+40 && end.fds <= base.fds+6
+	})
+	t.Logf("TIMING soak %d partitions of lab2 and lab3: before %s; peak while cut %s; after %s", cycles, base, peak, end)
+}
+
+// resources is what a leak would grow.
+type resources struct{ threads, goroutines, fds int }
+
+func (r resources) String() string {
+	return fmt.Sprintf("threads %d, goroutines %d, open fds %d", r.threads, r.goroutines, r.fds)
+}
+
+func (r resources) max(o resources) resources {
+	return resources{max(r.threads, o.threads), max(r.goroutines, o.goroutines), max(r.fds, o.fds)}
+}
+
+// resources reads the provider's threads and open files from /proc and
+// its goroutines from /metrics.
+func (p *labProvider) resources(t *testing.T, metrics string) resources {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+	must(t, err)
+	r := resources{threads: p.threads(t), fds: len(fds)}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, "go_goroutines "); ok {
+			_, _ = fmt.Sscan(v, &r.goroutines)
+		}
+	}
+	return r
 }
