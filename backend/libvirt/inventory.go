@@ -148,8 +148,9 @@ func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventor
 	}
 	done := make(chan backend.ZoneInventory, 1)
 	go func() {
-		defer h.listing.Unlock()
-		done <- b.listHost(h)
+		zi := b.listHost(h)
+		h.listing.Unlock() // before the answer: the next pass may follow at once
+		done <- zi
 	}()
 	select {
 	case zi := <-done:
