@@ -16,16 +16,19 @@ import (
 // start it) is the number of restarts since the last successful boot.
 // Any other entry ends the run: a transition (Configure, Delete, …), an
 // adoption or relocation, and "boot confirmed", which reconcile appends
-// when it sees the domain running at a pass at least RestartBackoff after
-// the last restart. That is the definition of a successful boot: the
-// guest stayed up for a backoff period (or reached a transition).
+// when it sees the domain running at a pass at least bootHold (10 ×
+// RestartBackoff, 5 min by default) after the last restart. That is the
+// definition of a successful boot: the guest stayed up that long (or
+// reached a transition). It must be well past a boot's length: a guest
+// that dies a few seconds into every boot is seen running at some pass
+// in between, and a shorter hold would reset its count each time.
 //
 // The first restart is made at once; restart n+1 waits RestartBackoff ×
 // 2^(n-1) after restart n, capped at 32×RestartBackoff. A pass that finds
 // the domain stopped again after RestartMaxTries restarts gives up: the
 // last_error says so, one WARN, a "restart given up" history entry and
 // RestartObserver.RestartGaveUp. Nothing is retried after that until the
-// domain is seen running again for a backoff period (an operator started
+// domain is seen running again for the boot hold (an operator started
 // it) or the machine leaves IDLE. A Start that did not reach the guest
 // (host unreachable, machine busy with a transition) costs no try.
 
@@ -34,6 +37,7 @@ const (
 	DefaultRestartBackoff  = 30 * time.Second
 	DefaultRestartMaxTries = 5
 	restartBackoffCap      = 32 // × RestartBackoff
+	bootHoldFactor         = 10 // × RestartBackoff: a boot that held (see above)
 )
 
 // History outcomes of reconcile's restarts.
@@ -194,11 +198,11 @@ func (e *Engine) giveUpRestart(seen *Machine, o backend.Observed, note string, t
 }
 
 // runningAgain handles a domain seen running: our not-running note is
-// cleared, and a machine restarted at least RestartBackoff before this
+// cleared, and a machine restarted at least the boot hold before this
 // listing has booted, which resets its restart count ("boot confirmed").
 func (e *Engine) runningAgain(seen *Machine, listedAt time.Time) {
 	tr := restartTrailOf(seen.History)
-	booted := (tr.tries > 0 || tr.gaveUp != "") && !listedAt.Before(tr.last.Add(e.restartBackoff()))
+	booted := (tr.tries > 0 || tr.gaveUp != "") && !listedAt.Before(tr.last.Add(bootHoldFactor*e.restartBackoff()))
 	if !booted && !isRunNote(seen) {
 		return // the common case: nothing to write
 	}

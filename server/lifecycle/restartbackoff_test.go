@@ -102,8 +102,8 @@ func TestRestartGivesUp(t *testing.T) {
 	}
 }
 
-// TestRestartCountResetsOnBoot: a domain seen running a backoff period
-// after its restart has booted: the count starts afresh (the next crash is
+// TestRestartCountResetsOnBoot: a domain seen running the boot hold (10
+// backoff periods) after its restart has booted: the count starts afresh (the next crash is
 // restarted at once), and a give-up is lifted too. Seen running sooner is
 // not a boot.
 func TestRestartCountResetsOnBoot(t *testing.T) {
@@ -122,7 +122,12 @@ func TestRestartCountResetsOnBoot(t *testing.T) {
 	r.advance(b)
 	r.reconcile() // try 2
 	r.advance(b)
-	r.reconcile() // running b after it: booted
+	r.reconcile() // running b after it: not yet a boot (it must hold 10 b)
+	if m := r.get("m000"); m.History[len(m.History)-1].Outcome == outcomeBootConfirmed {
+		t.Fatal("a boot confirmed after one backoff period: a guest dying a few seconds into each boot would never be given up")
+	}
+	r.advance(9 * b)
+	r.reconcile() // running 10 b after it: booted
 	m := r.get("m000")
 	if last := m.History[len(m.History)-1]; last.Outcome != outcomeBootConfirmed || m.LastError != "" {
 		t.Fatalf("last transition %+v, last_error %q", last, m.LastError)
@@ -143,6 +148,7 @@ func TestRestartCountResetsOnBoot(t *testing.T) {
 		t.Fatalf("no give-up: %q", r.get("m000").LastError)
 	}
 	r.be.SetRunState("m000", backend.RunState{State: backend.RunRunning, Reason: "booted"})
+	r.advance(10 * b)
 	r.reconcile()
 	r.crashAgain("m000")
 	r.reconcile()

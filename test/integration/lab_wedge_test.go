@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -262,9 +263,12 @@ func TestLabWedgeCrashLoop(t *testing.T) {
 	xml = strings.Replace(xml, "</cmdline>", " rdinit=/nonexistent panic=1</cmdline>", 1)
 	xml = regexp.MustCompile(`<on_reboot>[a-z-]+</on_reboot>`).ReplaceAllString(xml, "")
 	xml = strings.Replace(xml, "</devices>", "</devices>\n  <on_reboot>destroy</on_reboot>", 1)
-	path := e.hostFile("lab1", "tmp/"+dom+".xml")
-	must(t, os.WriteFile(path, []byte(xml), 0o644))
-	labVirsh(t, e, "lab1", "define", "/tmp/"+dom+".xml")
+	put := exec.Command(e.Script, "exec", "lab1", "sh", "-c", "cat > /root/"+dom+".xml")
+	put.Stdin = strings.NewReader(xml)
+	if out, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("copy the XML into lab1: %v\n%s", err, out)
+	}
+	labVirsh(t, e, "lab1", "define", "/root/"+dom+".xml")
 	labVirsh(t, e, "lab1", "destroy", dom)
 	t0 := time.Now()
 	var m *pb.Machine
