@@ -75,6 +75,13 @@ func bounded[T any](h *host, call string, extra time.Duration, fn func() (T, err
 		done      = make(chan result, 1)
 	)
 	go func() {
+		// The call gets a thread of its own, which ends with it: a
+		// goroutine that exits locked to its thread takes the thread
+		// along. The runtime never ends an idle thread, so without this
+		// every call stuck on a dead link would leave one more thread
+		// behind for good once it returns; with it the provider's thread
+		// count comes back to its baseline after any fault.
+		runtime.LockOSThread()
 		v, err := fn()
 		<-h.calls.slots
 		mu.Lock()
@@ -82,11 +89,6 @@ func bounded[T any](h *host, call string, extra time.Duration, fn func() (T, err
 		if abandoned {
 			discard(v)
 			h.calls.abandoned.Done()
-			// The runtime started another thread while this one sat in
-			// libvirt, and never ends an idle one: a goroutine that exits
-			// locked to its thread takes the thread with it, so the
-			// provider's thread count comes back down after a dead link.
-			runtime.LockOSThread()
 			return
 		}
 		done <- result{v, err}
