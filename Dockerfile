@@ -1,9 +1,9 @@
 # syntax=docker/dockerfile:1
 #
 # The BigFleet libvirt capacity provider: bin/libvirt on a root filesystem
-# holding only libvirt's client library and what it links, CA certificates
-# and the Debian base files: no shell, no package manager, no apt or dpkg
-# state, user 65532.
+# holding only libvirt's client library (11.3, from bookworm-backports) and
+# what it links, CA certificates and the Debian base files: no shell, no
+# package manager, no apt or dpkg state, user 65532.
 #
 #   docker build -t bigfleet/libvirt-provider:0.1.0 .
 #
@@ -34,6 +34,26 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 # (docs/configuration.md).
 FROM debian:12 AS rootfs
 ARG EXTRA_PACKAGES=""
+# libvirt's client library from bookworm-backports (11.3), not bookworm's
+# 9.0: 9.0's RPC client can crash the process when libvirt's keepalive
+# closes a connection under calls (CVE-2024-4418, fixed in 10.4.0), so the
+# provider runs keepalive only with 10.4 or later (docs/libvirt-client.md).
+# Only libvirt0 and libvirt-common (its = version dependency) are pinned to
+# backports; everything else stays bookworm's. The binary is still built
+# against bookworm's libvirt-dev 9.0 (libvirt's ABI only grows), so it runs
+# on either library.
+COPY <<EOF /etc/apt/sources.list.d/bookworm-backports.sources
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+COPY <<EOF /etc/apt/preferences.d/libvirt-client.pref
+Package: libvirt0 libvirt-common
+Pin: release n=bookworm-backports
+Pin-Priority: 990
+EOF
 COPY scripts/image/rootfs.sh scripts/image/packages.txt /src/scripts/image/
 RUN /src/scripts/image/rootfs.sh /rootfs /packages.tsv $EXTRA_PACKAGES
 

@@ -104,6 +104,20 @@ env-up:
 env-down:
 	scripts/libvirt-env.sh down
 
+# A private libvirt client for Debian 12 (docs/libvirt-client.md): libvirt0
+# 11.3 from bookworm-backports, unpacked (not installed) under
+# /var/cache/bigfleet-libvirt-client by scripts/libvirt-client.sh; the system's
+# libvirt packages and daemon are untouched. Prints the directory to put on
+# LD_LIBRARY_PATH: the provider, built as usual against libvirt-dev 9.0, then
+# runs on 11.3, whose keepalive does not crash the process (CVE-2024-4418):
+#   make libvirt-client
+#   LD_LIBRARY_PATH=$(scripts/libvirt-client.sh) bin/libvirt ...
+#   LD_LIBRARY_PATH=$(scripts/libvirt-client.sh) go test -tags reallibvirt ...
+# No test target uses it yet.
+.PHONY: libvirt-client
+libvirt-client:
+	@scripts/libvirt-client.sh
+
 test-integration: build env-up
 	@mkdir -p out
 	@source $(ENV_FILE) && echo "accelerator: $$BIGFLEET_ACCEL (provider --domain-type=$${BIGFLEET_DOMAIN_TYPE_OVERRIDE:-$$BIGFLEET_DOMAIN_TYPE})"
