@@ -152,11 +152,21 @@ lab-down:
 
 test-lab: build lab-up
 	@mkdir -p out
-	$(GOTEST_PROGRESS) -count=1 -tags 'integration lab' -timeout 30m -run '^TestLab' ./test/integration/; \
+	@# The wedge tests run the provider on the image's libvirt client (11.3).
+	export BIGFLEET_LIBVIRT_CLIENT=$$(scripts/libvirt-client.sh) && \
+	$(GOTEST_PROGRESS) -count=1 -tags 'integration lab' -timeout 40m -run '^TestLab' ./test/integration/; \
 		rc=$$?; \
 		$(GO) tool -modfile=tools/go.mod gotestsum --format pkgname-and-test-fails --jsonfile out/gotest-$@-netdelay.json -- \
 			-count=1 -tags lab ./scripts/lab/netdelay/ || rc=1; \
 		scripts/lab.sh down && scripts/lab.sh check-clean || rc=1; exit $$rc
+
+# Repeated partitions of two lab hosts (20 cycles of 25 s cut, then healed)
+# with the provider's threads, goroutines and open files printed per cycle
+# (issue 21: none grows per partition). Not a stage of make test (which
+# runs 2 cycles in test-lab); ~15 min. Leaves the lab up.
+soak-partitions: build lab-up
+	set -o pipefail; BIGFLEET_WEDGE_CYCLES=$${CYCLES:-20} $(GO) test -count=1 -v -tags 'integration lab' -timeout 60m \
+		-run '^TestLabWedgePartitionSoak$$' ./test/integration/ | grep -E 'SOAK|TIMING|^(--- |ok|FAIL)'
 
 # A machine per lab host through its lifecycle, then a 30 s partition of
 # lab2 (scripts/lab-demo.sh). Leaves the lab up: make lab-down takes it down.
@@ -165,6 +175,16 @@ lab-demo: build lab-up
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
+
+# 200 libvirt hosts, 25% of them partitioned (issue 21): bin/libvirt against
+# 150 test-driver hosts and 50 entries on lab3 cut off by the lab's partition
+# fault; reconcile pass, Create accept p50/p99, threads, RSS, SIGTERM to exit
+# (tools/benchhosts, docs/benchmarks.md). Not a stage of make test; brings
+# the lab up when it is down (and leaves it up); ~10 min.
+# BENCH_HOSTS_ARGS go to the harness, e.g. -runs none,after.
+.PHONY: bench-hosts
+bench-hosts: build
+	scripts/bench-hosts.sh $(BENCH_HOSTS_ARGS)
 
 demo: build env-up
 	scripts/demo.sh

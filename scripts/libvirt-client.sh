@@ -20,7 +20,7 @@
 # system's /etc/libvirt/libvirt.conf, not this copy). Everything else libvirt0
 # 11.3 needs (glib, gnutls, libssh, json-c, libbsd, ...) is bookworm's own
 # and already on a machine with libvirt0 9.0, except libjson-c5 and libbsd0,
-# which the script checks and names when missing.
+# which the script installs from bookworm when missing.
 #
 # Env: LIBVIRT_CLIENT_VERSION  the libvirt0 version (default: the newest
 #                              bookworm-backports offers, 11.3.x)
@@ -105,8 +105,13 @@ while read -r name ver origin; do
 		missing+=("$name")
 	fi
 done < <(awk '$1 == "Inst" { v = $3; sub(/^\(/, "", v); $1 = $3 = ""; print $2, v, $0 }' <<<"$plan")
-[ ${#missing[@]} -eq 0 ] ||
-	die "libvirt0 $version needs these bookworm packages, not installed here: ${missing[*]} (apt-get install ${missing[*]})"
+if [ ${#missing[@]} -gt 0 ]; then
+	# Bookworm's own libraries (json-c, libbsd for 11.3): installing them
+	# changes nothing else on the machine.
+	[ "$(id -u)" = 0 ] || die "libvirt0 $version needs these bookworm packages, not installed here: ${missing[*]} (apt-get install ${missing[*]})"
+	log "installing bookworm's ${missing[*]} (libvirt0 $version links them)"
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
 log "libvirt0 $version: unpacking ${pkgs[*]} into $dest"
 
 mkdir -p "$cache"

@@ -159,6 +159,12 @@ type labProvider struct {
 // the file, and waits until it serves and the hosts in wantUp connect.
 func startLab(t *testing.T, e labEnv, name string, hosts labHosts, slots int, extra []string, wantUp ...string) *labProvider {
 	t.Helper()
+	return startLabEnv(t, e, name, hosts, slots, extra, nil, wantUp...)
+}
+
+// startLabEnv is startLab with env added to the provider's environment.
+func startLabEnv(t *testing.T, e labEnv, name string, hosts labHosts, slots int, extra, env []string, wantUp ...string) *labProvider {
+	t.Helper()
 	bin := providerBinary(t)
 	dir := t.TempDir()
 	hostsPath, types, offers := filepath.Join(dir, "hosts.yaml"), filepath.Join(dir, "types.json"), filepath.Join(dir, "offerings.json")
@@ -180,6 +186,7 @@ func startLab(t *testing.T, e labEnv, name string, hosts labHosts, slots int, ex
 	tlsFlags, creds := adminWriteFlags(t, bin)
 	args = append(append(args, tlsFlags...), extra...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	p := &labProvider{out: &lockedBuffer{}, done: make(chan struct{}), name: name}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	must(t, cmd.Start())

@@ -30,6 +30,24 @@ const wedgeBound = 10 * time.Second
 
 var wedgeArgs = []string{"--libvirt-call-timeout=" + wedgeBound.String()}
 
+// imageClient is the environment that runs the provider on the libvirt
+// client library the image carries (11.3, with libvirt's keepalive on):
+// BIGFLEET_LIBVIRT_CLIENT names its directory (make test-lab sets it from
+// scripts/libvirt-client.sh). The other lab tests run on the system's
+// 9.0, so both of the provider's link modes meet the faults.
+func imageClient(t *testing.T) []string {
+	t.Helper()
+	dir := os.Getenv("BIGFLEET_LIBVIRT_CLIENT")
+	if dir == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("BIGFLEET_LIBVIRT_CLIENT is not set: make test-lab sets it (scripts/libvirt-client.sh)")
+		}
+		t.Log("BIGFLEET_LIBVIRT_CLIENT not set: running on the system's libvirt client")
+		return nil
+	}
+	return []string{"LD_LIBRARY_PATH=" + dir}
+}
+
 // wedgeCallBudget bounds a call in flight when its host goes silent: the
 // call bound plus an agent command's own (--agent-timeout, 10 s), and 5 s
 // for the log and the poll.
@@ -44,7 +62,7 @@ func TestLabWedgeConfigurePartition(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.HostsZone).only("lab1", "lab3")
 	labQuiet(t, e, "lab1", "lab3")
-	p := startLab(t, e, "lab-wedge-conf", hosts, 2, wedgeArgs, "lab1", "lab3")
+	p := startLabEnv(t, e, "lab-wedge-conf", hosts, 2, wedgeArgs, imageClient(t), "lab1", "lab3")
 	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
 	a, b := p.slotIn(t, "lab"), ""
 	p.mutate(t, "Create", &pb.CreateRequest{MachineId: a})
@@ -100,7 +118,7 @@ func TestLabWedgeHostGone(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab3")
 	labQuiet(t, e, "lab1", "lab3")
-	p := startLab(t, e, "lab-wedge-gone", hosts, 1, wedgeArgs, "lab1", "lab3")
+	p := startLabEnv(t, e, "lab-wedge-gone", hosts, 1, wedgeArgs, imageClient(t), "lab1", "lab3")
 	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
 	id := p.slotIn(t, "lab3")
 	p.createIdle(t, id)
@@ -155,7 +173,7 @@ func TestLabWedgeFrozenDaemon(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1")
 	labQuiet(t, e, "lab1")
-	p := startLab(t, e, "lab-wedge-frz", hosts, 2, wedgeArgs, "lab1")
+	p := startLabEnv(t, e, "lab-wedge-frz", hosts, 2, wedgeArgs, imageClient(t), "lab1")
 	t.Cleanup(func() { e.lab(t, "heal", "lab1") })
 	a := p.slotIn(t, "lab1")
 	p.createIdle(t, a)
@@ -230,7 +248,7 @@ func TestLabWedgeStartWithHostDown(t *testing.T) {
 func startTimed(t *testing.T, e labEnv, name string, hosts labHosts) time.Duration {
 	t.Helper()
 	t0 := time.Now()
-	p := startLab(t, e, name, hosts, 1, wedgeArgs)
+	p := startLabEnv(t, e, name, hosts, 1, wedgeArgs, imageClient(t))
 	serving := time.Since(t0)
 	id := p.slotIn(t, "lab1")
 	t1 := time.Now()
@@ -383,6 +401,8 @@ func TestLabWedgePartitionSoak(t *testing.T) {
 	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab2", "lab3")
 	labQuiet(t, e, "lab1", "lab2", "lab3")
 	metrics := freeAddr(t)
+	// On the system's 9.0 client, keepalive off: every cut is made by the
+	// kernel's TCP_USER_TIMEOUT under the calls in flight.
 	p := startLab(t, e, "lab-wedge-soak", hosts, 1, append(wedgeArgs, "--metrics-addr="+metrics), "lab1", "lab2", "lab3")
 	t.Cleanup(func() { e.lab(t, "heal", "lab2"); e.lab(t, "heal", "lab3") })
 	time.Sleep(10 * time.Second) // past start-up's own threads and first passes
