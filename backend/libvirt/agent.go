@@ -11,6 +11,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // agentTransport is guestagent.Transport over virDomainQemuAgentCommand.
@@ -32,7 +33,7 @@ func (t agentTransport) Command(_ context.Context, req []byte, timeout time.Dura
 		secs = 1
 	}
 	var reply string
-	err := t.h.withDomain(t.name, func(_ lvConn, dom lvDomain) error {
+	err := t.h.WithDomain(t.name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		var err error
 		reply, err = dom.QemuAgentCommand(string(req), libvirt.DomainQemuAgentCommandTimeout(secs), 0)
 		return err
@@ -41,7 +42,7 @@ func (t agentTransport) Command(_ context.Context, req []byte, timeout time.Dura
 		if isNoDomain(err) {
 			return nil, fmt.Errorf("domain %s is gone: %w", t.name, guestagent.ErrAgentUnavailable)
 		}
-		return nil, agentError(scrub(err, t.h.uri))
+		return nil, agentError(t.h.Scrub(err))
 	}
 	return []byte(reply), nil
 }
@@ -63,7 +64,7 @@ func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
 
 // setBinding writes md, after checking again that the domain is still ours.
 func (b *Backend) setBinding(h *host, name string, md Metadata) error {
-	return h.withDomain(name, func(_ lvConn, dom lvDomain) error {
+	return h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		if _, err := b.owned(dom, name, md.MachineID); err != nil {
 			return err
 		}

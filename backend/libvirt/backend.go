@@ -11,6 +11,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -41,10 +42,10 @@ var (
 // over its zone reports backend.ErrHostConnecting, which a mutation may
 // wait for, so a host that is down at start delays nothing else.
 func New(cfg Config) (*Backend, error) {
-	return newBackend(cfg, dialLibvirt)
+	return newBackend(cfg, hostconn.Dial)
 }
 
-func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
+func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
 		plan: placement.New(cfg.Policy)}
 	b.cfg.Logger = b.log
-	startEventLoop(b.log)
+	hostconn.StartEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
 		if hc.Name == "" {
 			hc.Name = hc.Zone
@@ -70,9 +71,9 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 		b.hosts[hc.Name] = h
 		b.list = append(b.list, h)
 	}
-	logLinkMode(b.log, &b.cfg)
+	hostconn.LogLinkMode(b.log, b.cfg.hostConfig())
 	for _, h := range b.list {
-		go h.loop()
+		h.Start()
 	}
 	return b, nil
 }
@@ -84,7 +85,7 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 func (b *Backend) AwaitFirstAttempts(ctx context.Context) bool {
 	for _, h := range b.list {
 		select {
-		case <-h.first:
+		case <-h.FirstAttempt():
 		case <-ctx.Done():
 			return false
 		}
@@ -104,7 +105,7 @@ func (b *Backend) ZoneReady(zone string) error {
 	}
 	var first error
 	for _, h := range hs {
-		err := h.ready()
+		err := h.Ready()
 		if err == nil {
 			return nil
 		}
@@ -123,15 +124,15 @@ func (b *Backend) DomainType(zone string) string {
 		return ""
 	}
 	for _, h := range hs {
-		if t := h.domainType().Type; t != "" && h.ready() == nil {
+		if t := h.DomainType().Type; t != "" && h.Ready() == nil {
 			return t
 		}
 	}
-	return hs[0].domainType().Type
+	return hs[0].DomainType().Type
 }
 
 // Close stops reconnecting and closes every connection, all hosts at once:
-// each host's close is bounded (host.close), so Close takes that bound
+// each host's close is bounded (hostconn.Host.Close), so Close takes that bound
 // whatever the number of hosts.
 func (b *Backend) Close() error {
 	var wg sync.WaitGroup
@@ -139,50 +140,16 @@ func (b *Backend) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h.close()
+			h.Close()
 		}()
 	}
 	wg.Wait()
 	return nil
 }
 
-// withConn runs fn on the host's connection, holding a reference for the
-// call, and lets the host see the outcome (to notice a lost connection).
-func (h *host) withConn(fn func(conn lvConn) error) error {
-	conn, err := h.acquire()
-	if err != nil {
-		return err
-	}
-	defer h.release(conn)
-	err = fn(conn)
-	if h.observe(conn, err) {
-		return linkFault{scrub(err, h.uri)}
-	}
-	return scrub(err, h.uri)
-}
-
-// linkFault is an error of the path to the host, not of the work: its text
-// is the cause's, and it also matches backend.ErrTransient.
-type linkFault struct{ error }
-
-func (e linkFault) Unwrap() []error { return []error{e.error, backend.ErrTransient} }
-
-// withDomain looks the domain up and runs fn on it; the handle is freed
-// after. A failed lookup says so (a missing domain still tests isNoDomain).
-func (h *host) withDomain(name string, fn func(conn lvConn, dom lvDomain) error) error {
-	return h.withConn(func(conn lvConn) error {
-		dom, err := conn.LookupDomainByName(name)
-		if err != nil {
-			return fmt.Errorf("look up domain %s: %w", name, err)
-		}
-		defer dom.Free()
-		return fn(conn, dom)
-	})
-}
-
 // readMetadata returns our metadata element of dom, decoded. found is false
 // when the domain carries none (a stranger's domain).
-func readMetadata(dom lvDomain) (md Metadata, found bool, err error) {
+func readMetadata(dom hostconn.Domain) (md Metadata, found bool, err error) {
 	s, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, MetadataNS, libvirt.DOMAIN_AFFECT_CURRENT)
 	if isNoMetadata(err) {
 		return Metadata{}, false, nil
@@ -199,7 +166,7 @@ func readMetadata(dom lvDomain) (md Metadata, found bool, err error) {
 
 // owned checks that dom is provider's domain for machineID and returns its
 // metadata; otherwise an error wrapping backend.ErrNotOurs.
-func (b *Backend) owned(dom lvDomain, name, machineID string) (Metadata, error) {
+func (b *Backend) owned(dom hostconn.Domain, name, machineID string) (Metadata, error) {
 	md, found, err := readMetadata(dom)
 	switch {
 	case err != nil && !found:
@@ -216,7 +183,7 @@ func (b *Backend) owned(dom lvDomain, name, machineID string) (Metadata, error) 
 
 // writeMetadata replaces our element on dom, in the persistent definition
 // and, while it runs, the live one too, so both agree.
-func writeMetadata(dom lvDomain, md Metadata) error {
+func writeMetadata(dom hostconn.Domain, md Metadata) error {
 	s, err := md.Marshal(false)
 	if err != nil {
 		return err
@@ -229,7 +196,7 @@ func writeMetadata(dom lvDomain, md Metadata) error {
 }
 
 // waitRunning polls the domain state with backoff until it runs or ctx ends.
-func waitRunning(ctx context.Context, dom lvDomain) error {
+func waitRunning(ctx context.Context, dom hostconn.Domain) error {
 	delay := 20 * time.Millisecond
 	for {
 		st, reason, err := dom.GetState()

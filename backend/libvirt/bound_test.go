@@ -3,16 +3,13 @@ package libvirt
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // A call that does not return within --libvirt-call-timeout fails as
@@ -42,13 +39,13 @@ func TestCallPastBoundIsTransient(t *testing.T) {
 	}
 	close(stuck.release)
 	f.clear()
-	waitFor(t, 5*time.Second, func() bool { return len(b.hosts["z1"].calls.slots) == 0 })
+	waitFor(t, 5*time.Second, func() bool { return b.hosts["z1"].Inflight() == 0 })
 	if err := b.Start(context.Background(), "m1", backend.Placement{Zone: "z1"}); err != nil {
 		t.Fatalf("Start after the host answered again: %v", err)
 	}
 }
 
-// A host that never answers holds at most maxCallsPerHost calls (threads)
+// A host that never answers holds at most hostconn.MaxCallsPerHost calls (threads)
 // inside libvirt; further calls fail at their bound without starting.
 func TestStuckHostHoldsBoundedCalls(t *testing.T) {
 	t.Parallel()
@@ -56,34 +53,34 @@ func TestStuckHostHoldsBoundedCalls(t *testing.T) {
 	stuck := f.add(&fault{op: "conn.GetCapabilities", kind: faultBlock})
 	h := b.hosts["z1"]
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*maxCallsPerHost)
-	for range 2 * maxCallsPerHost {
+	errs := make(chan error, 2*hostconn.MaxCallsPerHost)
+	for range 2 * hostconn.MaxCallsPerHost {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- h.withConn(func(c lvConn) error { _, err := c.GetCapabilities(); return err })
+			errs <- h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err })
 		}()
 	}
 	wg.Wait()
 	close(errs)
 	busy := 0
 	for err := range errs {
-		var ct *callTimeout
+		var ct *hostconn.CallTimeoutError
 		if !errors.As(err, &ct) {
 			t.Fatalf("call on a stuck host: %v, want a call timeout", err)
 		}
-		if ct.busy {
+		if ct.Busy {
 			busy++
 		}
 	}
-	if got := f.hits(stuck); got > maxCallsPerHost {
-		t.Errorf("%d calls entered libvirt, want at most %d", got, maxCallsPerHost)
+	if got := f.hits(stuck); got > hostconn.MaxCallsPerHost {
+		t.Errorf("%d calls entered libvirt, want at most %d", got, hostconn.MaxCallsPerHost)
 	}
-	if busy < maxCallsPerHost {
-		t.Errorf("%d calls refused for want of a slot, want at least %d", busy, maxCallsPerHost)
+	if busy < hostconn.MaxCallsPerHost {
+		t.Errorf("%d calls refused for want of a slot, want at least %d", busy, hostconn.MaxCallsPerHost)
 	}
 	close(stuck.release)
-	waitFor(t, 5*time.Second, func() bool { return len(h.calls.slots) == 0 })
+	waitFor(t, 5*time.Second, func() bool { return h.Inflight() == 0 })
 }
 
 // A host whose connect hangs (a rack without power: SYNs dropped) does not
@@ -163,66 +160,4 @@ func TestInventoryEachStreamsZones(t *testing.T) {
 	if time.Since(start) > time.Second {
 		t.Errorf("a host with a listing in flight delayed the pass: %s", time.Since(start))
 	}
-}
-
-func TestDefaultPort(t *testing.T) {
-	for scheme, want := range map[string]string{
-		"qemu+tls": "16514", "qemu+tcp": "16509", "qemu+libssh": "22", "qemu+libssh2": "22",
-		"qemu+ssh": "", "qemu+unix": "", "qemu": "", "test": "",
-	} {
-		if got := defaultPort(scheme); got != want {
-			t.Errorf("defaultPort(%q) = %q, want %q", scheme, got, want)
-		}
-	}
-}
-
-// The socket timeouts land on this process's sockets to the URI's host
-// and port, and on no other.
-func TestSetLinkTimeoutsFindsTheSocket(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	other, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	dial := func(l net.Listener) *net.TCPConn {
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c.(*net.TCPConn)
-	}
-	mine, theirs := dial(lis), dial(other)
-	port := lis.Addr().(*net.TCPAddr).Port
-	n, err := setLinkTimeouts("qemu+tls://127.0.0.1:"+strconv.Itoa(port)+"/system", 30*time.Second)
-	if err != nil || n != 1 {
-		t.Fatalf("setLinkTimeouts = %d, %v; want 1 socket", n, err)
-	}
-	if got := userTimeout(t, mine); got != 30000 {
-		t.Errorf("TCP_USER_TIMEOUT on the host's socket = %d ms, want 30000", got)
-	}
-	if got := userTimeout(t, theirs); got != 0 {
-		t.Errorf("TCP_USER_TIMEOUT on another socket = %d ms, want untouched", got)
-	}
-}
-
-func userTimeout(t *testing.T, c *net.TCPConn) int {
-	t.Helper()
-	raw, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v int
-	var gerr error
-	if err := raw.Control(func(fd uintptr) {
-		v, gerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT)
-	}); err != nil || gerr != nil {
-		t.Fatal(err, gerr)
-	}
-	return v
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -30,6 +31,16 @@ const (
 	DefaultCallTimeout      = 30 * time.Second
 	DefaultListConcurrency  = 32
 )
+
+// Values of --domain-type (hostconn decides what each means on a host).
+const (
+	DomainTypeAuto = hostconn.DomainTypeAuto // kvm where QEMU can open /dev/kvm, else qemu (TCG)
+	DomainTypeKVM  = hostconn.DomainTypeKVM  // hardware acceleration or nothing
+	DomainTypeQEMU = hostconn.DomainTypeQEMU // software emulation (TCG)
+)
+
+// ValidDomainType checks a --domain-type value ("" means auto).
+func ValidDomainType(s string) error { return hostconn.ValidDomainType(s) }
 
 // Host is one libvirt host and the zone it serves.
 type Host struct {
@@ -101,7 +112,7 @@ type Config struct {
 	InventoryTimeout time.Duration // per host, for Inventory and Hosts
 	ReconnectMin     time.Duration // first pause before re-dialling a lost host
 	ReconnectMax     time.Duration // cap of that pause
-	KeepAliveSecs    int           // watchdog ping interval (watch.go)
+	KeepAliveSecs    int           // watchdog ping interval (hostconn/watch.go)
 	KeepAliveCount   uint          // ping intervals of silence before the link is dead
 
 	Logger *slog.Logger

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 var _ backend.Confirmer = (*Backend)(nil)
@@ -65,7 +66,7 @@ func (b *Backend) confirmOn(ctx context.Context, h *host, name string) (bool, er
 	h.confirming.Add(1)
 	go func() { // a libvirt call cannot be interrupted; a late answer is dropped
 		defer h.confirming.Add(-1)
-		err := h.withDomain(name, func(lvConn, lvDomain) error { return nil })
+		err := h.WithDomain(name, func(hostconn.Conn, hostconn.Domain) error { return nil })
 		switch {
 		case isNoDomain(err):
 			done <- answer{gone: true}

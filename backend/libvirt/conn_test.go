@@ -3,10 +3,7 @@ package libvirt
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // Credential-looking parts of URIs that must never reach a log or an error.
@@ -81,13 +79,13 @@ func TestDownHostsDoNotStopOthersAndStayRedacted(t *testing.T) {
 func TestReconnectsAfterLoss(t *testing.T) {
 	t.Parallel()
 	var dials, failNext atomic.Int32
-	dial := func(uri string) (lvConn, error) {
+	dial := func(uri string) (hostconn.Conn, error) {
 		dials.Add(1)
 		if failNext.Load() > 0 {
 			failNext.Add(-1)
 			return nil, libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Message: "Failed to connect socket"}
 		}
-		return dialLibvirt(uri)
+		return hostconn.Dial(uri)
 	}
 	cfg := testConfig(t)
 	b, err := newBackend(cfg, dial)
@@ -97,46 +95,26 @@ func TestReconnectsAfterLoss(t *testing.T) {
 	awaitStarted(t, b)
 	defer b.Close()
 	h := b.hosts["z1"]
-	if h.ready() != nil || dials.Load() != 1 {
-		t.Fatalf("not up after start: dials=%d err=%v", dials.Load(), h.ready())
+	if h.Ready() != nil || dials.Load() != 1 {
+		t.Fatalf("not up after start: dials=%d err=%v", dials.Load(), h.Ready())
 	}
 	failNext.Store(2)
-	conn, err := h.acquire()
+	conn, err := h.Acquire()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.drop(conn, "simulated loss")
-	if !errors.Is(h.ready(), backend.ErrHostUnavailable) {
+	h.Drop(conn, "simulated loss")
+	if !errors.Is(h.Ready(), backend.ErrHostUnavailable) {
 		t.Fatal("still ready after loss")
 	}
 	// The caller's reference stays valid (calls fail or succeed, no crash).
 	_, _ = conn.GetLibVersion()
-	h.release(conn)
-	waitFor(t, 5*time.Second, func() bool { return h.ready() == nil })
+	h.Release(conn)
+	waitFor(t, 5*time.Second, func() bool { return h.Ready() == nil })
 	if n := dials.Load(); n != 4 {
 		t.Fatalf("dials = %d, want 1 + 2 failed + 1", n)
 	}
 	mustCreate(t, b, "after-reconnect")
-}
-
-func TestObserveDropsDeadConnectionOnly(t *testing.T) {
-	t.Parallel()
-	b, _ := newTestBackend(t, nil)
-	h := b.hosts["z1"]
-	conn, err := h.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.release(conn)
-	// A connection error on a connection that is still alive is not a loss.
-	h.observe(conn, libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Message: "cannot access file"})
-	if h.ready() != nil {
-		t.Fatal("dropped a live connection")
-	}
-	h.observe(conn, libvirt.Error{Code: libvirt.ERR_NO_DOMAIN})
-	if h.ready() != nil {
-		t.Fatal("dropped on a lookup miss")
-	}
 }
 
 func waitFor(t *testing.T, d time.Duration, ok func() bool) {
@@ -148,79 +126,4 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// TestReconnectRereadsFilesNamedInURI: the provider caches no credential.
-// Every (re)dial hands libvirt the URI as configured, and libvirt reads the
-// files it names (keyfile, known_hosts, pkipath certificates) at connect
-// time, so a rotated Secret takes effect at the next reconnect. The test
-// driver's state file stands in for those files: changed on disk, its new
-// content is what the reconnected backend sees.
-func TestReconnectRereadsFilesNamedInURI(t *testing.T) {
-	t.Parallel()
-	orig, err := os.ReadFile("testdata/node.xml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "node.xml")
-	if err := os.WriteFile(file, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(t)
-	cfg.Hosts = []Host{{Zone: "z1", URI: "test://" + file}}
-	var uris []string
-	var mu sync.Mutex
-	b, err := newBackend(cfg, func(uri string) (lvConn, error) {
-		mu.Lock()
-		uris = append(uris, uri)
-		mu.Unlock()
-		return dialLibvirt(uri)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	awaitStarted(t, b)
-	defer b.Close()
-	h := b.hosts["z1"]
-	if got := bridgeName(t, h); got != "virbr0" {
-		t.Fatalf("bridge before rotation = %q", got)
-	}
-	rotated := strings.Replace(string(orig), `<bridge name="virbr0"/>`, `<bridge name="virbr9"/>`, 1)
-	if err := os.WriteFile(file, []byte(rotated), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := h.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.drop(conn, "simulated loss")
-	h.release(conn)
-	waitFor(t, 5*time.Second, func() bool { return h.ready() == nil })
-	if got := bridgeName(t, h); got != "virbr9" {
-		t.Fatalf("bridge after reconnect = %q: the file was not re-read", got)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(uris) < 2 || uris[0] != uris[len(uris)-1] || uris[0] != "test://"+file {
-		t.Fatalf("dialled %q, want the configured URI each time", uris)
-	}
-}
-
-func bridgeName(t *testing.T, h *host) string {
-	t.Helper()
-	conn, err := h.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.release(conn)
-	net, err := rawConn(conn).LookupNetworkByName("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Free()
-	name, err := net.GetBridgeName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // Create builds and starts the machine's domain, or adopts the one a
@@ -35,7 +36,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	name := DomainName(b.cfg.Provider, spec.MachineID)
 	pl := backend.Placement{Zone: h.zone, Host: h.refName(), Domain: name, Why: dec.Why}
 	start := time.Now()
-	err = h.withConn(func(conn lvConn) error {
+	err = h.With(func(conn hostconn.Conn) error {
 		dom, err := conn.LookupDomainByName(name)
 		if err == nil {
 			defer dom.Free()
@@ -63,7 +64,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 
 // adopt takes over our own domain left by an earlier attempt of this
 // machine's Create, starting it if it is not running.
-func (b *Backend) adopt(ctx context.Context, dom lvDomain, name string, spec backend.MachineSpec) error {
+func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
 	if _, err := b.owned(dom, name, spec.MachineID); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -87,7 +88,7 @@ func (b *Backend) adopt(ctx context.Context, dom lvDomain, name string, spec bac
 // (undo) and how long each step took.
 type attempt struct {
 	ctx  context.Context
-	conn lvConn
+	conn hostconn.Conn
 	name string
 	undo rollback
 	took []any
@@ -112,7 +113,7 @@ func (a *attempt) step(what string, err error) error {
 // on undo; on failure exactly those are removed, newest first. Undo steps
 // look their object up again by name on conn (which outlives build), since
 // the handles used here are freed before the rollback runs.
-func (b *Backend) build(ctx context.Context, h *host, conn lvConn, name string, spec backend.MachineSpec) error {
+func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name string, spec backend.MachineSpec) error {
 	a := &attempt{ctx: ctx, conn: conn, name: name, mark: time.Now()}
 	err := b.buildSteps(a, h, spec)
 	if err != nil {
@@ -149,7 +150,7 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	if err := a.step("start domain", err); err != nil {
 		return err
 	}
-	return a.step("wait running", h.explainStart(a.name, waitRunning(a.ctx, started)))
+	return a.step("wait running", h.ExplainStart(a.name, waitRunning(a.ctx, started)))
 }
 
 // start starts the defined domain and returns the handle of the domain it
@@ -158,10 +159,10 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 // domain is redefined and started again: the Create goes on rather than
 // failing. Any start failure carries the last error line of the domain's
 // QEMU log when the host is local.
-func (b *Backend) start(a *attempt, h *host, dom lvDomain, spec backend.MachineSpec, overlay, seed string) (lvDomain, error) {
+func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.MachineSpec, overlay, seed string) (hostconn.Domain, error) {
 	err := dom.Create()
-	if err == nil || !isKVMUnusable(err) || !h.fallBackToQEMU(message(err)) {
-		return dom, h.explainStart(a.name, err)
+	if err == nil || !hostconn.IsKVMUnusable(err) || !h.FallBackToQEMU(message(err)) {
+		return dom, h.ExplainStart(a.name, err)
 	}
 	// libvirt refuses a second definition of a name under another UUID,
 	// so the kvm definition goes first (nothing runs under it).
@@ -172,7 +173,7 @@ func (b *Backend) start(a *attempt, h *host, dom lvDomain, spec backend.MachineS
 	if err != nil {
 		return nil, fmt.Errorf("redefine as qemu after kvm failed: %w", err)
 	}
-	return again, h.explainStart(a.name, again.Create())
+	return again, h.ExplainStart(a.name, again.Create())
 }
 
 // buildVolumes makes (or reuses) the overlay and the optional seed and
@@ -209,14 +210,14 @@ func (b *Backend) buildVolumes(a *attempt) (overlay, seed string, err error) {
 }
 
 // define renders the domain XML and defines it.
-func (b *Backend) define(h *host, conn lvConn, name string, spec backend.MachineSpec,
-	overlay, seed string) (lvDomain, error) {
+func (b *Backend) define(h *host, conn hostconn.Conn, name string, spec backend.MachineSpec,
+	overlay, seed string) (hostconn.Domain, error) {
 	md, err := Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
 		Marks: spec.Marks, Host: h.refName(), VCPUs: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64)}.Marshal(true)
 	if err != nil {
 		return nil, err
 	}
-	hostType := h.domainType().Type
+	hostType := h.DomainType().Type
 	d := buildDomain(domainParams{
 		Name: name, Type: hostType, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
 		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, Network: b.cfg.Network,

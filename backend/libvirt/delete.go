@@ -9,6 +9,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // undefineFlags also removes what libvirt keeps beside a definition, so a
@@ -70,7 +71,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 // deleteOn deletes the machine's domain and volumes on one host.
 func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
 	start := time.Now()
-	err := h.withConn(func(conn lvConn) error {
+	err := h.With(func(conn hostconn.Conn) error {
 		gone, err := b.deleteDomain(conn, name, spec.MachineID)
 		if err != nil {
 			return err
@@ -100,7 +101,7 @@ func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backe
 }
 
 // deleteDomain removes our domain; alreadyGone says there was none.
-func (b *Backend) deleteDomain(conn lvConn, name, machineID string) (alreadyGone bool, err error) {
+func (b *Backend) deleteDomain(conn hostconn.Conn, name, machineID string) (alreadyGone bool, err error) {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return true, nil
@@ -122,7 +123,7 @@ func (b *Backend) deleteDomain(conn lvConn, name, machineID string) (alreadyGone
 }
 
 // destroy stops dom at once; a domain that is not running is fine.
-func destroy(dom lvDomain) error {
+func destroy(dom hostconn.Domain) error {
 	err := dom.Destroy()
 	if err == nil || isNotRunning(err) || isNoDomain(err) {
 		return nil
@@ -133,7 +134,7 @@ func destroy(dom lvDomain) error {
 // undefine removes dom's definition and its side metadata. Drivers that
 // refuse some of the flags (no NVRAM or checkpoint support) get plain
 // undefine: there is then nothing of that kind to leave behind.
-func undefine(dom lvDomain) error {
+func undefine(dom hostconn.Domain) error {
 	err := dom.UndefineFlags(undefineFlags)
 	if isCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED) {
 		err = dom.Undefine()
@@ -146,7 +147,7 @@ func undefine(dom lvDomain) error {
 
 // onDomain looks name up on conn and runs fn on it (used by rollback, whose
 // steps outlive the handles of the attempt). A missing domain is done.
-func onDomain(conn lvConn, name string, fn func(lvDomain) error) error {
+func onDomain(conn hostconn.Conn, name string, fn func(hostconn.Domain) error) error {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return nil
@@ -161,8 +162,8 @@ func onDomain(conn lvConn, name string, fn func(lvDomain) error) error {
 // onOwnDomain is onDomain for rollback steps: a domain under the name that
 // is not the machine's (a stranger defined it meanwhile, or its metadata
 // is damaged) is left alone.
-func (b *Backend) onOwnDomain(conn lvConn, name, machineID string, fn func(lvDomain) error) error {
-	return onDomain(conn, name, func(dom lvDomain) error {
+func (b *Backend) onOwnDomain(conn hostconn.Conn, name, machineID string, fn func(hostconn.Domain) error) error {
+	return onDomain(conn, name, func(dom hostconn.Domain) error {
 		if _, err := b.owned(dom, name, machineID); err != nil {
 			if errors.Is(err, backend.ErrNotOurs) {
 				return nil
@@ -174,7 +175,7 @@ func (b *Backend) onOwnDomain(conn lvConn, name, machineID string, fn func(lvDom
 }
 
 // deleteVolumeIn deletes a volume of our pool by name (never the golden one).
-func (b *Backend) deleteVolumeIn(conn lvConn, vol string) error {
+func (b *Backend) deleteVolumeIn(conn hostconn.Conn, vol string) error {
 	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
 	if err != nil {
 		return fmt.Errorf("storage pool %s: %w", b.cfg.Pool, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 func TestDeleteIsIdempotent(t *testing.T) {
@@ -43,7 +44,7 @@ func TestDeleteHalfGone(t *testing.T) {
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
 	// Domain undefined behind our back, the overlay left: Delete cleans it.
-	if err := onDomain(lvc(c), pl.Domain, func(d lvDomain) error { _ = destroy(d); return undefine(d) }); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, func(d hostconn.Domain) error { _ = destroy(d); return undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1", Placement: pl}); err != nil {

@@ -1,7 +1,7 @@
 // Package libvirt is the libvirt substrate of the capacity provider: it
 // implements backend.Backend (and backend.ZoneReadiness) over one libvirt
-// connection per host, where each host serves one zone. It is the only cgo
-// package of the module.
+// connection per host (backend/libvirt/hostconn), where each host serves
+// one zone.
 //
 // What it does on a host:
 //   - Create: a copy-on-write overlay volume on the golden image (its
@@ -27,13 +27,13 @@
 // configured, cluster id and shard metadata (Metadata). Bindings can thus be
 // rebuilt from libvirt alone.
 //
-// Connections: the default libvirt event loop runs once per process so that
-// close callbacks work; libvirt's keepalive is off (its client crashes when
-// a keepalive timeout closes a connection under calls) and a watchdog ping
-// declares a silent daemon dead instead (watch.go). A lost connection (close
-// callback, watchdog, or an error classified as a connection error) is
-// re-dialled in the background with capped exponential backoff. A host that is down does not stop the
-// others: its zone reports backend.ErrHostUnavailable until it is back.
+// Connections are hostconn's: connect, liveness, reconnect with backoff,
+// the bound of every call and the host's facts (domain type, size). The
+// backend holds one hostconn.Host per host and uses it through With and
+// WithDomain, Ready, Where and Status; it learns of a host going up or
+// down and of its size through hooks that feed placement. A host that is
+// down does not stop the others: its zone reports
+// backend.ErrHostUnavailable until it is back.
 //
 // Security: weak transports (qemu+tcp, SSH without host key checking, any
 // no_verify) are refused at startup, and URIs are shown only redacted (no

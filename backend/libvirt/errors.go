@@ -1,39 +1,22 @@
 package libvirt
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
-// code returns the libvirt error number carried by err (through any
-// wrapping), or false if err did not come from libvirt. Every decision on a
-// libvirt failure goes through here, so classification happens once.
-func code(err error) (libvirt.ErrorNumber, bool) {
-	var le libvirt.Error
-	if errors.As(err, &le) {
-		return le.Code, true
-	}
-	return 0, false
-}
-
-// isCode reports whether err is a libvirt error with one of the codes.
-func isCode(err error, codes ...libvirt.ErrorNumber) bool {
-	c, ok := code(err)
-	if !ok {
-		return false
-	}
-	for _, want := range codes {
-		if c == want {
-			return true
-		}
-	}
-	return false
-}
+// Classification happens once, in hostconn (errors.As on libvirt.Error);
+// these are the backend's names for it.
+var (
+	code    = hostconn.Code
+	isCode  = hostconn.IsCode
+	message = hostconn.Message
+)
 
 // mayBeConnLoss reports errors that can mean the connection to the daemon
 // is gone. SYSTEM_ERROR also covers local I/O failures, so the caller
@@ -49,16 +32,6 @@ func isNoMetadata(err error) bool { return isCode(err, libvirt.ERR_NO_DOMAIN_MET
 
 // isNotRunning: destroying a domain that is already off is not a failure.
 func isNotRunning(err error) bool { return isCode(err, libvirt.ERR_OPERATION_INVALID) }
-
-// message is libvirt's own text of err (without the Go binding's
-// "virError(Code=..)" wrapper), or err.Error() for anything else.
-func message(err error) string {
-	var le libvirt.Error
-	if errors.As(err, &le) && le.Message != "" {
-		return le.Message
-	}
-	return err.Error()
-}
 
 // agentCmdPrefix is how libvirt ≤ 9.x reports an error the agent answered
 // with (VIR_ERR_INTERNAL_ERROR); newer releases use AGENT_COMMAND_FAILED.

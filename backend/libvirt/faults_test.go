@@ -9,6 +9,8 @@ import (
 
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // The fault injector wraps the REAL connection (the test driver) and makes
@@ -146,7 +148,7 @@ func (f *faults) freezeDials() (thaw func()) {
 	}
 }
 
-func (f *faults) dial(uri string) (lvConn, error) {
+func (f *faults) dial(uri string) (hostconn.Conn, error) {
 	f.mu.Lock()
 	if gate := f.dialGate; gate != nil {
 		f.mu.Unlock()
@@ -172,7 +174,7 @@ func (f *faults) dial(uri string) (lvConn, error) {
 	if err := real.Ref(); err != nil {
 		return nil, err
 	}
-	fc := &faultConn{inner: &lvConnect{c: real}, f: f}
+	fc := &faultConn{inner: hostconn.Wrap(real), f: f}
 	fc.refs.Store(1) // the dial's
 	f.conns = append(f.conns, fc)
 	return fc, nil
@@ -219,7 +221,7 @@ var errClosed = libvirt.Error{Code: libvirt.ERR_INTERNAL_ERROR, Domain: libvirt.
 
 // faultConn is one dialled connection.
 type faultConn struct {
-	inner lvConn
+	inner hostconn.Conn
 	f     *faults
 	dead  atomic.Bool
 	refs  atomic.Int32 // references held; a call needs one

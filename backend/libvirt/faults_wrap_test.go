@@ -2,6 +2,8 @@ package libvirt
 
 import (
 	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // The wrapped methods of faults_test.go's injector, one per method of the
@@ -86,8 +88,8 @@ func (c *faultConn) GetFreeMemory() (n uint64, err error) {
 
 // domain runs a call returning a domain handle; a handle made by a call
 // whose reply is then "lost" is freed, as the caller never sees it.
-func (c *faultConn) domain(op, name string, call func() (lvDomain, error)) (lvDomain, error) {
-	var d lvDomain
+func (c *faultConn) domain(op, name string, call func() (hostconn.Domain, error)) (hostconn.Domain, error) {
+	var d hostconn.Domain
 	err := c.do(op, name, func() (err error) { d, err = call(); return err })
 	if err != nil {
 		if d != nil {
@@ -98,29 +100,29 @@ func (c *faultConn) domain(op, name string, call func() (lvDomain, error)) (lvDo
 	return c.wrapDomain(d), nil
 }
 
-func (c *faultConn) wrapDomain(d lvDomain) lvDomain {
+func (c *faultConn) wrapDomain(d hostconn.Domain) hostconn.Domain {
 	name, _ := d.GetName()
 	return &faultDomain{inner: d, c: c, name: name}
 }
 
-func (c *faultConn) LookupDomainByName(name string) (lvDomain, error) {
-	return c.domain("conn.LookupDomainByName", name, func() (lvDomain, error) { return c.inner.LookupDomainByName(name) })
+func (c *faultConn) LookupDomainByName(name string) (hostconn.Domain, error) {
+	return c.domain("conn.LookupDomainByName", name, func() (hostconn.Domain, error) { return c.inner.LookupDomainByName(name) })
 }
 
-func (c *faultConn) DomainDefineXML(x string) (lvDomain, error) {
+func (c *faultConn) DomainDefineXML(x string) (hostconn.Domain, error) {
 	name := xmlName("conn.DomainDefineXML", x)
 	c.f.noteMutation("conn.DomainDefineXML", name)
-	return c.domain("conn.DomainDefineXML", name, func() (lvDomain, error) { return c.inner.DomainDefineXML(x) })
+	return c.domain("conn.DomainDefineXML", name, func() (hostconn.Domain, error) { return c.inner.DomainDefineXML(x) })
 }
 
-func (c *faultConn) DomainCreateXML(x string, flags libvirt.DomainCreateFlags) (lvDomain, error) {
+func (c *faultConn) DomainCreateXML(x string, flags libvirt.DomainCreateFlags) (hostconn.Domain, error) {
 	name := xmlName("conn.DomainCreateXML", x)
 	c.f.noteMutation("conn.DomainCreateXML", name)
-	return c.domain("conn.DomainCreateXML", name, func() (lvDomain, error) { return c.inner.DomainCreateXML(x, flags) })
+	return c.domain("conn.DomainCreateXML", name, func() (hostconn.Domain, error) { return c.inner.DomainCreateXML(x, flags) })
 }
 
-func (c *faultConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error) {
-	var doms []lvDomain
+func (c *faultConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]hostconn.Domain, error) {
+	var doms []hostconn.Domain
 	err := c.do("conn.ListAllDomains", "", func() (err error) { doms, err = c.inner.ListAllDomains(flags); return err })
 	if err != nil {
 		freeAll(doms)
@@ -132,8 +134,8 @@ func (c *faultConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]
 	return doms, nil
 }
 
-func (c *faultConn) LookupStoragePoolByName(name string) (lvPool, error) {
-	var p lvPool
+func (c *faultConn) LookupStoragePoolByName(name string) (hostconn.Pool, error) {
+	var p hostconn.Pool
 	err := c.do("conn.LookupStoragePoolByName", name, func() (err error) { p, err = c.inner.LookupStoragePoolByName(name); return err })
 	if err != nil {
 		if p != nil {
@@ -146,14 +148,14 @@ func (c *faultConn) LookupStoragePoolByName(name string) (lvPool, error) {
 
 // Migrate3 hands the real handles to the real connection (it needs
 // libvirt's own), under the rule for "conn.Migrate3".
-func (c *faultConn) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+func (c *faultConn) Migrate3(dom hostconn.Domain, dst hostconn.Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (hostconn.Domain, error) {
 	fd := dom.(*faultDomain)
 	inner := dst
 	if fc, ok := dst.(*faultConn); ok {
 		inner = fc.inner
 	}
 	c.f.noteMutation("conn.Migrate3", fd.name)
-	return c.domain("conn.Migrate3", fd.name, func() (lvDomain, error) {
+	return c.domain("conn.Migrate3", fd.name, func() (hostconn.Domain, error) {
 		if c.f.emulateM {
 			return c.f.emulateMigrate(fd.inner, inner, params, flags)
 		}
@@ -162,7 +164,7 @@ func (c *faultConn) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMig
 }
 
 // emulateMigrate does what a successful live migration leaves behind.
-func (f *faults) emulateMigrate(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+func (f *faults) emulateMigrate(dom hostconn.Domain, dst hostconn.Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (hostconn.Domain, error) {
 	f.mu.Lock()
 	f.migrated = append(f.migrated, flags)
 	f.mu.Unlock()
@@ -185,7 +187,7 @@ func (f *faults) emulateMigrate(dom lvDomain, dst lvConn, params *libvirt.Domain
 	return moved, nil
 }
 
-func (c *faultConn) UploadVolume(vol lvVolume, data []byte) error {
+func (c *faultConn) UploadVolume(vol hostconn.Volume, data []byte) error {
 	fv := vol.(*faultVolume)
 	c.f.noteMutation("conn.UploadVolume", fv.name)
 	return c.do("conn.UploadVolume", fv.name, func() error {
@@ -201,7 +203,7 @@ func (c *faultConn) UploadVolume(vol lvVolume, data []byte) error {
 
 // faultDomain is a domain handle of a faultConn.
 type faultDomain struct {
-	inner lvDomain
+	inner hostconn.Domain
 	c     *faultConn
 	name  string
 }
@@ -263,7 +265,7 @@ func (d *faultDomain) AbortJob() error { return d.mutate("dom.AbortJob", d.inner
 
 // faultPool is a storage pool handle of a faultConn.
 type faultPool struct {
-	inner lvPool
+	inner hostconn.Pool
 	c     *faultConn
 	name  string
 }
@@ -275,8 +277,8 @@ func (p *faultPool) GetInfo() (info *libvirt.StoragePoolInfo, err error) {
 	return info, err
 }
 
-func (p *faultPool) volume(op, name string, call func() (lvVolume, error)) (lvVolume, error) {
-	var v lvVolume
+func (p *faultPool) volume(op, name string, call func() (hostconn.Volume, error)) (hostconn.Volume, error) {
+	var v hostconn.Volume
 	err := p.c.do(op, name, func() (err error) { v, err = call(); return err })
 	if err != nil {
 		if v != nil {
@@ -287,19 +289,19 @@ func (p *faultPool) volume(op, name string, call func() (lvVolume, error)) (lvVo
 	return &faultVolume{inner: v, c: p.c, name: name}, nil
 }
 
-func (p *faultPool) LookupStorageVolByName(name string) (lvVolume, error) {
-	return p.volume("pool.LookupStorageVolByName", name, func() (lvVolume, error) { return p.inner.LookupStorageVolByName(name) })
+func (p *faultPool) LookupStorageVolByName(name string) (hostconn.Volume, error) {
+	return p.volume("pool.LookupStorageVolByName", name, func() (hostconn.Volume, error) { return p.inner.LookupStorageVolByName(name) })
 }
 
-func (p *faultPool) StorageVolCreateXML(x string, flags libvirt.StorageVolCreateFlags) (lvVolume, error) {
+func (p *faultPool) StorageVolCreateXML(x string, flags libvirt.StorageVolCreateFlags) (hostconn.Volume, error) {
 	name := xmlName("pool.StorageVolCreateXML", x)
 	p.c.f.noteMutation("pool.StorageVolCreateXML", name)
-	return p.volume("pool.StorageVolCreateXML", name, func() (lvVolume, error) { return p.inner.StorageVolCreateXML(x, flags) })
+	return p.volume("pool.StorageVolCreateXML", name, func() (hostconn.Volume, error) { return p.inner.StorageVolCreateXML(x, flags) })
 }
 
 // faultVolume is a storage volume handle of a faultConn.
 type faultVolume struct {
-	inner lvVolume
+	inner hostconn.Volume
 	c     *faultConn
 	name  string
 }
@@ -325,8 +327,8 @@ func (v *faultVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
 }
 
 var (
-	_ lvConn   = (*faultConn)(nil)
-	_ lvDomain = (*faultDomain)(nil)
-	_ lvPool   = (*faultPool)(nil)
-	_ lvVolume = (*faultVolume)(nil)
+	_ hostconn.Conn   = (*faultConn)(nil)
+	_ hostconn.Domain = (*faultDomain)(nil)
+	_ hostconn.Pool   = (*faultPool)(nil)
+	_ hostconn.Volume = (*faultVolume)(nil)
 )

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // syncBuffer is a log sink safe for the background connection loops.
@@ -101,31 +102,32 @@ func testConn(t testing.TB, b *Backend, zone string) *libvirt.Connect {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := h.acquire()
+	c, err := h.Acquire()
 	if err != nil {
 		t.Fatalf("acquire %s: %v", zone, err)
 	}
-	t.Cleanup(func() { h.release(c) })
+	t.Cleanup(func() { h.Release(c) })
 	return rawConn(c)
 }
 
 // rawConn is the libvirt connection under c (and under any fault wrapper):
 // tests inspect the host through it, never through injected faults.
-func rawConn(c lvConn) *libvirt.Connect {
-	switch x := c.(type) {
-	case *lvConnect:
-		return x.c
-	case *faultConn:
-		return rawConn(x.inner)
-	case *boundConn:
-		return rawConn(x.inner)
+func rawConn(c hostconn.Conn) *libvirt.Connect {
+	if fc, ok := c.(*faultConn); ok {
+		return rawConn(fc.inner)
+	}
+	if inner := hostconn.Unwrap(c); inner != c {
+		return rawConn(inner) // the call bounds' wrapper
+	}
+	if raw := hostconn.Libvirt(c); raw != nil {
+		return raw
 	}
 	panic("rawConn: unknown connection type")
 }
 
 // lvc and lvp adapt raw handles for the backend's helpers.
-func lvc(c *libvirt.Connect) lvConn     { return &lvConnect{c: c} }
-func lvp(p *libvirt.StoragePool) lvPool { return &lvStoragePool{p: p} }
+func lvc(c *libvirt.Connect) hostconn.Conn     { return hostconn.Wrap(c) }
+func lvp(p *libvirt.StoragePool) hostconn.Pool { return hostconn.WrapPool(p) }
 
 func spec(id string) backend.MachineSpec {
 	return backend.MachineSpec{MachineID: id, OperationID: "op-" + id, Zone: "z1", InstanceType: "small", VCPU: 2, MemoryMiB: 256}

@@ -23,7 +23,7 @@ func (b *Backend) PlacementReady(pl backend.Placement) error {
 	if err != nil {
 		return err
 	}
-	return h.ready()
+	return h.Ready()
 }
 
 // zoneHosts returns the hosts of a zone ("" means the only zone, when

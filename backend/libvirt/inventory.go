@@ -12,6 +12,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -35,7 +36,7 @@ func perHost[T any](ctx context.Context, b *Backend, bound time.Duration, fn fun
 				out[i] = r
 			case <-tctx.Done():
 				out[i] = onTimeout(h, fmt.Errorf("%s: no answer within %s: %w",
-					h.where(), bound, backend.ErrHostUnavailable))
+					h.Where(), bound, backend.ErrHostUnavailable))
 			}
 		}()
 	}
@@ -136,10 +137,10 @@ func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventor
 	tctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
 	defer cancel()
 	unlisted := func(why string) backend.ZoneInventory {
-		return backend.ZoneInventory{Zone: h.zone, Err: fmt.Errorf("%s: %s: %w", h.where(), why, backend.ErrHostUnavailable)}
+		return backend.ZoneInventory{Zone: h.zone, Err: fmt.Errorf("%s: %s: %w", h.Where(), why, backend.ErrHostUnavailable)}
 	}
 	select {
-	case <-h.first:
+	case <-h.FirstAttempt():
 	case <-tctx.Done():
 		return unlisted(fmt.Sprintf("still connecting after %s", b.cfg.InventoryTimeout))
 	}
@@ -163,7 +164,7 @@ func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventor
 func (b *Backend) listHost(h *host) backend.ZoneInventory {
 	zi := backend.ZoneInventory{Zone: h.zone}
 	sizes := map[string]placement.Size{}
-	err := h.withConn(func(conn lvConn) error {
+	err := h.With(func(conn hostconn.Conn) error {
 		doms, err := conn.ListAllDomains(0)
 		if err != nil {
 			return fmt.Errorf("list domains: %w", err)
@@ -180,7 +181,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 				sizes[o.MachineID] = sz
 			}
 		}
-		h.readSize(conn)
+		h.ReadSize(conn)
 		return nil
 	})
 	if err != nil {
@@ -196,7 +197,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 // prefix) is returned, and makes the whole listing incomplete: a domain we
 // could not read must never look like a domain that is not there. A domain
 // that vanished while we listed is simply not there any more.
-func (b *Backend) observeDomain(dom lvDomain, h *host, prefix string) (backend.Observed, placement.Size, bool, error) {
+func (b *Backend) observeDomain(dom hostconn.Domain, h *host, prefix string) (backend.Observed, placement.Size, bool, error) {
 	o, md, ok, err := b.observeOne(dom, h.zone, prefix)
 	if !ok || err != nil {
 		return o, placement.Size{}, ok, err
@@ -205,7 +206,7 @@ func (b *Backend) observeDomain(dom lvDomain, h *host, prefix string) (backend.O
 	return o, placement.Size{VCPUs: md.VCPUs, MemoryMiB: int64(md.MemoryMiB)}, true, nil
 }
 
-func (b *Backend) observeOne(dom lvDomain, zone, prefix string) (backend.Observed, Metadata, bool, error) {
+func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.Observed, Metadata, bool, error) {
 	name, err := dom.GetName()
 	if isNoDomain(err) {
 		return backend.Observed{}, Metadata{}, false, nil
@@ -259,7 +260,7 @@ func running(st libvirt.DomainState) bool {
 	return false
 }
 
-func freeAll(doms []lvDomain) {
+func freeAll(doms []hostconn.Domain) {
 	for _, d := range doms {
 		_ = d.Free()
 	}
@@ -280,22 +281,19 @@ func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
 }
 
 func (h *host) baseStatus() backend.HostStatus {
-	h.mu.Lock()
-	st := backend.HostStatus{Zone: h.zone, URI: h.shown, Connected: h.conn != nil, LastError: h.lastErr,
-		DomainType: h.choice.Type, DomainTypeNote: h.choice.Fallback}
-	h.mu.Unlock()
+	st := h.Status()
 	h.capacityStatus(&st)
 	return st
 }
 
 func (b *Backend) hostStatus(h *host) backend.HostStatus {
 	st := h.baseStatus()
-	err := h.withConn(func(conn lvConn) error {
+	err := h.With(func(conn hostconn.Conn) error {
 		if v, err := conn.GetLibVersion(); err == nil {
-			st.LibvirtVersion = version(v)
+			st.LibvirtVersion = hostconn.Version(v)
 		}
 		if v, err := conn.GetVersion(); err == nil {
-			st.HypervisorVersion = version(v)
+			st.HypervisorVersion = hostconn.Version(v)
 		}
 		if pool, err := conn.LookupStoragePoolByName(b.cfg.Pool); err == nil {
 			if info, err := pool.GetInfo(); err == nil {
@@ -303,7 +301,7 @@ func (b *Backend) hostStatus(h *host) backend.HostStatus {
 			}
 			_ = pool.Free()
 		}
-		h.readSize(conn)
+		h.ReadSize(conn)
 		h.capacityStatus(&st)
 		active, err := conn.NumOfDomains()
 		if err != nil {
@@ -317,12 +315,7 @@ func (b *Backend) hostStatus(h *host) backend.HostStatus {
 		return nil
 	})
 	if err != nil {
-		st.Connected, st.LastError = h.ready() == nil, err.Error()
+		st.Connected, st.LastError = h.Ready() == nil, err.Error()
 	}
 	return st
-}
-
-// version renders libvirt's major*1e6 + minor*1e3 + release.
-func version(v uint32) string {
-	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
 }

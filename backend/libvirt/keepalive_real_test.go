@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 const (
@@ -88,7 +90,7 @@ func clientVersionString(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return version(v)
+	return hostconn.Version(v)
 }
 
 // TestKeepAliveUnderCallsReal is TestReconnectUnderCallsReal with libvirt's
@@ -114,13 +116,13 @@ func TestKeepAliveUnderCallsReal(t *testing.T) {
 	}
 	defer b.Close()
 	h := b.hosts["z"]
-	for start := time.Now(); h.ready() != nil && time.Since(start) < 10*time.Second; {
+	for start := time.Now(); h.Ready() != nil && time.Since(start) < 10*time.Second; {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := h.ready(); err != nil {
+	if err := h.Ready(); err != nil {
 		t.Fatalf("not connected: %v", err)
 	}
-	if err := h.withConn(func(c lvConn) error { return c.SetKeepAlive(kaInterval, kaCount) }); err != nil {
+	if err := h.With(func(c hostconn.Conn) error { return c.SetKeepAlive(kaInterval, kaCount) }); err != nil {
 		t.Fatalf("SetKeepAlive: %v", err)
 	}
 	var stop atomic.Bool
@@ -146,7 +148,7 @@ func TestKeepAliveUnderCallsReal(t *testing.T) {
 	time.Sleep(15 * time.Second) // past the keepalive's verdict (6-8 s) and the watchdog's
 	thaw()
 	back := time.Now()
-	for h.ready() != nil && time.Since(back) < 15*time.Second {
+	for h.Ready() != nil && time.Since(back) < 15*time.Second {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("frozen %s; host back %s after the thaw", back.Sub(frozen).Round(100*time.Millisecond),
@@ -155,7 +157,7 @@ func TestKeepAliveUnderCallsReal(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	t.Logf("survived: calls=%d failed=%d (failures while frozen are expected)", calls.Load(), fails.Load())
-	if err := h.ready(); err != nil {
+	if err := h.Ready(); err != nil {
 		t.Errorf("host not back after the thaw: %v", err)
 	}
 }
@@ -173,10 +175,10 @@ func TestKeepAliveBoundReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v < 10_004_000 && os.Getenv("BIGFLEET_KA_FORCE") != "1" {
-		t.Skipf("client libvirt %s has CVE-2024-4418 (BIGFLEET_KA_FORCE=1 to run it anyway)", version(v))
+		t.Skipf("client libvirt %s has CVE-2024-4418 (BIGFLEET_KA_FORCE=1 to run it anyway)", hostconn.Version(v))
 	}
-	t.Logf("client libvirt %s", version(v))
-	startEventLoop(slog.Default())
+	t.Logf("client libvirt %s", hostconn.Version(v))
+	hostconn.StartEventLoop(slog.Default())
 	conn, err := libvirt.NewConnect(uri)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -70,8 +71,8 @@ func storageMode(f libvirt.DomainMigrateFlags) string {
 // either side. It returns the migration flags used.
 func (b *Backend) migrateTo(ctx context.Context, src, dst *host, name, machineID string) (libvirt.DomainMigrateFlags, error) {
 	var flags libvirt.DomainMigrateFlags
-	err := src.withConn(func(sconn lvConn) error {
-		return dst.withConn(func(dconn lvConn) error {
+	err := src.With(func(sconn hostconn.Conn) error {
+		return dst.With(func(dconn hostconn.Conn) error {
 			dom, err := sconn.LookupDomainByName(name)
 			if err != nil {
 				return fmt.Errorf("migrate: look up domain %s on host %s: %w", name, src.name, err)
@@ -97,9 +98,9 @@ type migration struct {
 	b          *Backend
 	ctx        context.Context
 	src, dst   *host
-	sconn      lvConn
-	dconn      lvConn
-	dom        lvDomain
+	sconn      hostconn.Conn
+	dconn      hostconn.Conn
+	dom        hostconn.Domain
 	name       string
 	machineID  string
 	flags      libvirt.DomainMigrateFlags
@@ -136,7 +137,7 @@ func (m *migration) run() error {
 	if err != nil {
 		return err
 	}
-	destXML, err := destDomainXML(srcXML, disks, mdXML, m.dst.domainType().Type)
+	destXML, err := destDomainXML(srcXML, disks, mdXML, m.dst.DomainType().Type)
 	if err != nil {
 		return fmt.Errorf("migrate: destination XML: %w", err)
 	}
@@ -268,7 +269,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 
 // prepareSeed recreates the NoCloud seed on the destination when the
 // source has one.
-func (m *migration) prepareSeed(spool, dpool lvPool, disks map[string]string) error {
+func (m *migration) prepareSeed(spool, dpool hostconn.Pool, disks map[string]string) error {
 	sName := seedName(m.name)
 	srcSeed, _, err := volumePathSize(spool, sName)
 	if isNoVolume(err) {
@@ -291,7 +292,7 @@ func (m *migration) prepareSeed(spool, dpool lvPool, disks map[string]string) er
 }
 
 // volumePathSize reads a volume's path and virtual size.
-func volumePathSize(pool lvPool, name string) (string, uint64, error) {
+func volumePathSize(pool hostconn.Pool, name string) (string, uint64, error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err != nil {
 		return "", 0, fmt.Errorf("volume %s: %w", name, err)

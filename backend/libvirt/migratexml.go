@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // destDomainXML is VIR_MIGRATE_PARAM_DEST_XML: the source's migratable
@@ -51,7 +53,7 @@ func diskDev(d *libvirtxml.DomainDisk) string {
 
 // createPlainVolume makes a qcow2 volume of capacity bytes with no backing
 // file (the destination of a whole-disk copy) and returns its path.
-func createPlainVolume(pool lvPool, name string, capacity uint64) (string, error) {
+func createPlainVolume(pool hostconn.Pool, name string, capacity uint64) (string, error) {
 	s, err := (&libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},

@@ -34,7 +34,7 @@ func TestPoolCreateLinkDropKeepsHost(t *testing.T) {
 	if _, err := b.Create(ctx, sized("m1", 1, 512)); err != nil && !errors.Is(err, backend.ErrHostUnavailable) {
 		t.Fatalf("retry while a reconnects: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return b.hosts["a"].ready() == nil })
+	waitFor(t, 5*time.Second, func() bool { return b.hosts["a"].Ready() == nil })
 	pl, err := b.Create(ctx, sized("m1", 1, 512))
 	if err != nil || pl.Host != "a" {
 		t.Fatalf("retry: %+v %v", pl, err)
@@ -43,8 +43,8 @@ func TestPoolCreateLinkDropKeepsHost(t *testing.T) {
 		t.Fatal("the machine's domain is not on a alone")
 	}
 	// A failure of the work itself frees the room at once.
-	b.hosts["a"].choice = typeChoice{Type: "no-such-virt-type"}
-	b.hosts["b"].choice = typeChoice{Type: "no-such-virt-type"}
+	b.hosts["a"].ForceDomainType("no-such-virt-type")
+	b.hosts["b"].ForceDomainType("no-such-virt-type")
 	if _, err := b.Create(ctx, sized("m2", 1, 512)); err == nil || backend.IsTransient(err) {
 		t.Fatalf("define on a broken host: %v", err)
 	}

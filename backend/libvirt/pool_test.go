@@ -63,11 +63,11 @@ func poolBackend(t *testing.T, mutate func(*Config)) *Backend {
 
 func hostConn(t testing.TB, b *Backend, name string) *libvirt.Connect {
 	t.Helper()
-	c, err := b.hosts[name].acquire()
+	c, err := b.hosts[name].Acquire()
 	if err != nil {
 		t.Fatalf("acquire %s: %v", name, err)
 	}
-	t.Cleanup(func() { b.hosts[name].release(c) })
+	t.Cleanup(func() { b.hosts[name].Release(c) })
 	return rawConn(c)
 }
 
@@ -265,7 +265,7 @@ func TestPoolFailedCreateReleases(t *testing.T) {
 	t.Parallel()
 	b := poolBackend(t, nil)
 	ctx := context.Background()
-	b.hosts["b"].choice = typeChoice{Type: "no-such-virt-type"} // define fails on b
+	b.hosts["b"].ForceDomainType("no-such-virt-type") // define fails on b
 	if _, err := b.Create(ctx, sized("m1", 1, 1024)); err == nil {
 		t.Fatal("create on a broken host succeeded")
 	}

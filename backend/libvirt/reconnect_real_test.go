@@ -21,6 +21,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 func libvirtdPID(t *testing.T) int {
@@ -68,7 +69,7 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 	}
 	defer b.Close()
 	h := b.hosts["z"]
-	if err := h.ready(); err != nil {
+	if err := h.Ready(); err != nil {
 		t.Fatalf("not connected: %v", err)
 	}
 	var stop atomic.Bool
@@ -94,15 +95,15 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 	time.Sleep(time.Second)
 	thaw := freezeLibvirtd(t)
 	start := time.Now()
-	for h.ready() == nil && time.Since(start) < 20*time.Second {
+	for h.Ready() == nil && time.Since(start) < 20*time.Second {
 		time.Sleep(100 * time.Millisecond)
 	}
-	down := h.ready()
+	down := h.Ready()
 	t.Logf("zone down after %s: %v", time.Since(start).Round(100*time.Millisecond), down)
 	time.Sleep(max(0, 18*time.Second-time.Since(start))) // past libvirt's own 5 s x 3 verdict
 	thaw()
 	back := time.Now()
-	for h.ready() != nil && time.Since(back) < 10*time.Second {
+	for h.Ready() != nil && time.Since(back) < 10*time.Second {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("zone back %s after the thaw", time.Since(back).Round(100*time.Millisecond))
@@ -113,7 +114,7 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 	if down == nil || !strings.Contains(down.Error(), "did not answer") {
 		t.Errorf("during the freeze the zone was not reported down by the watchdog: %v", down)
 	}
-	if err := h.ready(); err != nil {
+	if err := h.Ready(); err != nil {
 		t.Errorf("host not back after the thaw: %v", err)
 	}
 	if fails.Load() > 0 {
@@ -125,13 +126,13 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 func realCall(h *host, kind int) error {
 	switch kind {
 	case 0:
-		err := h.withDomain("bf-reconnect-none", func(lvConn, lvDomain) error { return nil })
+		err := h.WithDomain("bf-reconnect-none", func(hostconn.Conn, hostconn.Domain) error { return nil })
 		if isCode(err, libvirt.ERR_NO_DOMAIN) {
 			return nil
 		}
 		return err
 	case 1:
-		return h.withConn(func(c lvConn) error {
+		return h.With(func(c hostconn.Conn) error {
 			doms, err := c.ListAllDomains(0)
 			for _, d := range doms {
 				_, _, _ = d.GetState()
@@ -140,10 +141,10 @@ func realCall(h *host, kind int) error {
 			return err
 		})
 	case 2:
-		return h.withConn(func(c lvConn) error { _, err := c.GetCapabilities(); return err })
+		return h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err })
 	default:
-		return h.withConn(func(c lvConn) error {
-			p, err := c.LookupStoragePoolByName(h.cfg.Pool)
+		return h.With(func(c hostconn.Conn) error {
+			p, err := c.LookupStoragePoolByName(os.Getenv("BIGFLEET_POOL")) // the Pool of its Config
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // ensureSeed serves --base-user-data to the guest as a NoCloud seed: an ISO
@@ -17,7 +19,7 @@ import (
 // raw volume "<domain>-seed.iso" and attached read-only. Without the flag it
 // does nothing. A seed left by an earlier attempt for the same domain is
 // reused (its content depends only on the file and the domain name).
-func (b *Backend) ensureSeed(conn lvConn, pool lvPool, domain string, undo *rollback) (string, error) {
+func (b *Backend) ensureSeed(conn hostconn.Conn, pool hostconn.Pool, domain string, undo *rollback) (string, error) {
 	if b.cfg.BaseUserData == "" {
 		return "", nil
 	}
@@ -44,7 +46,7 @@ func (b *Backend) ensureSeed(conn lvConn, pool lvPool, domain string, undo *roll
 	return vol.GetPath()
 }
 
-func createRawVolume(pool lvPool, name string, size uint64) (lvVolume, error) {
+func createRawVolume(pool hostconn.Pool, name string, size uint64) (hostconn.Volume, error) {
 	s, err := (&libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: size},

@@ -7,6 +7,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 var _ backend.Starter = (*Backend)(nil)
@@ -21,7 +22,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	err = h.withDomain(name, func(_ lvConn, dom lvDomain) error {
+	err = h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		if _, err := b.owned(dom, name, machineID); err != nil {
 			return err
 		}
@@ -33,15 +34,15 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 			return nil
 		}
 		if err := dom.Create(); err != nil {
-			return h.explainStart(name, fmt.Errorf("start domain: %w", err))
+			return h.ExplainStart(name, fmt.Errorf("start domain: %w", err))
 		}
-		return h.explainStart(name, waitRunning(ctx, dom))
+		return h.ExplainStart(name, waitRunning(ctx, dom))
 	})
 	if isNoDomain(err) {
 		return fmt.Errorf("start: domain %s: %w", name, backend.ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("start: %s: %w", name, scrub(err, h.uri))
+		return fmt.Errorf("start: %s: %w", name, h.Scrub(err))
 	}
 	b.log.Info("domain started again", "zone", h.zone, "domain", name, "machine", machineID)
 	return nil
@@ -56,7 +57,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 // Drain) and hides its cause.
 func (b *Backend) ownedRunning(h *host, name, machineID string) (Metadata, error) {
 	var md Metadata
-	err := h.withDomain(name, func(_ lvConn, dom lvDomain) error {
+	err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		var err error
 		if md, err = b.owned(dom, name, machineID); err != nil {
 			return err

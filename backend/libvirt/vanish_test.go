@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -141,7 +142,7 @@ func TestVanishNeedsConfirmation(t *testing.T) {
 	e := newEngine(t, b, "m1", "m2")
 	c := testConn(t, b, "z1")
 	name := DomainName(b.cfg.Provider, "m1")
-	if err := onDomain(lvc(c), name, func(d lvDomain) error { _ = destroy(d); return undefine(d) }); err != nil {
+	if err := onDomain(lvc(c), name, func(d hostconn.Domain) error { _ = destroy(d); return undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	r := f.add(&fault{op: "conn.LookupDomainByName", name: name, nth: 1, kind: faultRPC})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 // golden describes the image overlays are backed by.
@@ -16,7 +18,7 @@ type golden struct {
 
 // readGolden looks the golden image up in pool and reads its path, format
 // and capacity.
-func readGolden(pool lvPool, name string) (golden, error) {
+func readGolden(pool hostconn.Pool, name string) (golden, error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err != nil {
 		return golden{}, fmt.Errorf("volume %q: %w", name, err)
@@ -46,7 +48,7 @@ func readGolden(pool lvPool, name string) (golden, error) {
 	return g, nil
 }
 
-func volumeXML(vol lvVolume) (*libvirtxml.StorageVolume, error) {
+func volumeXML(vol hostconn.Volume) (*libvirtxml.StorageVolume, error) {
 	s, err := vol.GetXMLDesc(0)
 	if err != nil {
 		return nil, err
@@ -77,7 +79,7 @@ var errForeignVolume = errors.New("volume exists but is not an overlay of the go
 // ensureOverlay creates the overlay, or reuses one a previous attempt for
 // the same domain left behind if it is backed by the golden image. created
 // says whether this call made it (only then may a rollback delete it).
-func ensureOverlay(pool lvPool, name string, g golden) (path string, created bool, err error) {
+func ensureOverlay(pool hostconn.Pool, name string, g golden) (path string, created bool, err error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err == nil {
 		defer vol.Free()
@@ -115,7 +117,7 @@ var errGolden = errors.New("refusing to delete the golden image")
 
 // deleteVolume deletes name from pool; a missing volume is fine. It refuses
 // the golden image whatever the caller asked.
-func deleteVolume(pool lvPool, name, goldenName string) error {
+func deleteVolume(pool hostconn.Pool, name, goldenName string) error {
 	if name == goldenName {
 		return fmt.Errorf("%q: %w", name, errGolden)
 	}

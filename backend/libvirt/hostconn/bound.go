@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"fmt"
@@ -13,37 +13,37 @@ import (
 // (the wrappers in boundconn.go): it runs on a goroutine of its own and the
 // caller waits at most the host's bound (--libvirt-call-timeout, plus the
 // call's own budget for an agent command or a migration). A call past it
-// returns callTimeout, a transient error naming the host and the call, so
+// returns a *CallTimeoutError, a transient error naming the host and the call, so
 // the machine's call gate is released and the transition retries or ends
 // at its deadline. A cgo call cannot be interrupted: the abandoned one
 // keeps its goroutine (and OS thread) until libvirt returns, which the
 // keepalive, or the socket timeouts set on the connection (sockopt.go),
 // make happen once the link is dead. Each host admits at most
-// maxCallsPerHost calls inside libvirt at once, abandoned ones included,
+// MaxCallsPerHost calls inside libvirt at once, abandoned ones included,
 // so a host that never answers holds a bounded number of threads.
 
-// maxCallsPerHost bounds the calls one host has inside libvirt at once.
-const maxCallsPerHost = 64
+// MaxCallsPerHost bounds the calls one host has inside libvirt at once.
+const MaxCallsPerHost = 64
 
-// callTimeout is a call that did not return within its bound.
-type callTimeout struct {
-	where string // the host, as host.where() names it
+// CallTimeoutError is a call that did not return within its bound.
+type CallTimeoutError struct {
+	where string // the host, as Host.Where names it
 	call  string
 	bound time.Duration
-	busy  bool // never started: the host's call slots were all taken
+	Busy  bool // never started: the host's call slots were all taken
 }
 
-func (e *callTimeout) Error() string {
-	if e.busy {
+func (e *CallTimeoutError) Error() string {
+	if e.Busy {
 		return fmt.Sprintf("%s: libvirt %s not started within %s: %d calls to this host are still inside libvirt (--libvirt-call-timeout)",
-			e.where, e.call, e.bound, maxCallsPerHost)
+			e.where, e.call, e.bound, MaxCallsPerHost)
 	}
 	return fmt.Sprintf("%s: libvirt %s did not return within %s (--libvirt-call-timeout)", e.where, e.call, e.bound)
 }
 
 // Unwrap: a call past its bound is a fault of the path to the host, and
 // the engine retries it like one.
-func (e *callTimeout) Unwrap() error { return backend.ErrTransient }
+func (e *CallTimeoutError) Unwrap() error { return backend.ErrTransient }
 
 // callSlots is one host's admission to libvirt.
 type callSlots struct {
@@ -51,11 +51,11 @@ type callSlots struct {
 	abandoned sync.WaitGroup // calls returned to nobody, still inside libvirt
 }
 
-func newCallSlots() *callSlots { return &callSlots{slots: make(chan struct{}, maxCallsPerHost)} }
+func newCallSlots() *callSlots { return &callSlots{slots: make(chan struct{}, MaxCallsPerHost)} }
 
 // bounded runs fn as one libvirt call on h within h's bound plus extra. A
 // result that arrives after the caller gave up is released (discard).
-func bounded[T any](h *host, call string, extra time.Duration, fn func() (T, error)) (T, error) {
+func bounded[T any](h *Host, call string, extra time.Duration, fn func() (T, error)) (T, error) {
 	var zero T
 	bound := h.cfg.CallTimeout + extra
 	timer := time.NewTimer(bound)
@@ -63,7 +63,7 @@ func bounded[T any](h *host, call string, extra time.Duration, fn func() (T, err
 	select {
 	case h.calls.slots <- struct{}{}:
 	case <-timer.C:
-		return zero, &callTimeout{where: h.where(), call: call, bound: bound, busy: true}
+		return zero, &CallTimeoutError{where: h.Where(), call: call, bound: bound, Busy: true}
 	}
 	type result struct {
 		v   T
@@ -108,11 +108,11 @@ func bounded[T any](h *host, call string, extra time.Duration, fn func() (T, err
 	abandoned = true
 	h.calls.abandoned.Add(1)
 	h.log.Warn("libvirt call did not return within its bound; abandoned", "call", call, "bound", bound.String())
-	return zero, &callTimeout{where: h.where(), call: call, bound: bound}
+	return zero, &CallTimeoutError{where: h.Where(), call: call, bound: bound}
 }
 
 // do is bounded for calls that return only an error.
-func do(h *host, call string, extra time.Duration, fn func() error) error {
+func do(h *Host, call string, extra time.Duration, fn func() error) error {
 	_, err := bounded(h, call, extra, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
@@ -124,7 +124,13 @@ func discard(v any) {
 		if x != nil {
 			_ = x.Free()
 		}
-	case []lvDomain:
-		freeAll(x)
+	case []Domain:
+		for _, d := range x {
+			_ = d.Free()
+		}
 	}
 }
+
+// Inflight is how many calls to the host are inside libvirt now,
+// abandoned ones included (at most MaxCallsPerHost).
+func (h *Host) Inflight() int { return len(h.calls.slots) }

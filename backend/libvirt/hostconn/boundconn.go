@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"time"
@@ -13,8 +13,8 @@ import (
 // real handles go back to libvirt unwrapped where it needs its own
 // (Migrate3, UploadVolume).
 type boundConn struct {
-	h     *host
-	inner lvConn
+	h     *Host
+	inner Conn
 }
 
 func (c *boundConn) Ref() error             { return c.inner.Ref() }
@@ -50,56 +50,56 @@ func (c *boundConn) GetFreeMemory() (uint64, error) {
 	return bounded(c.h, "GetFreeMemory", 0, c.inner.GetFreeMemory)
 }
 
-func (c *boundConn) domain(d lvDomain, name string, err error) (lvDomain, error) {
+func (c *boundConn) domain(d Domain, name string, err error) (Domain, error) {
 	if err != nil {
 		return nil, err
 	}
 	return &boundDomain{h: c.h, inner: d, name: name}, nil
 }
 
-func (c *boundConn) LookupDomainByName(name string) (lvDomain, error) {
-	d, err := bounded(c.h, "LookupDomainByName "+name, 0, func() (lvDomain, error) { return c.inner.LookupDomainByName(name) })
+func (c *boundConn) LookupDomainByName(name string) (Domain, error) {
+	d, err := bounded(c.h, "LookupDomainByName "+name, 0, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
 	return c.domain(d, name, err)
 }
 
-func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error) {
-	doms, err := bounded(c.h, "ListAllDomains", 0, func() ([]lvDomain, error) { return c.inner.ListAllDomains(flags) })
+func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]Domain, error) {
+	doms, err := bounded(c.h, "ListAllDomains", 0, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
 	for i := range doms {
 		doms[i] = &boundDomain{h: c.h, inner: doms[i]}
 	}
 	return doms, err
 }
 
-func (c *boundConn) DomainDefineXML(xml string) (lvDomain, error) {
-	d, err := bounded(c.h, "DomainDefineXML", 0, func() (lvDomain, error) { return c.inner.DomainDefineXML(xml) })
+func (c *boundConn) DomainDefineXML(xml string) (Domain, error) {
+	d, err := bounded(c.h, "DomainDefineXML", 0, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
 	return c.domain(d, "", err)
 }
 
-func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (lvDomain, error) {
-	d, err := bounded(c.h, "DomainCreateXML", 0, func() (lvDomain, error) { return c.inner.DomainCreateXML(xml, flags) })
+func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (Domain, error) {
+	d, err := bounded(c.h, "DomainCreateXML", 0, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
 	return c.domain(d, "", err)
 }
 
-func (c *boundConn) LookupStoragePoolByName(name string) (lvPool, error) {
-	p, err := bounded(c.h, "LookupStoragePoolByName "+name, 0, func() (lvPool, error) { return c.inner.LookupStoragePoolByName(name) })
+func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
+	p, err := bounded(c.h, "LookupStoragePoolByName "+name, 0, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
 	if err != nil {
 		return nil, err
 	}
 	return &boundPool{h: c.h, inner: p, name: name}, nil
 }
 
-func (c *boundConn) UploadVolume(vol lvVolume, data []byte) error {
+func (c *boundConn) UploadVolume(vol Volume, data []byte) error {
 	return do(c.h, "volume upload", 0, func() error { return c.inner.UploadVolume(unbound(vol), data) })
 }
 
 // Migrate3 is bounded by the migration's own budget (the engine aborts the
 // job at --migrate-timeout) on top of the call bound.
-func (c *boundConn) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+func (c *boundConn) Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (Domain, error) {
 	inner := dst
 	if bc, ok := dst.(*boundConn); ok {
 		inner = bc.inner
 	}
-	d, err := bounded(c.h, "Migrate3", c.h.cfg.MigrateTimeout, func() (lvDomain, error) {
+	d, err := bounded(c.h, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
 		return c.inner.Migrate3(unbound(dom), inner, params, flags)
 	})
 	if err != nil {
@@ -122,8 +122,8 @@ func unbound[T any](h T) T {
 }
 
 type boundDomain struct {
-	h     *host
-	inner lvDomain
+	h     *Host
+	inner Domain
 	name  string // "" when listed: GetName is local
 }
 
@@ -187,8 +187,8 @@ func (d *boundDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
 func (d *boundDomain) AbortJob() error { return do(d.h, d.call("AbortJob"), 0, d.inner.AbortJob) }
 
 type boundPool struct {
-	h     *host
-	inner lvPool
+	h     *Host
+	inner Pool
 	name  string
 }
 
@@ -197,16 +197,16 @@ func (p *boundPool) GetInfo() (*libvirt.StoragePoolInfo, error) {
 	return bounded(p.h, "pool GetInfo "+p.name, 0, p.inner.GetInfo)
 }
 
-func (p *boundPool) LookupStorageVolByName(name string) (lvVolume, error) {
-	v, err := bounded(p.h, "LookupStorageVolByName "+name, 0, func() (lvVolume, error) { return p.inner.LookupStorageVolByName(name) })
+func (p *boundPool) LookupStorageVolByName(name string) (Volume, error) {
+	v, err := bounded(p.h, "LookupStorageVolByName "+name, 0, func() (Volume, error) { return p.inner.LookupStorageVolByName(name) })
 	if err != nil {
 		return nil, err
 	}
 	return &boundVolume{h: p.h, inner: v, name: name}, nil
 }
 
-func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (lvVolume, error) {
-	v, err := bounded(p.h, "StorageVolCreateXML", 0, func() (lvVolume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
+func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error) {
+	v, err := bounded(p.h, "StorageVolCreateXML", 0, func() (Volume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +214,8 @@ func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCrea
 }
 
 type boundVolume struct {
-	h     *host
-	inner lvVolume
+	h     *Host
+	inner Volume
 	name  string
 }
 

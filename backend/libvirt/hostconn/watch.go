@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"fmt"
@@ -16,12 +16,12 @@ import (
 
 // pingTimeout is how long the daemon may stay silent before its link is
 // declared dead.
-func (h *host) pingTimeout() time.Duration {
+func (h *Host) pingTimeout() time.Duration {
 	return time.Duration(h.cfg.KeepAliveSecs) * time.Second * time.Duration(h.cfg.KeepAliveCount)
 }
 
 // watch pings conn until it is no longer the host's connection.
-func (h *host) watch(conn lvConn) {
+func (h *Host) watch(conn Conn) {
 	tick := time.NewTicker(time.Duration(h.cfg.KeepAliveSecs) * time.Second)
 	defer tick.Stop()
 	for {
@@ -34,14 +34,14 @@ func (h *host) watch(conn lvConn) {
 			return
 		}
 		if err := h.ping(conn); err != nil {
-			h.drop(conn, err.Error())
+			h.Drop(conn, err.Error())
 			return
 		}
 	}
 }
 
 // current reports whether conn is still the host's live connection.
-func (h *host) current(conn lvConn) bool {
+func (h *Host) current(conn Conn) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.conn == conn
@@ -51,9 +51,9 @@ func (h *host) current(conn lvConn) bool {
 // own reference, so the call may outlive the verdict safely. A call that
 // fails on a link libvirt still calls alive is an answer: the daemon is
 // there.
-func (h *host) ping(conn lvConn) error {
+func (h *Host) ping(conn Conn) error {
 	if err := conn.Ref(); err != nil {
-		return fmt.Errorf("ping: %v", scrub(err, h.uri))
+		return fmt.Errorf("ping: %v", Scrub(err, h.uri))
 	}
 	answer := make(chan error, 1)
 	go func() {
@@ -70,7 +70,7 @@ func (h *host) ping(conn lvConn) error {
 		if alive, aerr := conn.IsAlive(); aerr == nil && alive {
 			return nil
 		}
-		return fmt.Errorf("ping failed: %v", scrub(err, h.uri))
+		return fmt.Errorf("ping failed: %v", Scrub(err, h.uri))
 	case <-time.After(wait):
 		return fmt.Errorf("libvirtd did not answer for %s", wait)
 	case <-h.stop:

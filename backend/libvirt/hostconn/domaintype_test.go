@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"errors"
@@ -17,23 +17,23 @@ func TestDecideDomainType(t *testing.T) {
 		name, mode string
 		offered    []string
 		probe      error
-		want       typeChoice
+		want       TypeChoice
 		wantErr    string // substring; "" = no error
 		probed     bool
 	}{
-		{name: "auto, kvm works", mode: "", offered: []string{"qemu", "kvm"}, want: typeChoice{Type: "kvm"}, probed: true},
+		{name: "auto, kvm works", mode: "", offered: []string{"qemu", "kvm"}, want: TypeChoice{Type: "kvm"}, probed: true},
 		{name: "auto, kvm unusable", mode: DomainTypeAuto, offered: []string{"qemu", "kvm"}, probe: denied,
-			want: typeChoice{Type: "qemu", Fallback: denied.Message}, probed: true},
+			want: TypeChoice{Type: "qemu", Fallback: denied.Message}, probed: true},
 		{name: "auto, probe fails for another reason", mode: DomainTypeAuto, offered: []string{"qemu", "kvm"}, probe: acl,
-			want: typeChoice{Type: "kvm"}, probed: true},
-		{name: "auto, no kvm", mode: DomainTypeAuto, offered: []string{"qemu"}, want: typeChoice{Type: "qemu"}},
-		{name: "auto, test driver", mode: DomainTypeAuto, offered: []string{"test"}, want: typeChoice{Type: "test"}},
+			want: TypeChoice{Type: "kvm"}, probed: true},
+		{name: "auto, no kvm", mode: DomainTypeAuto, offered: []string{"qemu"}, want: TypeChoice{Type: "qemu"}},
+		{name: "auto, test driver", mode: DomainTypeAuto, offered: []string{"test"}, want: TypeChoice{Type: "test"}},
 		{name: "auto, nothing", mode: DomainTypeAuto, wantErr: "offer no hvm domain type"},
-		{name: "kvm works", mode: DomainTypeKVM, offered: []string{"qemu", "kvm"}, want: typeChoice{Type: "kvm"}, probed: true},
+		{name: "kvm works", mode: DomainTypeKVM, offered: []string{"qemu", "kvm"}, want: TypeChoice{Type: "kvm"}, probed: true},
 		{name: "kvm unusable", mode: DomainTypeKVM, offered: []string{"qemu", "kvm"}, probe: denied,
 			wantErr: "--domain-type=kvm: QEMU cannot use KVM on this host: ", probed: true},
 		{name: "kvm not offered", mode: DomainTypeKVM, offered: []string{"qemu"}, wantErr: "--domain-type=kvm: the host does not offer kvm (offers: qemu)"},
-		{name: "qemu with kvm offered", mode: DomainTypeQEMU, offered: []string{"qemu", "kvm"}, want: typeChoice{Type: "qemu"}},
+		{name: "qemu with kvm offered", mode: DomainTypeQEMU, offered: []string{"qemu", "kvm"}, want: TypeChoice{Type: "qemu"}},
 		{name: "qemu not offered", mode: DomainTypeQEMU, offered: []string{"test"}, wantErr: "--domain-type=qemu: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,12 +75,12 @@ func TestIsKVMUnusable(t *testing.T) {
 		"qemu-system-x86_64: failed to initialize kvm: Permission denied",
 		"unsupported configuration: domain type 'kvm' ... does not support virt type 'kvm'",
 	} {
-		if !isKVMUnusable(libvirt.Error{Code: libvirt.ERR_INTERNAL_ERROR, Message: m}) {
+		if !IsKVMUnusable(libvirt.Error{Code: libvirt.ERR_INTERNAL_ERROR, Message: m}) {
 			t.Errorf("not recognised: %s", m)
 		}
 	}
 	for _, err := range []error{nil, errors.New("no space left on device"), libvirt.Error{Code: libvirt.ERR_OPERATION_DENIED, Message: "access denied"}} {
-		if isKVMUnusable(err) {
+		if IsKVMUnusable(err) {
 			t.Errorf("recognised as kvm failure: %v", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"errors"
@@ -42,33 +42,34 @@ func keepaliveSafe() bool {
 	return err == nil && v >= keepaliveFixed
 }
 
-// logLinkMode says once, at start, how dead links are cut with this client.
-func logLinkMode(log *slog.Logger, cfg *Config) {
+// LogLinkMode says once, at start, how dead links are cut with this client
+// (cfg: the hosts' bounds).
+func LogLinkMode(log *slog.Logger, cfg Config) {
 	v, err := clientVersion()
 	switch {
 	case err != nil:
 		log.Warn("libvirt client version unknown; libvirt keepalive off (watchdog pings and TCP timeouts only)", "err", err)
 	case v >= keepaliveFixed:
-		log.Info("libvirt keepalive on", "client", version(v),
+		log.Info("libvirt keepalive on", "client", Version(v),
 			"interval", fmt.Sprintf("%ds", cfg.KeepAliveSecs), "count", cfg.KeepAliveCount,
 			"call_timeout", cfg.CallTimeout.String())
 	default:
 		log.Warn("libvirt client predates 10.4.0 (CVE-2024-4418: its keepalive can crash the process); keepalive off: a silent host is found by the provider's pings, and a call still waiting on it is abandoned at --libvirt-call-timeout and keeps its thread until the kernel's TCP_USER_TIMEOUT cuts the link (ssh:// hosts: until TCP gives up). Run with libvirt0 10.4 or later (the image has 11.3)",
-			"client", version(v), "call_timeout", cfg.CallTimeout.String())
+			"client", Version(v), "call_timeout", cfg.CallTimeout.String())
 	}
 }
 
 // tuneLink turns on what cuts a dead link on a fresh connection.
-func (h *host) tuneLink(conn lvConn) {
+func (h *Host) tuneLink(conn Conn) {
 	if keepaliveSafe() {
 		bc := &boundConn{h: h, inner: conn}
 		if err := bc.SetKeepAlive(h.cfg.KeepAliveSecs, h.cfg.KeepAliveCount); err != nil {
-			h.log.Warn("libvirt keepalive not enabled on this connection", "err", scrub(err, h.uri))
+			h.log.Warn("libvirt keepalive not enabled on this connection", "err", Scrub(err, h.uri))
 		}
 	}
 	n, err := setLinkTimeouts(h.uri, h.cfg.CallTimeout)
 	if err != nil {
-		h.log.Debug("TCP timeouts not set on the libvirt connection", "err", scrub(err, h.uri))
+		h.log.Debug("TCP timeouts not set on the libvirt connection", "err", Scrub(err, h.uri))
 		return
 	}
 	h.log.Debug("TCP timeouts set on the libvirt connection", "sockets", n)
@@ -80,9 +81,9 @@ var errHostClosed = errors.New("host closed")
 // the host down with that cause, and the first attempt over, while it
 // waits on (a host has one dial at a time): the connection it may still
 // make is installed then, or closed if the host was closed meanwhile.
-func (h *host) dialBounded() (lvConn, error) {
+func (h *Host) dialBounded() (Conn, error) {
 	type result struct {
-		conn lvConn
+		conn Conn
 		err  error
 	}
 	ch := make(chan result, 1)
@@ -90,7 +91,7 @@ func (h *host) dialBounded() (lvConn, error) {
 		c, err := h.dial(h.uri)
 		ch <- result{c, err}
 	}()
-	abandon := func() (lvConn, error) {
+	abandon := func() (Conn, error) {
 		go func() {
 			if r := <-ch; r.conn != nil {
 				closeConn(r.conn)

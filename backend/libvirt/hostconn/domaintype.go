@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"errors"
@@ -31,9 +31,9 @@ func ValidDomainType(s string) error {
 	return fmt.Errorf("--domain-type %q: want %s, %s or %s", s, DomainTypeAuto, DomainTypeKVM, DomainTypeQEMU)
 }
 
-// typeChoice is what a host settled on at connect: the domain type and,
+// TypeChoice is what a host settled on at connect: the domain type and,
 // when auto fell back to qemu, why.
-type typeChoice struct {
+type TypeChoice struct {
 	Type     string
 	Fallback string // non-empty: kvm was offered but cannot be used
 }
@@ -63,7 +63,7 @@ func offeredTypes(caps *libvirtxml.Caps) []string {
 // starts a throwaway paused kvm guest and returns why it could not; it is
 // only called when kvm is offered and wanted. An error refuses the host:
 // its message names the flag and the cause.
-func decideDomainType(mode string, offered []string, probeKVM func() error) (typeChoice, error) {
+func decideDomainType(mode string, offered []string, probeKVM func() error) (TypeChoice, error) {
 	has := func(t string) bool { return slices.Contains(offered, t) }
 	shown := strings.Join(offered, ", ")
 	if shown == "" {
@@ -72,44 +72,44 @@ func decideDomainType(mode string, offered []string, probeKVM func() error) (typ
 	switch mode {
 	case DomainTypeQEMU:
 		if !has(DomainTypeQEMU) {
-			return typeChoice{}, fmt.Errorf("--domain-type=qemu: the host offers no qemu (TCG) domain type for hvm guests (offers: %s)", shown)
+			return TypeChoice{}, fmt.Errorf("--domain-type=qemu: the host offers no qemu (TCG) domain type for hvm guests (offers: %s)", shown)
 		}
-		return typeChoice{Type: DomainTypeQEMU}, nil
+		return TypeChoice{Type: DomainTypeQEMU}, nil
 	case DomainTypeKVM:
 		if !has(DomainTypeKVM) {
-			return typeChoice{}, fmt.Errorf("--domain-type=kvm: the host does not offer kvm (offers: %s); is /dev/kvm present and the kvm module loaded?", shown)
+			return TypeChoice{}, fmt.Errorf("--domain-type=kvm: the host does not offer kvm (offers: %s); is /dev/kvm present and the kvm module loaded?", shown)
 		}
 		if err := probeKVM(); err != nil {
-			return typeChoice{}, fmt.Errorf("--domain-type=kvm: QEMU cannot use KVM on this host: %w", err)
+			return TypeChoice{}, fmt.Errorf("--domain-type=kvm: QEMU cannot use KVM on this host: %w", err)
 		}
-		return typeChoice{Type: DomainTypeKVM}, nil
+		return TypeChoice{Type: DomainTypeKVM}, nil
 	}
 	if has(DomainTypeKVM) {
 		err := probeKVM()
 		if err == nil {
-			return typeChoice{Type: DomainTypeKVM}, nil
+			return TypeChoice{Type: DomainTypeKVM}, nil
 		}
-		if has(DomainTypeQEMU) && isKVMUnusable(err) {
-			return typeChoice{Type: DomainTypeQEMU, Fallback: message(err)}, nil
+		if has(DomainTypeQEMU) && IsKVMUnusable(err) {
+			return TypeChoice{Type: DomainTypeQEMU, Fallback: message(err)}, nil
 		}
 		// The probe failed for a reason that is not KVM's (an ACL, a
 		// missing emulator): falling back would hide it, so keep kvm and
 		// let the Create say what is wrong.
-		return typeChoice{Type: DomainTypeKVM}, nil
+		return TypeChoice{Type: DomainTypeKVM}, nil
 	}
 	if has(DomainTypeQEMU) {
-		return typeChoice{Type: DomainTypeQEMU}, nil
+		return TypeChoice{Type: DomainTypeQEMU}, nil
 	}
 	if len(offered) == 0 {
-		return typeChoice{}, errors.New("the host's capabilities offer no hvm domain type")
+		return TypeChoice{}, errors.New("the host's capabilities offer no hvm domain type")
 	}
-	return typeChoice{Type: offered[0]}, nil
+	return TypeChoice{Type: offered[0]}, nil
 }
 
-// isKVMUnusable recognises QEMU failing to open or initialise KVM
+// IsKVMUnusable recognises QEMU failing to open or initialise KVM
 // ("Could not access KVM kernel module: Permission denied", "failed to
 // initialize kvm", libvirt's "does not support virt type 'kvm'").
-func isKVMUnusable(err error) bool {
+func IsKVMUnusable(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -118,8 +118,34 @@ func isKVMUnusable(err error) bool {
 		strings.Contains(m, "virt type 'kvm'") || strings.Contains(m, "/dev/kvm")
 }
 
+// chooseType reads the capabilities and applies --domain-type.
+func (h *Host) chooseType(conn Conn) (TypeChoice, error) {
+	caps, err := readCaps(conn)
+	if err != nil {
+		return TypeChoice{}, err
+	}
+	return decideDomainType(h.cfg.DomainType, offeredTypes(caps), func() error {
+		return probeKVM(conn, h.cfg.ProbeName)
+	})
+}
+
+// FallBackToQEMU switches an auto host to qemu (TCG) after a start failed
+// because QEMU could not use KVM; it reports whether it switched (false
+// when the type was chosen explicitly or is already qemu).
+func (h *Host) FallBackToQEMU(reason string) bool {
+	h.mu.Lock()
+	if h.cfg.DomainType == DomainTypeKVM || h.cfg.DomainType == DomainTypeQEMU || h.choice.Type != DomainTypeKVM {
+		h.mu.Unlock()
+		return false
+	}
+	h.choice = TypeChoice{Type: DomainTypeQEMU, Fallback: reason}
+	h.mu.Unlock()
+	h.log.Warn("a kvm guest could not start; this host now runs guests in qemu (TCG)", "reason", reason)
+	return true
+}
+
 // readCaps reads and parses the host's capabilities.
-func readCaps(conn lvConn) (*libvirtxml.Caps, error) {
+func readCaps(conn Conn) (*libvirtxml.Caps, error) {
 	s, err := conn.GetCapabilities()
 	if err != nil {
 		return nil, fmt.Errorf("read host capabilities: %w", err)
@@ -136,12 +162,13 @@ func readCaps(conn lvConn) (*libvirtxml.Caps, error) {
 // this tells "kvm listed" from "kvm usable by the QEMU user" in about a
 // second without booting anything. (A KVM that opens but cannot run a
 // guest, as under nested virtualisation without vmx, needs a real boot to
-// tell; see docs/troubleshooting.md.) The name is ours (the bf- prefix the
-// polkit rule allows) and has no metadata, so Inventory never counts it.
-func probeKVM(conn lvConn, provider string) error {
+// tell; see docs/troubleshooting.md.) The name is the owner's
+// (Config.ProbeName: the bf- prefix the polkit rule allows) and the domain
+// has no metadata, so Inventory never counts it.
+func probeKVM(conn Conn, name string) error {
 	x, err := (&libvirtxml.Domain{
 		Type:   DomainTypeKVM,
-		Name:   namePrefix(provider) + "kvm-probe",
+		Name:   name,
 		Memory: &libvirtxml.DomainMemory{Value: 16, Unit: "MiB"},
 		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
 		OS:     &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Type: "hvm"}},
@@ -158,4 +185,13 @@ func probeKVM(conn lvConn, provider string) error {
 		return fmt.Errorf("destroy kvm probe: %w", err)
 	}
 	return nil
+}
+
+// ForceDomainType makes guests be defined with type t, as if the host had
+// chosen it at connect, until the next connect chooses again. For tests:
+// a type the host cannot run makes a define fail at a chosen step.
+func (h *Host) ForceDomainType(t string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.choice = TypeChoice{Type: t}
 }

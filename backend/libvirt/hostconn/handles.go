@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"errors"
@@ -9,16 +9,17 @@ import (
 // The backend talks to libvirt only through these interfaces: the methods
 // it uses, nothing more. The real path is a thin adapter over the cgo
 // bindings (lvConnect, lvStoragePool; *libvirt.Domain and
-// *libvirt.StorageVol fit as they are). Tests wrap the real adapter to
-// inject faults at any call (faults_test.go), so every step of a
-// transition can be made to fail the way a daemon or a link does.
+// *libvirt.StorageVol fit as they are). The backend's tests wrap the real
+// adapter to inject faults at any call (backend/libvirt/faults_test.go,
+// through Config.Dial), so every step of a transition can be made to fail
+// the way a daemon or a link does.
 //
-// Handles are freed exactly as with the bindings: every lvDomain, lvPool
-// and lvVolume a method returns is the caller's to Free.
+// Handles are freed exactly as with the bindings: every Domain, Pool
+// and Volume a method returns is the caller's to Free.
 
-// lvConn is one connection to a libvirt daemon.
-type lvConn interface {
-	// Reference counting and liveness (conn.go).
+// Conn is one connection to a libvirt daemon.
+type Conn interface {
+	// Reference counting and liveness (host.go).
 	Ref() error
 	Close() (int, error)
 	IsAlive() (bool, error)
@@ -33,30 +34,30 @@ type lvConn interface {
 	GetVersion() (uint32, error)
 	NumOfDomains() (int, error)
 	NumOfDefinedDomains() (int, error)
-	// The host's size, for placement (capacity.go).
+	// The host's size, for placement (size.go).
 	GetNodeInfo() (*libvirt.NodeInfo, error)
 	GetFreeMemory() (uint64, error)
 
 	// Domains.
-	LookupDomainByName(name string) (lvDomain, error)
-	ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error)
-	DomainDefineXML(xml string) (lvDomain, error)
-	DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (lvDomain, error)
+	LookupDomainByName(name string) (Domain, error)
+	ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]Domain, error)
+	DomainDefineXML(xml string) (Domain, error)
+	DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (Domain, error)
 
 	// Storage.
-	LookupStoragePoolByName(name string) (lvPool, error)
+	LookupStoragePoolByName(name string) (Pool, error)
 	// UploadVolume streams data into vol from offset 0 (a stream, the
 	// upload and its chunks as one call: the backend never keeps a stream).
-	UploadVolume(vol lvVolume, data []byte) error
+	UploadVolume(vol Volume, data []byte) error
 
 	// Migrate3 live-migrates dom, a domain of this connection, to dst
 	// (virDomainMigrate3, managed: this process drives both daemons) and
 	// returns the domain's handle on dst.
-	Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error)
+	Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (Domain, error)
 }
 
-// lvDomain is one domain handle.
-type lvDomain interface {
+// Domain is one domain handle.
+type Domain interface {
 	Free() error
 	GetName() (string, error)
 	GetState() (libvirt.DomainState, int, error)
@@ -68,21 +69,21 @@ type lvDomain interface {
 	Undefine() error
 	UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error
 	QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAgentCommandTimeout, flags uint32) (string, error)
-	// For live migration (migrate.go).
+	// For live migration (backend/libvirt/migrate.go).
 	GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error)
 	AbortJob() error
 }
 
-// lvPool is one storage pool handle.
-type lvPool interface {
+// Pool is one storage pool handle.
+type Pool interface {
 	Free() error
 	GetInfo() (*libvirt.StoragePoolInfo, error)
-	LookupStorageVolByName(name string) (lvVolume, error)
-	StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (lvVolume, error)
+	LookupStorageVolByName(name string) (Volume, error)
+	StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error)
 }
 
-// lvVolume is one storage volume handle.
-type lvVolume interface {
+// Volume is one storage volume handle.
+type Volume interface {
 	Free() error
 	GetPath() (string, error)
 	GetInfo() (*libvirt.StorageVolInfo, error)
@@ -91,17 +92,37 @@ type lvVolume interface {
 }
 
 var (
-	_ lvDomain = (*libvirt.Domain)(nil)
-	_ lvVolume = (*libvirt.StorageVol)(nil)
+	_ Domain = (*libvirt.Domain)(nil)
+	_ Volume = (*libvirt.StorageVol)(nil)
 )
 
-// dialLibvirt opens a real connection.
-func dialLibvirt(uri string) (lvConn, error) {
+// DialFunc opens a connection; tests replace Dial with one that wraps it.
+type DialFunc func(uri string) (Conn, error)
+
+// Dial opens a real connection.
+func Dial(uri string) (Conn, error) {
 	c, err := libvirt.NewConnect(uri)
 	if err != nil {
 		return nil, err
 	}
 	return &lvConnect{c: c}, nil
+}
+
+// Wrap adapts a connection opened with the bindings (a fault injector's
+// shared connection, a test's own).
+func Wrap(c *libvirt.Connect) Conn { return &lvConnect{c: c} }
+
+// WrapPool adapts a storage pool handle of the bindings.
+func WrapPool(p *libvirt.StoragePool) Pool { return &lvStoragePool{p: p} }
+
+// Libvirt returns the bindings' connection under c when c is the real
+// adapter itself (not a wrapper of it), else nil: tests inspect a host
+// through it, never through the call bounds or injected faults.
+func Libvirt(c Conn) *libvirt.Connect {
+	if x, ok := c.(*lvConnect); ok {
+		return x.c
+	}
+	return nil
 }
 
 // lvConnect adapts *libvirt.Connect. Methods returning handles never wrap
@@ -127,38 +148,38 @@ func (c *lvConnect) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseRea
 	return c.c.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) { cb(reason) })
 }
 
-func domainOrNil(d *libvirt.Domain, err error) (lvDomain, error) {
+func domainOrNil(d *libvirt.Domain, err error) (Domain, error) {
 	if err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-func (c *lvConnect) LookupDomainByName(name string) (lvDomain, error) {
+func (c *lvConnect) LookupDomainByName(name string) (Domain, error) {
 	return domainOrNil(c.c.LookupDomainByName(name))
 }
 
-func (c *lvConnect) DomainDefineXML(xml string) (lvDomain, error) {
+func (c *lvConnect) DomainDefineXML(xml string) (Domain, error) {
 	return domainOrNil(c.c.DomainDefineXML(xml))
 }
 
-func (c *lvConnect) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (lvDomain, error) {
+func (c *lvConnect) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (Domain, error) {
 	return domainOrNil(c.c.DomainCreateXML(xml, flags))
 }
 
-func (c *lvConnect) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]lvDomain, error) {
+func (c *lvConnect) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]Domain, error) {
 	doms, err := c.c.ListAllDomains(flags)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]lvDomain, len(doms))
+	out := make([]Domain, len(doms))
 	for i := range doms {
 		out[i] = &doms[i]
 	}
 	return out, nil
 }
 
-func (c *lvConnect) LookupStoragePoolByName(name string) (lvPool, error) {
+func (c *lvConnect) LookupStoragePoolByName(name string) (Pool, error) {
 	p, err := c.c.LookupStoragePoolByName(name)
 	if err != nil {
 		return nil, err
@@ -168,7 +189,7 @@ func (c *lvConnect) LookupStoragePoolByName(name string) (lvPool, error) {
 
 var errNotLibvirtVolume = errors.New("upload: volume handle is not libvirt's")
 
-func (c *lvConnect) UploadVolume(vol lvVolume, data []byte) error {
+func (c *lvConnect) UploadVolume(vol Volume, data []byte) error {
 	v, ok := vol.(*libvirt.StorageVol)
 	if !ok {
 		return errNotLibvirtVolume
@@ -194,7 +215,7 @@ func (c *lvConnect) UploadVolume(vol lvVolume, data []byte) error {
 
 var errNotLibvirtHandle = errors.New("migrate: handle is not libvirt's")
 
-func (c *lvConnect) Migrate3(dom lvDomain, dst lvConn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (lvDomain, error) {
+func (c *lvConnect) Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (Domain, error) {
 	d, ok := dom.(*libvirt.Domain)
 	dc, ok2 := dst.(*lvConnect)
 	if !ok || !ok2 {
@@ -209,17 +230,26 @@ type lvStoragePool struct{ p *libvirt.StoragePool }
 func (p *lvStoragePool) Free() error                                { return p.p.Free() }
 func (p *lvStoragePool) GetInfo() (*libvirt.StoragePoolInfo, error) { return p.p.GetInfo() }
 
-func volumeOrNil(v *libvirt.StorageVol, err error) (lvVolume, error) {
+func volumeOrNil(v *libvirt.StorageVol, err error) (Volume, error) {
 	if err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-func (p *lvStoragePool) LookupStorageVolByName(name string) (lvVolume, error) {
+func (p *lvStoragePool) LookupStorageVolByName(name string) (Volume, error) {
 	return volumeOrNil(p.p.LookupStorageVolByName(name))
 }
 
-func (p *lvStoragePool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (lvVolume, error) {
+func (p *lvStoragePool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error) {
 	return volumeOrNil(p.p.StorageVolCreateXML(xml, flags))
+}
+
+// Unwrap returns the connection a host's call bounds wrap (Acquire's
+// result), or c itself.
+func Unwrap(c Conn) Conn {
+	if bc, ok := c.(*boundConn); ok {
+		return bc.inner
+	}
+	return c
 }

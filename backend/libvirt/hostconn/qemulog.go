@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"bytes"
@@ -18,11 +18,11 @@ var qemuLogDir = "/var/log/libvirt/qemu"
 // qemuLogTail is how much of a log's end is read for its last error line.
 const qemuLogTail = 64 << 10
 
-// explainStart adds the last error line of the domain's QEMU log to a
+// ExplainStart adds the last error line of the domain's QEMU log to a
 // failed start (or a domain that went off while starting), unless libvirt's own message already carries it: that line
 // is usually the real cause ("Could not access KVM kernel module"), and an
 // operator should not have to find the log on the host.
-func (h *host) explainStart(name string, err error) error {
+func (h *Host) ExplainStart(name string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -36,7 +36,7 @@ func (h *host) explainStart(name string, err error) error {
 // qemuLogLine returns the last line of the domain's QEMU log that reports
 // an error, redacted, or "" when there is none or the log is not on this
 // machine (a remote host's log is not ours to read).
-func (h *host) qemuLogLine(name string) string {
+func (h *Host) qemuLogLine(name string) string {
 	if !localSystemURI(h.uri) {
 		return ""
 	}

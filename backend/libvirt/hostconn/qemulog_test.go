@@ -1,4 +1,4 @@
-package libvirt
+package hostconn
 
 import (
 	"errors"
@@ -61,20 +61,20 @@ func TestExplainStartAddsQEMULogLine(t *testing.T) { //nolint:paralleltest // se
 	if err := os.WriteFile(filepath.Join(dir, "bf-p-m1-0000.log"), []byte("starting\n"+line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	local := &host{uri: "qemu:///system"}
-	got := local.explainStart("bf-p-m1-0000", errors.New("internal error: process exited"))
+	local := New(Config{URI: "qemu:///system"})
+	got := local.ExplainStart("bf-p-m1-0000", errors.New("internal error: process exited"))
 	if !strings.Contains(got.Error(), "(qemu log: "+line+")") {
 		t.Fatalf("got %v", got)
 	}
 	already := errors.New("start: " + line)
-	if got := local.explainStart("bf-p-m1-0000", already); got != already {
+	if got := local.ExplainStart("bf-p-m1-0000", already); got != already {
 		t.Fatalf("line added twice: %v", got)
 	}
-	remote := &host{uri: "qemu+tls://h/system"}
-	if got := remote.explainStart("bf-p-m1-0000", already); got != already {
+	remote := New(Config{URI: "qemu+tls://h/system"})
+	if got := remote.ExplainStart("bf-p-m1-0000", already); got != already {
 		t.Fatalf("remote host: %v", got)
 	}
-	if local.explainStart("bf-p-m1-0000", nil) != nil {
+	if local.ExplainStart("bf-p-m1-0000", nil) != nil {
 		t.Fatal("nil error became non-nil")
 	}
 }

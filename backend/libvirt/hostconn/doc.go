@@ -1,0 +1,30 @@
+// Package hostconn is one libvirt host's connection, and the cgo boundary
+// of the provider: the only place that opens, watches and closes
+// connections to libvirt daemons.
+//
+// A Host owns:
+//   - the handles (Conn, Domain, Pool, Volume: the methods the backend
+//     uses, over the cgo bindings; Dial opens a real connection, and
+//     Config.Dial lets tests wrap it);
+//   - the connection: dialled in the background, bounded (a host that is
+//     down at start delays nothing: FirstAttempt, ErrHostConnecting),
+//     re-dialled with capped exponential backoff after a loss seen by the
+//     close callback, the watchdog (watch.go) or a failed call (observe);
+//   - liveness: libvirt's keepalive where the client library has the fix
+//     for CVE-2024-4418, else the watchdog's pings; TCP_USER_TIMEOUT and
+//     TCP keepalive on the connection's socket either way (keepalive.go,
+//     sockopt.go);
+//   - the call bounds: every call through With or WithDomain runs within
+//     --libvirt-call-timeout, at most MaxCallsPerHost inside libvirt at
+//     once (bound.go, boundconn.go); one past it is a *CallTimeoutError,
+//     transient, naming the host and the call;
+//   - the host's facts: the domain type chosen at connect (domaintype.go),
+//     its size (size.go), its QEMU log for a failed start (qemulog.go).
+//
+// Its owner (backend/libvirt) learns what changes through two hooks,
+// Config.OnConnected and Config.OnSize, and shows the host only by Where
+// and Status: a URI is redacted (Redact) and every error scrubbed of its
+// secrets (Scrub). The package knows nothing of domains' metadata,
+// placement or the engine; it imports only backend, for the sentinel
+// errors.
+package hostconn

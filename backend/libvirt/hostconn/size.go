@@ -1,0 +1,51 @@
+package hostconn
+
+// Size is what a host last said about its size (virNodeGetInfo,
+// virNodeGetFreeMemory, the storage pool's info). Zero fields: not read.
+type Size struct {
+	VCPUs         int
+	MemoryMiB     int64
+	FreeMemoryMiB int64
+	PoolFreeBytes uint64
+	PoolCapacity  uint64
+	PoolAlloc     uint64
+	PoolKnown     bool
+}
+
+// ReadSize reads the host's size on conn and hands it to Config.OnSize. It runs at
+// connect and with every listing; a reading that fails keeps the last
+// one (logged at debug: the listing's own errors say what is wrong).
+func (h *Host) ReadSize(conn Conn) {
+	h.capMu.Lock()
+	sz := h.size
+	h.capMu.Unlock()
+	if info, err := conn.GetNodeInfo(); err == nil {
+		sz.VCPUs, sz.MemoryMiB = int(info.Cpus), int64(info.Memory/1024)
+	} else {
+		h.log.Debug("node info not read", "err", Scrub(err, h.uri))
+	}
+	if free, err := conn.GetFreeMemory(); err == nil {
+		sz.FreeMemoryMiB = int64(free >> 20)
+	} else {
+		h.log.Debug("free memory not read", "err", Scrub(err, h.uri))
+	}
+	if pool, err := conn.LookupStoragePoolByName(h.cfg.Pool); err == nil {
+		if info, err := pool.GetInfo(); err == nil {
+			sz.PoolFreeBytes, sz.PoolCapacity, sz.PoolAlloc, sz.PoolKnown = info.Available, info.Capacity, info.Allocation, true
+		}
+		_ = pool.Free()
+	}
+	h.capMu.Lock()
+	h.size = sz
+	h.capMu.Unlock()
+	if h.cfg.OnSize != nil {
+		h.cfg.OnSize(sz)
+	}
+}
+
+// Size is the host's size as last read (zero fields: not read yet).
+func (h *Host) Size() Size {
+	h.capMu.Lock()
+	defer h.capMu.Unlock()
+	return h.size
+}
