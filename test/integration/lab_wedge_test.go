@@ -48,6 +48,18 @@ func imageClient(t *testing.T) []string {
 	return []string{"LD_LIBRARY_PATH=" + dir}
 }
 
+// startWedge starts a provider on the image's client with the wedge
+// bound, and checks it runs libvirt's keepalive when that client is 11.3.
+func startWedge(t *testing.T, e labEnv, name string, hosts labHosts, slots int, wantUp ...string) *labProvider {
+	t.Helper()
+	env := imageClient(t)
+	p := startLabEnv(t, e, name, hosts, slots, wedgeArgs, env, wantUp...)
+	if env != nil && !strings.Contains(p.out.String(), `msg="libvirt keepalive on"`) {
+		t.Fatalf("the provider on %s does not run libvirt's keepalive:\n%s", env, p.out)
+	}
+	return p
+}
+
 // wedgeCallBudget bounds a call in flight when its host goes silent: the
 // call bound plus an agent command's own (--agent-timeout, 10 s), and 5 s
 // for the log and the poll.
@@ -62,7 +74,7 @@ func TestLabWedgeConfigurePartition(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.HostsZone).only("lab1", "lab3")
 	labQuiet(t, e, "lab1", "lab3")
-	p := startLabEnv(t, e, "lab-wedge-conf", hosts, 2, wedgeArgs, imageClient(t), "lab1", "lab3")
+	p := startWedge(t, e, "lab-wedge-conf", hosts, 2, "lab1", "lab3")
 	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
 	a, b := p.slotIn(t, "lab"), ""
 	p.mutate(t, "Create", &pb.CreateRequest{MachineId: a})
@@ -118,7 +130,7 @@ func TestLabWedgeHostGone(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab3")
 	labQuiet(t, e, "lab1", "lab3")
-	p := startLabEnv(t, e, "lab-wedge-gone", hosts, 1, wedgeArgs, imageClient(t), "lab1", "lab3")
+	p := startWedge(t, e, "lab-wedge-gone", hosts, 1, "lab1", "lab3")
 	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
 	id := p.slotIn(t, "lab3")
 	p.createIdle(t, id)
@@ -173,7 +185,7 @@ func TestLabWedgeFrozenDaemon(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1")
 	labQuiet(t, e, "lab1")
-	p := startLabEnv(t, e, "lab-wedge-frz", hosts, 2, wedgeArgs, imageClient(t), "lab1")
+	p := startWedge(t, e, "lab-wedge-frz", hosts, 2, "lab1")
 	t.Cleanup(func() { e.lab(t, "heal", "lab1") })
 	a := p.slotIn(t, "lab1")
 	p.createIdle(t, a)
@@ -248,7 +260,7 @@ func TestLabWedgeStartWithHostDown(t *testing.T) {
 func startTimed(t *testing.T, e labEnv, name string, hosts labHosts) time.Duration {
 	t.Helper()
 	t0 := time.Now()
-	p := startLabEnv(t, e, name, hosts, 1, wedgeArgs, imageClient(t))
+	p := startWedge(t, e, name, hosts, 1)
 	serving := time.Since(t0)
 	id := p.slotIn(t, "lab1")
 	t1 := time.Now()
