@@ -180,7 +180,7 @@ bench: build
 # 150 test-driver hosts and 50 entries on lab3 cut off by the lab's partition
 # fault; reconcile pass, Create accept p50/p99, threads, RSS, SIGTERM to exit
 # (tools/benchhosts, docs/benchmarks.md). Not a stage of make test; brings
-# the lab up when it is down (and leaves it up); ~10 min.
+# the lab up when it is down (and leaves it up); ~4.5 min.
 # BENCH_HOSTS_ARGS go to the harness, e.g. -runs none,after.
 .PHONY: bench-hosts
 bench-hosts: build
