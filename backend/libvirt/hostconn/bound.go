@@ -90,6 +90,14 @@ func bounded[T any](h *Host, call string, extra time.Duration, fn func() (T, err
 		v, err := fn()
 		if time.Since(t0) < slowCall {
 			runtime.UnlockOSThread()
+		} else {
+			// While this call sat in libvirt the runtime may have
+			// started a thread to run other goroutines in its place;
+			// that one would stay idle for good. A goroutine that exits
+			// locked ends the thread it runs on, and its processor
+			// moves to an idle thread (a new one only if none is idle:
+			// then nothing is lost), so the count comes back down.
+			go runtime.LockOSThread()
 		}
 		<-h.calls.slots
 		mu.Lock()
