@@ -124,7 +124,7 @@ func TestLabWedgeHostGone(t *testing.T) {
 	e := loadLab(t)
 	hosts := e.labHosts(t, e.Hosts).only("lab1", "lab3")
 	labQuiet(t, e, "lab1", "lab3")
-	p := startWedge(t, e, "lab-wedge-gone", hosts, 1, "lab1", "lab3")
+	p := startWedge(t, e, "lab-wedge-gone", hosts, 2, "lab1", "lab3")
 	t.Cleanup(func() { e.lab(t, "heal", "lab3") })
 	id := p.slotIn(t, "lab3")
 	p.createIdle(t, id)
@@ -143,9 +143,15 @@ func TestLabWedgeHostGone(t *testing.T) {
 	peak := p.threads(t)
 	p.awaitThreads(t, threads0, 2*time.Minute)
 	t.Logf("TIMING wedge threads: %d before, %d while lab3 gone, back to baseline %s after the fault", threads0, peak, time.Since(tFault).Round(time.Second))
+	// A new machine for the gone host's zone is refused at once, not
+	// accepted into a wait.
 	var ack pb.TransitionAck
-	if err := p.call(t.Context(), "Drain", &pb.DrainRequest{MachineId: id}, &ack); status.Code(err) != codes.Unavailable && status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("Drain of the gone host's machine: %v, want Unavailable (or FailedPrecondition while configuring)", err)
+	t0 := time.Now()
+	if err := p.call(t.Context(), "Create", &pb.CreateRequest{MachineId: p.slotIn(t, "lab3")}, &ack); status.Code(err) != codes.Unavailable {
+		t.Errorf("Create in the gone host's zone: %v, want Unavailable", err)
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("the refusal took %s", d)
 	}
 }
 
