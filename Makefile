@@ -75,7 +75,7 @@ test-unit: deps
 
 test-race: deps
 	@mkdir -p out
-	$(GOTEST) -count=1 -race ./backend/libvirt/
+	$(GOTEST) -count=1 -race ./backend/libvirt/...
 
 # A real libvirtd frozen (SIGSTOP) past the link's verdict while calls run
 # on it, under the race detector: the provider must survive, report the
