@@ -209,6 +209,7 @@ type faultDomain struct {
 }
 
 func (d *faultDomain) Free() error { return d.inner.Free() }
+func (d *faultDomain) Ref() error  { return d.inner.Ref() }
 
 func (d *faultDomain) GetName() (string, error) {
 	return d.c.str("dom.GetName", d.name, d.inner.GetName)
@@ -271,6 +272,7 @@ type faultPool struct {
 }
 
 func (p *faultPool) Free() error { return p.inner.Free() }
+func (p *faultPool) Ref() error  { return p.inner.Ref() }
 
 func (p *faultPool) GetInfo() (info *libvirt.StoragePoolInfo, err error) {
 	err = p.c.do("pool.GetInfo", p.name, func() (err error) { info, err = p.inner.GetInfo(); return err })
@@ -307,6 +309,7 @@ type faultVolume struct {
 }
 
 func (v *faultVolume) Free() error { return v.inner.Free() }
+func (v *faultVolume) Ref() error  { return v.inner.Ref() }
 
 func (v *faultVolume) GetPath() (string, error) {
 	return v.c.str("vol.GetPath", v.name, v.inner.GetPath)

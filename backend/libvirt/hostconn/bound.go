@@ -58,7 +58,7 @@ func newCallSlots() *callSlots { return &callSlots{slots: make(chan struct{}, Ma
 
 // bounded runs fn as one libvirt call on h within h's bound plus extra. A
 // result that arrives after the caller gave up is released (discard).
-func bounded[T any](h *Host, call string, extra time.Duration, fn func() (T, error)) (T, error) {
+func bounded[T any](h *Host, on held, call string, extra time.Duration, fn func() (T, error)) (T, error) {
 	var zero T
 	bound := h.cfg.CallTimeout + extra
 	timer := time.NewTimer(bound)
@@ -67,6 +67,13 @@ func bounded[T any](h *Host, call string, extra time.Duration, fn func() (T, err
 	case h.calls.slots <- struct{}{}:
 	case <-timer.C:
 		return zero, &CallTimeoutError{where: h.Where(), call: call, bound: bound, Busy: true}
+	}
+	// The call holds a reference of its own on the handle it runs on: a
+	// caller that gives up releases its handle, which must not free it
+	// under the call still inside libvirt.
+	if err := on.Ref(); err != nil {
+		<-h.calls.slots
+		return zero, err
 	}
 	type result struct {
 		v   T
@@ -99,6 +106,7 @@ func bounded[T any](h *Host, call string, extra time.Duration, fn func() (T, err
 			// then nothing is lost), so the count comes back down.
 			go runtime.LockOSThread()
 		}
+		unref(on)
 		<-h.calls.slots
 		mu.Lock()
 		defer mu.Unlock()
@@ -128,9 +136,22 @@ func bounded[T any](h *Host, call string, extra time.Duration, fn func() (T, err
 }
 
 // do is bounded for calls that return only an error.
-func do(h *Host, call string, extra time.Duration, fn func() error) error {
-	_, err := bounded(h, call, extra, func() (struct{}, error) { return struct{}{}, fn() })
+func do(h *Host, on held, call string, extra time.Duration, fn func() error) error {
+	_, err := bounded(h, on, call, extra, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
+}
+
+// held is a handle a call runs on (a Conn, Domain, Pool or Volume).
+type held interface{ Ref() error }
+
+// unref gives back the reference bounded took.
+func unref(on held) {
+	switch x := on.(type) {
+	case interface{ Free() error }:
+		_ = x.Free()
+	case Conn:
+		_, _ = x.Close()
+	}
 }
 
 // discard frees a handle nobody will use: the result of an abandoned call.

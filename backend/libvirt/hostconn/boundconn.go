@@ -25,29 +25,29 @@ func (c *boundConn) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseRea
 }
 func (c *boundConn) UnregisterCloseCallback() error { return c.inner.UnregisterCloseCallback() }
 func (c *boundConn) SetKeepAlive(interval int, count uint) error {
-	return do(c.h, "SetKeepAlive", 0, func() error { return c.inner.SetKeepAlive(interval, count) })
+	return do(c.h, c.inner, "SetKeepAlive", 0, func() error { return c.inner.SetKeepAlive(interval, count) })
 }
 
 func (c *boundConn) GetCapabilities() (string, error) {
-	return bounded(c.h, "GetCapabilities", 0, c.inner.GetCapabilities)
+	return bounded(c.h, c.inner, "GetCapabilities", 0, c.inner.GetCapabilities)
 }
 func (c *boundConn) GetLibVersion() (uint32, error) {
-	return bounded(c.h, "GetLibVersion", 0, c.inner.GetLibVersion)
+	return bounded(c.h, c.inner, "GetLibVersion", 0, c.inner.GetLibVersion)
 }
 func (c *boundConn) GetVersion() (uint32, error) {
-	return bounded(c.h, "GetVersion", 0, c.inner.GetVersion)
+	return bounded(c.h, c.inner, "GetVersion", 0, c.inner.GetVersion)
 }
 func (c *boundConn) NumOfDomains() (int, error) {
-	return bounded(c.h, "NumOfDomains", 0, c.inner.NumOfDomains)
+	return bounded(c.h, c.inner, "NumOfDomains", 0, c.inner.NumOfDomains)
 }
 func (c *boundConn) NumOfDefinedDomains() (int, error) {
-	return bounded(c.h, "NumOfDefinedDomains", 0, c.inner.NumOfDefinedDomains)
+	return bounded(c.h, c.inner, "NumOfDefinedDomains", 0, c.inner.NumOfDefinedDomains)
 }
 func (c *boundConn) GetNodeInfo() (*libvirt.NodeInfo, error) {
-	return bounded(c.h, "GetNodeInfo", 0, c.inner.GetNodeInfo)
+	return bounded(c.h, c.inner, "GetNodeInfo", 0, c.inner.GetNodeInfo)
 }
 func (c *boundConn) GetFreeMemory() (uint64, error) {
-	return bounded(c.h, "GetFreeMemory", 0, c.inner.GetFreeMemory)
+	return bounded(c.h, c.inner, "GetFreeMemory", 0, c.inner.GetFreeMemory)
 }
 
 func (c *boundConn) domain(d Domain, name string, err error) (Domain, error) {
@@ -58,12 +58,12 @@ func (c *boundConn) domain(d Domain, name string, err error) (Domain, error) {
 }
 
 func (c *boundConn) LookupDomainByName(name string) (Domain, error) {
-	d, err := bounded(c.h, "LookupDomainByName "+name, 0, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
+	d, err := bounded(c.h, c.inner, "LookupDomainByName "+name, 0, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
 	return c.domain(d, name, err)
 }
 
 func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]Domain, error) {
-	doms, err := bounded(c.h, "ListAllDomains", 0, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
+	doms, err := bounded(c.h, c.inner, "ListAllDomains", 0, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
 	for i := range doms {
 		doms[i] = &boundDomain{h: c.h, inner: doms[i]}
 	}
@@ -71,17 +71,17 @@ func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]
 }
 
 func (c *boundConn) DomainDefineXML(xml string) (Domain, error) {
-	d, err := bounded(c.h, "DomainDefineXML", 0, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
+	d, err := bounded(c.h, c.inner, "DomainDefineXML", 0, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
 	return c.domain(d, "", err)
 }
 
 func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (Domain, error) {
-	d, err := bounded(c.h, "DomainCreateXML", 0, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
+	d, err := bounded(c.h, c.inner, "DomainCreateXML", 0, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
 	return c.domain(d, "", err)
 }
 
 func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
-	p, err := bounded(c.h, "LookupStoragePoolByName "+name, 0, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
+	p, err := bounded(c.h, c.inner, "LookupStoragePoolByName "+name, 0, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
 }
 
 func (c *boundConn) UploadVolume(vol Volume, data []byte) error {
-	return do(c.h, "volume upload", 0, func() error { return c.inner.UploadVolume(unbound(vol), data) })
+	return do(c.h, c.inner, "volume upload", 0, func() error { return c.inner.UploadVolume(unbound(vol), data) })
 }
 
 // Migrate3 is bounded by the migration's own budget (the engine aborts the
@@ -99,7 +99,7 @@ func (c *boundConn) Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrate
 	if bc, ok := dst.(*boundConn); ok {
 		inner = bc.inner
 	}
-	d, err := bounded(c.h, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
+	d, err := bounded(c.h, c.inner, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
 		return c.inner.Migrate3(unbound(dom), inner, params, flags)
 	})
 	if err != nil {
@@ -129,6 +129,7 @@ type boundDomain struct {
 
 func (d *boundDomain) unwrap() any              { return d.inner }
 func (d *boundDomain) Free() error              { return d.inner.Free() }
+func (d *boundDomain) Ref() error               { return d.inner.Ref() }
 func (d *boundDomain) GetName() (string, error) { return d.inner.GetName() }
 func (d *boundDomain) call(what string) string {
 	if d.name == "" {
@@ -144,7 +145,7 @@ func (d *boundDomain) GetState() (libvirt.DomainState, int, error) {
 		s libvirt.DomainState
 		r int
 	}
-	v, err := bounded(d.h, d.call("GetState"), 0, func() (st, error) {
+	v, err := bounded(d.h, d.inner, d.call("GetState"), 0, func() (st, error) {
 		s, r, err := d.inner.GetState()
 		return st{s, r}, err
 	})
@@ -152,22 +153,24 @@ func (d *boundDomain) GetState() (libvirt.DomainState, int, error) {
 }
 
 func (d *boundDomain) IsActive() (bool, error) {
-	return bounded(d.h, d.call("IsActive"), 0, d.inner.IsActive)
+	return bounded(d.h, d.inner, d.call("IsActive"), 0, d.inner.IsActive)
 }
 
 func (d *boundDomain) GetMetadata(typ libvirt.DomainMetadataType, uri string, flags libvirt.DomainModificationImpact) (string, error) {
-	return bounded(d.h, d.call("GetMetadata"), 0, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
+	return bounded(d.h, d.inner, d.call("GetMetadata"), 0, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
 }
 
 func (d *boundDomain) SetMetadata(typ libvirt.DomainMetadataType, content, key, uri string, flags libvirt.DomainModificationImpact) error {
-	return do(d.h, d.call("SetMetadata"), 0, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
+	return do(d.h, d.inner, d.call("SetMetadata"), 0, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
 }
 
-func (d *boundDomain) Create() error   { return do(d.h, d.call("Create"), 0, d.inner.Create) }
-func (d *boundDomain) Destroy() error  { return do(d.h, d.call("Destroy"), 0, d.inner.Destroy) }
-func (d *boundDomain) Undefine() error { return do(d.h, d.call("Undefine"), 0, d.inner.Undefine) }
+func (d *boundDomain) Create() error  { return do(d.h, d.inner, d.call("Create"), 0, d.inner.Create) }
+func (d *boundDomain) Destroy() error { return do(d.h, d.inner, d.call("Destroy"), 0, d.inner.Destroy) }
+func (d *boundDomain) Undefine() error {
+	return do(d.h, d.inner, d.call("Undefine"), 0, d.inner.Undefine)
+}
 func (d *boundDomain) UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error {
-	return do(d.h, d.call("Undefine"), 0, func() error { return d.inner.UndefineFlags(flags) })
+	return do(d.h, d.inner, d.call("Undefine"), 0, func() error { return d.inner.UndefineFlags(flags) })
 }
 
 // QemuAgentCommand is bounded by the agent's own timeout on top of the
@@ -177,14 +180,16 @@ func (d *boundDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAge
 	if timeout > 0 {
 		extra = time.Duration(timeout) * time.Second
 	}
-	return bounded(d.h, d.call("QemuAgentCommand"), extra, func() (string, error) { return d.inner.QemuAgentCommand(cmd, timeout, flags) })
+	return bounded(d.h, d.inner, d.call("QemuAgentCommand"), extra, func() (string, error) { return d.inner.QemuAgentCommand(cmd, timeout, flags) })
 }
 
 func (d *boundDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
-	return bounded(d.h, d.call("GetXMLDesc"), 0, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+	return bounded(d.h, d.inner, d.call("GetXMLDesc"), 0, func() (string, error) { return d.inner.GetXMLDesc(flags) })
 }
 
-func (d *boundDomain) AbortJob() error { return do(d.h, d.call("AbortJob"), 0, d.inner.AbortJob) }
+func (d *boundDomain) AbortJob() error {
+	return do(d.h, d.inner, d.call("AbortJob"), 0, d.inner.AbortJob)
+}
 
 type boundPool struct {
 	h     *Host
@@ -193,12 +198,13 @@ type boundPool struct {
 }
 
 func (p *boundPool) Free() error { return p.inner.Free() }
+func (p *boundPool) Ref() error  { return p.inner.Ref() }
 func (p *boundPool) GetInfo() (*libvirt.StoragePoolInfo, error) {
-	return bounded(p.h, "pool GetInfo "+p.name, 0, p.inner.GetInfo)
+	return bounded(p.h, p.inner, "pool GetInfo "+p.name, 0, p.inner.GetInfo)
 }
 
 func (p *boundPool) LookupStorageVolByName(name string) (Volume, error) {
-	v, err := bounded(p.h, "LookupStorageVolByName "+name, 0, func() (Volume, error) { return p.inner.LookupStorageVolByName(name) })
+	v, err := bounded(p.h, p.inner, "LookupStorageVolByName "+name, 0, func() (Volume, error) { return p.inner.LookupStorageVolByName(name) })
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +212,7 @@ func (p *boundPool) LookupStorageVolByName(name string) (Volume, error) {
 }
 
 func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error) {
-	v, err := bounded(p.h, "StorageVolCreateXML", 0, func() (Volume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
+	v, err := bounded(p.h, p.inner, "StorageVolCreateXML", 0, func() (Volume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
 	if err != nil {
 		return nil, err
 	}
@@ -221,15 +227,16 @@ type boundVolume struct {
 
 func (v *boundVolume) unwrap() any { return v.inner }
 func (v *boundVolume) Free() error { return v.inner.Free() }
+func (v *boundVolume) Ref() error  { return v.inner.Ref() }
 func (v *boundVolume) GetPath() (string, error) {
-	return bounded(v.h, "volume GetPath "+v.name, 0, v.inner.GetPath)
+	return bounded(v.h, v.inner, "volume GetPath "+v.name, 0, v.inner.GetPath)
 }
 func (v *boundVolume) GetInfo() (*libvirt.StorageVolInfo, error) {
-	return bounded(v.h, "volume GetInfo "+v.name, 0, v.inner.GetInfo)
+	return bounded(v.h, v.inner, "volume GetInfo "+v.name, 0, v.inner.GetInfo)
 }
 func (v *boundVolume) GetXMLDesc(flags uint32) (string, error) {
-	return bounded(v.h, "volume GetXMLDesc "+v.name, 0, func() (string, error) { return v.inner.GetXMLDesc(flags) })
+	return bounded(v.h, v.inner, "volume GetXMLDesc "+v.name, 0, func() (string, error) { return v.inner.GetXMLDesc(flags) })
 }
 func (v *boundVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
-	return do(v.h, "volume Delete "+v.name, 0, func() error { return v.inner.Delete(flags) })
+	return do(v.h, v.inner, "volume Delete "+v.name, 0, func() error { return v.inner.Delete(flags) })
 }

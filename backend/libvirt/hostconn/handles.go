@@ -58,6 +58,7 @@ type Conn interface {
 
 // Domain is one domain handle.
 type Domain interface {
+	Ref() error
 	Free() error
 	GetName() (string, error)
 	GetState() (libvirt.DomainState, int, error)
@@ -76,6 +77,7 @@ type Domain interface {
 
 // Pool is one storage pool handle.
 type Pool interface {
+	Ref() error
 	Free() error
 	GetInfo() (*libvirt.StoragePoolInfo, error)
 	LookupStorageVolByName(name string) (Volume, error)
@@ -84,6 +86,7 @@ type Pool interface {
 
 // Volume is one storage volume handle.
 type Volume interface {
+	Ref() error
 	Free() error
 	GetPath() (string, error)
 	GetInfo() (*libvirt.StorageVolInfo, error)
@@ -228,6 +231,7 @@ func (c *lvConnect) Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrate
 type lvStoragePool struct{ p *libvirt.StoragePool }
 
 func (p *lvStoragePool) Free() error                                { return p.p.Free() }
+func (p *lvStoragePool) Ref() error                                 { return p.p.Ref() }
 func (p *lvStoragePool) GetInfo() (*libvirt.StoragePoolInfo, error) { return p.p.GetInfo() }
 
 func volumeOrNil(v *libvirt.StorageVol, err error) (Volume, error) {
