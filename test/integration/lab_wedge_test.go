@@ -414,6 +414,12 @@ func TestLabWedgePartitionSoak(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	var end resources
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := exec.Command("ss", "-tanp").CombinedOutput()
+			t.Logf("the provider's open files: %v\nsockets:\n%s", p.fdTargets(), out)
+		}
+	})
 	pollEvery(t, 2*time.Second, 90*time.Second, "the provider back within its margin", func() bool {
 		end = p.resources(t, metrics)
 		return end.threads <= base.threads+6 && end.goroutines <= base.goroutines+40 && end.fds <= base.fds+6
@@ -500,4 +506,22 @@ func (p *labProvider) listHostsAtOnce(t *testing.T, n int) []time.Duration {
 	}
 	wg.Wait()
 	return took
+}
+
+// fdTargets counts the provider's open files by what they are.
+func (p *labProvider) fdTargets() map[string]int {
+	out := map[string]int{}
+	dir := fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		l, err := os.Readlink(dir + "/" + e.Name())
+		if err != nil {
+			continue
+		}
+		if i := strings.Index(l, ":["); i > 0 {
+			l = l[:i] // socket:[123] → socket
+		}
+		out[l]++
+	}
+	return out
 }
