@@ -96,6 +96,11 @@ check_reprobe() {
 	fi
 }
 
+# host_pgrep NAME: a NAME process of this PID namespace runs. The lab's
+# hosts (scripts/lab.sh) run their own libvirtd and virtlogd in PID
+# namespaces of their own: seen from here, but not this machine's.
+host_pgrep() { pgrep --ns $$ --nslist pid -x "$1" >/dev/null 2>&1; }
+
 # Restarts the libvirtd at /run/libvirtd.pid with an empty capability cache
 # (`restart-libvirtd`: host-kinds.sh, after changing /dev/kvm under the
 # lock; `restart-libvirtd keep-cache` after restoring a saved cache). A
@@ -110,7 +115,7 @@ cmd_restart_libvirtd() {
 		[ "$(cat "$STATE/libvirtd.started" 2>/dev/null)" = "$pid" ] && ours=1
 		stop_pid libvirtd "$pid" || die "libvirtd (pid $pid) does not stop"
 		rm -f "$STATE/libvirtd.started"
-	elif pgrep -x libvirtd >/dev/null; then
+	elif host_pgrep libvirtd; then
 		die "libvirtd runs without /run/libvirtd.pid (not a plain daemon): restart it yourself"
 	fi
 	start_daemons
@@ -133,7 +138,7 @@ daemon() {
 
 start_daemons() {
 	mkdir -p /var/log/libvirt/qemu /var/lib/libvirt /run/libvirt
-	if ! pid_alive /run/virtlogd.pid && ! pgrep -x virtlogd >/dev/null 2>&1; then
+	if ! pid_alive /run/virtlogd.pid && ! host_pgrep virtlogd; then
 		log "starting virtlogd"
 		rm -f /run/virtlogd.pid
 		daemon virtlogd -d >>"$STATE/virtlogd.out" 2>&1
