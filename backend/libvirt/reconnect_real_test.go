@@ -7,9 +7,9 @@ package libvirt
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,15 +24,20 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
+// libvirtdPID is the pid of the libvirtd scripts/libvirt-env.sh runs (its
+// pid file): never the oldest libvirtd found, which may be a lab host's.
 func libvirtdPID(t *testing.T) int {
 	t.Helper()
-	out, err := exec.Command("pgrep", "-o", "-x", "libvirtd").Output()
+	out, err := os.ReadFile("/run/libvirtd.pid")
 	if err != nil {
-		t.Fatal("no libvirtd running: start it with scripts/libvirt-env.sh up")
+		t.Fatal("no /run/libvirtd.pid: start libvirtd with scripts/libvirt-env.sh up")
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "libvirtd" {
+		t.Fatalf("pid %d of /run/libvirtd.pid is not libvirtd", pid)
 	}
 	return pid
 }
@@ -68,6 +73,7 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	awaitStarted(t, b)
 	h := b.hosts["z"]
 	if err := h.Ready(); err != nil {
 		t.Fatalf("not connected: %v", err)
