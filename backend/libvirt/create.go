@@ -116,6 +116,14 @@ func (a *attempt) step(what string, err error) error {
 func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name string, spec backend.MachineSpec) error {
 	a := &attempt{ctx: ctx, conn: conn, name: name, mark: time.Now()}
 	err := b.buildSteps(a, h, spec)
+	var late *hostconn.CallTimeoutError
+	if errors.As(err, &late) {
+		// The call past its bound may still take effect on the host
+		// after an undo here (a domain defined after its undefine, over
+		// an overlay already deleted). Leave the pieces: the retry adopts
+		// them, and a Create that fails for good is cleaned up by Delete.
+		return err
+	}
 	if err != nil {
 		if rerr := a.undo.run(b.log.With("domain", name)); rerr != nil {
 			err = fmt.Errorf("%w (rollback incomplete: %v)", err, rerr)

@@ -15,6 +15,7 @@ import (
 type boundConn struct {
 	h     *Host
 	inner Conn
+	extra time.Duration // on top of every call's bound (connect's budget)
 }
 
 func (c *boundConn) Ref() error             { return c.inner.Ref() }
@@ -25,63 +26,63 @@ func (c *boundConn) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseRea
 }
 func (c *boundConn) UnregisterCloseCallback() error { return c.inner.UnregisterCloseCallback() }
 func (c *boundConn) SetKeepAlive(interval int, count uint) error {
-	return do(c.h, c.inner, "SetKeepAlive", 0, func() error { return c.inner.SetKeepAlive(interval, count) })
+	return do(c.h, c.inner, "SetKeepAlive", c.extra, func() error { return c.inner.SetKeepAlive(interval, count) })
 }
 
 func (c *boundConn) GetCapabilities() (string, error) {
-	return bounded(c.h, c.inner, "GetCapabilities", 0, c.inner.GetCapabilities)
+	return bounded(c.h, c.inner, "GetCapabilities", c.extra, c.inner.GetCapabilities)
 }
 func (c *boundConn) GetLibVersion() (uint32, error) {
-	return bounded(c.h, c.inner, "GetLibVersion", 0, c.inner.GetLibVersion)
+	return bounded(c.h, c.inner, "GetLibVersion", c.extra, c.inner.GetLibVersion)
 }
 func (c *boundConn) GetVersion() (uint32, error) {
-	return bounded(c.h, c.inner, "GetVersion", 0, c.inner.GetVersion)
+	return bounded(c.h, c.inner, "GetVersion", c.extra, c.inner.GetVersion)
 }
 func (c *boundConn) NumOfDomains() (int, error) {
-	return bounded(c.h, c.inner, "NumOfDomains", 0, c.inner.NumOfDomains)
+	return bounded(c.h, c.inner, "NumOfDomains", c.extra, c.inner.NumOfDomains)
 }
 func (c *boundConn) NumOfDefinedDomains() (int, error) {
-	return bounded(c.h, c.inner, "NumOfDefinedDomains", 0, c.inner.NumOfDefinedDomains)
+	return bounded(c.h, c.inner, "NumOfDefinedDomains", c.extra, c.inner.NumOfDefinedDomains)
 }
 func (c *boundConn) GetNodeInfo() (*libvirt.NodeInfo, error) {
-	return bounded(c.h, c.inner, "GetNodeInfo", 0, c.inner.GetNodeInfo)
+	return bounded(c.h, c.inner, "GetNodeInfo", c.extra, c.inner.GetNodeInfo)
 }
 func (c *boundConn) GetFreeMemory() (uint64, error) {
-	return bounded(c.h, c.inner, "GetFreeMemory", 0, c.inner.GetFreeMemory)
+	return bounded(c.h, c.inner, "GetFreeMemory", c.extra, c.inner.GetFreeMemory)
 }
 
 func (c *boundConn) domain(d Domain, name string, err error) (Domain, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &boundDomain{h: c.h, inner: d, name: name}, nil
+	return &boundDomain{h: c.h, inner: d, name: name, extra: c.extra}, nil
 }
 
 func (c *boundConn) LookupDomainByName(name string) (Domain, error) {
-	d, err := bounded(c.h, c.inner, "LookupDomainByName "+name, 0, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
+	d, err := bounded(c.h, c.inner, "LookupDomainByName "+name, c.extra, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
 	return c.domain(d, name, err)
 }
 
 func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]Domain, error) {
-	doms, err := bounded(c.h, c.inner, "ListAllDomains", 0, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
+	doms, err := bounded(c.h, c.inner, "ListAllDomains", c.extra, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
 	for i := range doms {
-		doms[i] = &boundDomain{h: c.h, inner: doms[i]}
+		doms[i] = &boundDomain{h: c.h, inner: doms[i], extra: c.extra}
 	}
 	return doms, err
 }
 
 func (c *boundConn) DomainDefineXML(xml string) (Domain, error) {
-	d, err := bounded(c.h, c.inner, "DomainDefineXML", 0, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
+	d, err := bounded(c.h, c.inner, "DomainDefineXML", c.extra, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
 	return c.domain(d, "", err)
 }
 
 func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (Domain, error) {
-	d, err := bounded(c.h, c.inner, "DomainCreateXML", 0, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
+	d, err := bounded(c.h, c.inner, "DomainCreateXML", c.extra, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
 	return c.domain(d, "", err)
 }
 
 func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
-	p, err := bounded(c.h, c.inner, "LookupStoragePoolByName "+name, 0, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
+	p, err := bounded(c.h, c.inner, "LookupStoragePoolByName "+name, c.extra, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
 }
 
 func (c *boundConn) UploadVolume(vol Volume, data []byte) error {
-	return do(c.h, c.inner, "volume upload", 0, func() error { return c.inner.UploadVolume(unbound(vol), data) })
+	return do(c.h, c.inner, "volume upload", c.extra, func() error { return c.inner.UploadVolume(unbound(vol), data) })
 }
 
 // Migrate3 is bounded by the migration's own budget (the engine aborts the
@@ -124,6 +125,7 @@ func unbound[T any](h T) T {
 type boundDomain struct {
 	h     *Host
 	inner Domain
+	extra time.Duration
 	name  string // "" when listed: GetName is local
 }
 
@@ -145,7 +147,7 @@ func (d *boundDomain) GetState() (libvirt.DomainState, int, error) {
 		s libvirt.DomainState
 		r int
 	}
-	v, err := bounded(d.h, d.inner, d.call("GetState"), 0, func() (st, error) {
+	v, err := bounded(d.h, d.inner, d.call("GetState"), d.extra, func() (st, error) {
 		s, r, err := d.inner.GetState()
 		return st{s, r}, err
 	})
@@ -153,24 +155,28 @@ func (d *boundDomain) GetState() (libvirt.DomainState, int, error) {
 }
 
 func (d *boundDomain) IsActive() (bool, error) {
-	return bounded(d.h, d.inner, d.call("IsActive"), 0, d.inner.IsActive)
+	return bounded(d.h, d.inner, d.call("IsActive"), d.extra, d.inner.IsActive)
 }
 
 func (d *boundDomain) GetMetadata(typ libvirt.DomainMetadataType, uri string, flags libvirt.DomainModificationImpact) (string, error) {
-	return bounded(d.h, d.inner, d.call("GetMetadata"), 0, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
+	return bounded(d.h, d.inner, d.call("GetMetadata"), d.extra, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
 }
 
 func (d *boundDomain) SetMetadata(typ libvirt.DomainMetadataType, content, key, uri string, flags libvirt.DomainModificationImpact) error {
-	return do(d.h, d.inner, d.call("SetMetadata"), 0, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
+	return do(d.h, d.inner, d.call("SetMetadata"), d.extra, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
 }
 
-func (d *boundDomain) Create() error  { return do(d.h, d.inner, d.call("Create"), 0, d.inner.Create) }
-func (d *boundDomain) Destroy() error { return do(d.h, d.inner, d.call("Destroy"), 0, d.inner.Destroy) }
+func (d *boundDomain) Create() error {
+	return do(d.h, d.inner, d.call("Create"), d.extra, d.inner.Create)
+}
+func (d *boundDomain) Destroy() error {
+	return do(d.h, d.inner, d.call("Destroy"), d.extra, d.inner.Destroy)
+}
 func (d *boundDomain) Undefine() error {
-	return do(d.h, d.inner, d.call("Undefine"), 0, d.inner.Undefine)
+	return do(d.h, d.inner, d.call("Undefine"), d.extra, d.inner.Undefine)
 }
 func (d *boundDomain) UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error {
-	return do(d.h, d.inner, d.call("Undefine"), 0, func() error { return d.inner.UndefineFlags(flags) })
+	return do(d.h, d.inner, d.call("Undefine"), d.extra, func() error { return d.inner.UndefineFlags(flags) })
 }
 
 // QemuAgentCommand is bounded by the agent's own timeout on top of the
@@ -184,11 +190,11 @@ func (d *boundDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAge
 }
 
 func (d *boundDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
-	return bounded(d.h, d.inner, d.call("GetXMLDesc"), 0, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+	return bounded(d.h, d.inner, d.call("GetXMLDesc"), d.extra, func() (string, error) { return d.inner.GetXMLDesc(flags) })
 }
 
 func (d *boundDomain) AbortJob() error {
-	return do(d.h, d.inner, d.call("AbortJob"), 0, d.inner.AbortJob)
+	return do(d.h, d.inner, d.call("AbortJob"), d.extra, d.inner.AbortJob)
 }
 
 type boundPool struct {

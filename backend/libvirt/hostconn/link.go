@@ -65,6 +65,12 @@ func (h *Host) loop() {
 	}
 }
 
+// connectBudget is added to the call bound for what a connect reads and
+// probes (capabilities, the KVM probe guest): a daemon that re-probes QEMU
+// on every call took 42 s for it on a host whose /dev/kvm QEMU cannot use.
+// Nothing waits on a connect but the host's own loop.
+const connectBudget = 2 * time.Minute
+
 // connect dials once and installs the connection with its close callback
 // and watchdog.
 func (h *Host) connect() error {
@@ -95,7 +101,7 @@ func (h *Host) connect() error {
 		h.log.Debug("libvirt close callback not registered", "err", Scrub(err, h.uri))
 	}
 	h.tuneLink(conn)
-	choice, err := h.chooseType(&boundConn{h: h, inner: conn})
+	choice, err := h.chooseType(&boundConn{h: h, inner: conn, extra: connectBudget})
 	if err != nil {
 		// A host whose capabilities cannot be read, or that cannot run
 		// the domain type asked for, is not usable: every Create would
