@@ -100,7 +100,7 @@ func startBinary(t *testing.T, e env) *binProc {
 		"--connect=local="+e.URI+",dead=qemu+unix:///system?socket=/nonexistent/libvirt-sock",
 		"--image="+e.Image, "--storage-pool="+e.Pool, "--network="+e.Network,
 		"--kernel="+e.Kernel, "--initrd="+e.Initrd, "--cmdline="+e.Cmdline,
-		"--seed-count=4", "--reconcile-interval=1s", "--log-format=text", "--domain-type="+e.DomainType)
+		"--seed-count=4", "--reconcile-interval=1s", "--log-format=text", "--domain-type="+e.DomainType, callTimeoutArg)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -88,6 +88,16 @@ func newBackend(t *testing.T, e env, provider string, extra ...libvirt.Host) *li
 	return newBackendWith(t, e, provider, func(c *libvirt.Config) { c.Hosts = append(c.Hosts, extra...) })
 }
 
+// callTimeout is the integration suite's --libvirt-call-timeout. The
+// suite runs on every kind of KVM host, and where /dev/kvm is root-only
+// libvirt re-probes QEMU on every call: a define took over 30 s (the
+// default bound) on a loaded 2-core machine, so every Create attempt ran
+// past it and the retries piled up on the daemon. The bound itself is
+// tested on the lab (TestLabWedge*), with 10 s.
+const callTimeout = 3 * time.Minute
+
+var callTimeoutArg = "--libvirt-call-timeout=" + callTimeout.String()
+
 // newBackendWith is newBackend with a hook to adjust the config.
 func newBackendWith(t *testing.T, e env, provider string, mutate func(*libvirt.Config)) *libvirt.Backend {
 	t.Helper()
@@ -97,6 +107,7 @@ func newBackendWith(t *testing.T, e env, provider string, mutate func(*libvirt.C
 		Kernel: e.Kernel, Initrd: e.Initrd, Cmdline: e.Cmdline, DomainType: e.DomainType,
 		Bootstrap:    guestagent.BootstrapConfig{AgentWait: 90 * time.Second, DrainMargin: 10 * time.Second},
 		ReconnectMax: 2 * time.Second,
+		CallTimeout:  callTimeout,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	mutate(&cfg)

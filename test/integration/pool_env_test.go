@@ -127,7 +127,7 @@ func startPool(t *testing.T, pe poolEnv, name string, hosts hostsFile, slots int
 		"--image=" + pe.Image, "--storage-pool=" + pe.Pool, "--network=",
 		"--kernel=" + pe.Kernel, "--initrd=" + pe.Initrd, "--cmdline=" + pe.Cmdline,
 		"--instance-types=" + types, "--offerings=" + offers,
-		"--reconcile-interval=1s", "--log-format=text", "--log-level=debug", "--domain-type=" + pe.DomainType,
+		"--reconcile-interval=1s", "--log-format=text", "--log-level=debug", "--domain-type=" + pe.DomainType, callTimeoutArg,
 		// Both daemons are on this machine and have no QEMU TLS
 		// certificates; encrypted migration between real hosts is the
 		// lab's (TestLabMigrate).

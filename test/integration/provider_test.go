@@ -156,7 +156,7 @@ func startProvider(t *testing.T, e env, cfg provCfg) *provider {
 		"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + cmdline,
 		"--instance-types=" + types, "--offerings=" + offers, "--state=" + cfg.State,
 		"--reconcile-interval=2s", "--log-format=text", "--log-level=debug",
-		"--domain-type=" + e.DomainType}
+		"--domain-type=" + e.DomainType, callTimeoutArg}
 	tlsFlags, creds := adminWriteFlags(t, bin)
 	args = append(args, tlsFlags...)
 	cmd := exec.Command(bin, append(args, cfg.Args...)...)
