@@ -34,27 +34,15 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 # (docs/configuration.md).
 FROM debian:12 AS rootfs
 ARG EXTRA_PACKAGES=""
-# libvirt's client library from bookworm-backports (11.3), not bookworm's
-# 9.0: 9.0's RPC client can crash the process when libvirt's keepalive
-# closes a connection under calls (CVE-2024-4418, fixed in 10.4.0), so the
-# provider runs keepalive only with 10.4 or later (docs/libvirt-client.md).
-# Only libvirt0 and libvirt-common (its = version dependency) are pinned to
-# backports; everything else stays bookworm's. The binary is still built
-# against bookworm's libvirt-dev 9.0 (libvirt's ABI only grows), so it runs
-# on either library.
-COPY <<EOF /etc/apt/sources.list.d/bookworm-backports.sources
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-COPY <<EOF /etc/apt/preferences.d/libvirt-client.pref
-Package: libvirt0 libvirt-common
-Pin: release n=bookworm-backports
-Pin-Priority: 990
-EOF
+# libvirt's client library comes from bookworm-backports (11.3), not
+# bookworm's 9.0 (CVE-2024-4418, docs/libvirt-client.md): rootfs.sh resolves
+# the packages against scripts/image/apt's sources and pins alone (libvirt0
+# and libvirt-common pinned to backports, everything else bookworm's), not
+# this stage's /etc/apt, so make image resolves the very same set. The
+# binary is still built against bookworm's libvirt-dev 9.0 (libvirt's ABI
+# only grows), so it runs on either library.
 COPY scripts/image/rootfs.sh scripts/image/packages.txt /src/scripts/image/
+COPY scripts/image/apt/ /src/scripts/image/apt/
 RUN /src/scripts/image/rootfs.sh /rootfs /packages.tsv $EXTRA_PACKAGES
 
 # ---- runtime: that tree and the binary, nothing else ------------------------

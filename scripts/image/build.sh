@@ -1,16 +1,20 @@
 #!/bin/bash
 # build.sh [OUT]: make image. The provider's container image, built with no
 # container engine and no base image: the Debian 12 packages of
-# scripts/image/packages.txt unpacked by rootfs.sh, the provider binary
-# built here, packed by imgtool as an OCI layout (OUT/oci) and a docker-load
-# tarball (OUT/libvirt-provider.tar), with the SBOM (OUT/sbom.spdx.json)
-# and the package manifest (OUT/packages.tsv) beside them. OUT defaults to
+# scripts/image/packages.txt (libvirt0 11.3 from bookworm-backports)
+# unpacked by rootfs.sh, the provider binary built here, packed by imgtool
+# as an OCI layout (OUT/oci) and a docker-load tarball
+# (OUT/libvirt-provider.tar), with the SBOM (OUT/sbom.spdx.json) and the
+# package manifest (OUT/packages.tsv) beside them. OUT defaults to
 # out/image. Every timestamp is SOURCE_DATE_EPOCH (default: the last
 # commit's time), so two builds of one commit give the same digest.
 #
 # Env: IMAGE_BINARY (a provider binary built as below), IMAGE_REVISION (the
 #      revision label, default HEAD), IMAGE_EXTRA_PACKAGES (e.g. genisoimage for --base-user-data), plus
-#      rootfs.sh's IMAGE_DEB_CACHE and IMAGE_APT_UPDATE.
+#      rootfs.sh's IMAGE_DEB_CACHE, IMAGE_APT_STATE and IMAGE_APT_UPDATE.
+#      The packages come from scripts/image/apt's sources and pins alone
+#      (libvirt0 and libvirt-common from bookworm-backports), whatever this
+#      machine's /etc/apt holds: the Dockerfile resolves with the same files.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"

@@ -6,8 +6,12 @@
 # (scripts/image/packages.txt), so both images hold the same files.
 #
 # The packages are resolved by apt against an empty dpkg status (only what
-# the listed packages need, nothing the build machine happens to have),
-# fetched with `apt-get download` (hashes checked against the signed
+# the listed packages need, nothing the build machine happens to have) and
+# against the sources and pins of scripts/image/apt alone (Debian 12 and
+# bookworm-backports, libvirt0 and libvirt-common pinned to backports),
+# through a private apt configuration: the build machine's /etc/apt sources
+# and preferences are not read, its apt lists and caches not touched. They
+# are fetched with `apt-get download` (hashes checked against the signed
 # Release files) into a cache, and unpacked with dpkg-deb into a merged-/usr
 # tree, as mmdebstrap's extract variant does. No maintainer script runs:
 # what the image needs from them (the CA bundle, passwd and group) is
@@ -17,8 +21,10 @@
 # Dockerfile each put it at /usr/local/bin/libvirt.
 #
 # Env: IMAGE_DEB_CACHE (.deb cache, default /var/cache/bigfleet-image/debs),
-#      IMAGE_APT_UPDATE (auto: when the lists are missing or a day old;
-#      always; never).
+#      IMAGE_APT_STATE (the private apt lists and caches, default
+#      /var/cache/bigfleet-image/apt),
+#      IMAGE_APT_UPDATE (auto: when the lists are missing, a day old or of
+#      other sources; always; never).
 set -euo pipefail
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 umask 022
@@ -29,7 +35,26 @@ shift 2
 extras=("$@")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${IMAGE_DEB_CACHE:-/var/cache/bigfleet-image/debs}
+state=${IMAGE_APT_STATE:-/var/cache/bigfleet-image/apt}
 log() { echo "rootfs: $*" >&2; }
+
+# The private apt configuration: scripts/image/apt's sources and
+# preferences only (the Dockerfile copies that directory beside this
+# script), lists and package caches under $state, an empty dpkg status.
+# apt.conf settings of the machine (a proxy, say) still apply.
+[ -d "$here/apt/sources" ] && [ -d "$here/apt/preferences" ] ||
+	{ log "$here/apt/sources and $here/apt/preferences missing"; exit 1; }
+mkdir -p "$state/lists/partial" "$state/cache/archives/partial"
+apt_opts=(
+	-o Dir::Etc::sourcelist=/dev/null
+	-o Dir::Etc::sourceparts="$here/apt/sources"
+	-o Dir::Etc::preferences=/dev/null
+	-o Dir::Etc::preferencesparts="$here/apt/preferences"
+	-o Dir::State::lists="$state/lists"
+	-o Dir::State::extended_states="$state/extended_states"
+	-o Dir::State::status=/dev/null
+	-o Dir::Cache="$state/cache"
+)
 
 deps_roots=() data_roots=()
 while read -r name kind _; do
@@ -42,24 +67,31 @@ while read -r name kind _; do
 done <"$here/packages.txt"
 
 apt_update() {
-	local mode=${IMAGE_APT_UPDATE:-auto} lists
-	lists=$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -1440 2>/dev/null | head -1)
-	if [ "$mode" = always ] || { [ "$mode" = auto ] && [ -z "$lists" ]; }; then
-		log "apt-get update"
-		apt-get update -qq >&2
+	local mode=${IMAGE_APT_UPDATE:-auto} sources fresh=
+	# $state/updated: the sources of the last apt-get update that succeeded
+	# (edited sources need new lists at once).
+	sources=$(cat "$here"/apt/sources/* | sha256sum | cut -d' ' -f1)
+	if [ -n "$(find "$state/updated" -mmin -1440 2>/dev/null)" ] && [ "$(cat "$state/updated")" = "$sources" ]; then
+		fresh=1
+	fi
+	if [ "$mode" = always ] || { [ "$mode" = auto ] && [ -z "$fresh" ]; }; then
+		log "apt-get update ($state/lists)"
+		rm -f "$state/updated"
+		apt-get "${apt_opts[@]}" update -qq >&2
+		echo "$sources" >"$state/updated"
 	fi
 }
 
 # resolve PACKAGE...: "name version arch" of the closure apt would install
 # on a machine with nothing installed (Depends and Pre-Depends only).
 resolve() {
-	apt-get install -s -qq --no-install-recommends -o Dir::State::status=/dev/null "$@" |
+	apt-get "${apt_opts[@]}" install -s -qq --no-install-recommends "$@" |
 		awk '$1 == "Inst" && match($0, /\[[a-z0-9]+\]\)/) { v = $3; sub(/^\(/, "", v); print $2, v, substr($0, RSTART + 1, RLENGTH - 3) }'
 }
 
 # candidate PACKAGE: "name version arch" of the package alone.
 candidate() {
-	apt-cache show --no-all-versions "$1" |
+	apt-cache "${apt_opts[@]}" show --no-all-versions "$1" |
 		awk -v n="$1" '/^Version:/ { v = $2 } /^Architecture:/ { a = $2 } /^$/ { exit } END { print n, v, a }'
 }
 
@@ -76,7 +108,7 @@ trap 'rm -f "$list"' EXIT
 			sed 's/$/ extra/'
 	fi
 } | sort -u -k1,1 >"$list"
-[ -s "$list" ] || { log "apt resolved nothing: are Debian 12 sources configured?"; exit 1; }
+[ -s "$list" ] || { log "apt resolved nothing: did apt-get update of $here/apt/sources fail?"; exit 1; }
 
 mkdir -p "$cache"
 deb_of() { echo "$cache/${1}_${2//:/%3a}_${3}.deb"; }
@@ -86,7 +118,7 @@ while read -r name ver arch _; do
 done <"$list"
 if [ ${#missing[@]} -gt 0 ]; then
 	log "downloading ${#missing[@]} packages into $cache"
-	(cd "$cache" && apt-get download -qq -o APT::Sandbox::User=root "${missing[@]}" >&2)
+	(cd "$cache" && apt-get "${apt_opts[@]}" download -qq -o APT::Sandbox::User=root "${missing[@]}" >&2)
 fi
 
 rm -rf "$root"

@@ -65,9 +65,11 @@ func TestTwoBuildsOneDigest(t *testing.T) {
 }
 
 // TestDockerfileSameFiles derives the file set of the Dockerfile's runtime
-// stage without an engine: the rootfs stage's RUN line is run here (the
-// same script on the same package list, its Dockerfile paths mapped to
-// a temporary directory), then the runtime stage's COPY lines are applied.
+// stage without an engine: the rootfs stage's COPY lines are applied to a
+// temporary directory standing for the stage's root (so the script runs
+// with exactly the files the stage gives it: rootfs.sh, packages.txt and
+// the apt sources and pins of scripts/image/apt), its RUN line is run there,
+// then the runtime stage's COPY lines are applied.
 // That set, and the stage's ENV, USER, ENTRYPOINT and EXPOSE, must be make
 // image's. It cannot prove what apt inside debian:12 would resolve on
 // another day (docs/image.md).
@@ -83,13 +85,14 @@ func TestDockerfileSameFiles(t *testing.T) {
 		t.Fatalf("rootfs stage RUN %q: want one", runs)
 	}
 	work := t.TempDir()
-	// Dockerfile paths → here: /src is the build context (COPY'd there),
-	// everything else the stage writes lands under work.
+	// The stage's root is work: its COPY lines copy from the build context
+	// (the repository) into it, and every absolute path lands under it.
+	for _, cp := range rootfs.all("COPY") {
+		copyFromContext(t, cp, work)
+	}
 	args := strings.Fields(runs[0])
 	for i, a := range args {
 		switch {
-		case strings.HasPrefix(a, "/src/"):
-			args[i] = filepath.Join(repoRoot, strings.TrimPrefix(a, "/src/"))
 		case a == "$EXTRA_PACKAGES":
 			args[i] = "" // its ARG default
 		case strings.HasPrefix(a, "/"):
@@ -159,6 +162,49 @@ func TestDockerfileSameFiles(t *testing.T) {
 	sort.Strings(ports)
 	if expose := strings.Fields(runtime.last("EXPOSE")); !slices.Equal(expose, ports) {
 		t.Errorf("Dockerfile EXPOSE %q, make image %q", expose, ports)
+	}
+}
+
+// copyFromContext applies a rootfs-stage COPY line, "SRC... DST", from the
+// build context (the repository) to the stage root: a file lands in DST
+// (a directory when DST ends in /), a directory's contents are copied into
+// DST. Anything else (--from, heredocs, globs) is not emulated.
+func copyFromContext(t *testing.T, line, stageRoot string) {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) < 2 || strings.HasPrefix(f[0], "--") || strings.Contains(line, "<<") || strings.ContainsAny(line, "*?[") {
+		t.Fatalf("rootfs COPY %q: only SRC... DST from the build context is emulated", line)
+	}
+	srcs, dst := f[:len(f)-1], filepath.Join(stageRoot, f[len(f)-1])
+	if len(srcs) > 1 && !strings.HasSuffix(f[len(f)-1], "/") {
+		t.Fatalf("rootfs COPY %q: several sources need a DST ending in /", line)
+	}
+	for _, src := range srcs {
+		from := filepath.Join(repoRoot, src)
+		st, err := os.Stat(from)
+		if err != nil {
+			t.Fatalf("rootfs COPY %q: %v", line, err)
+		}
+		if st.IsDir() {
+			if err := os.CopyFS(dst, os.DirFS(from)); err != nil {
+				t.Fatalf("rootfs COPY %q: %v", line, err)
+			}
+			continue
+		}
+		to := dst
+		if strings.HasSuffix(f[len(f)-1], "/") {
+			to = filepath.Join(dst, filepath.Base(src))
+		}
+		b, err := os.ReadFile(from)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(to), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(to, b, st.Mode().Perm())
+		}
+		if err != nil {
+			t.Fatalf("rootfs COPY %q: %v", line, err)
+		}
 	}
 }
 
