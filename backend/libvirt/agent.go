@@ -158,6 +158,14 @@ func (b *Backend) AbandonConfigure(ctx context.Context, machineID string, pl bac
 	if err != nil {
 		return fmt.Errorf("abandon configure: %w", err)
 	}
+	// It runs as the provider starts, when the host may still be on its
+	// first connection attempt (a re-probing daemon takes tens of seconds):
+	// that attempt is waited for, or the guest would keep the partial blob.
+	select {
+	case <-h.FirstAttempt():
+	case <-ctx.Done():
+		return fmt.Errorf("abandon configure: %s: %w", h.Where(), backend.ErrHostConnecting)
+	}
 	if _, err := b.ownedRunning(h, name, machineID); err != nil {
 		if errors.Is(err, backend.ErrNotRunning) || errors.Is(err, backend.ErrNotFound) {
 			return nil // no guest running: nothing of the Configure runs on

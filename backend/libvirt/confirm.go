@@ -65,8 +65,10 @@ func (b *Backend) confirmOn(ctx context.Context, h *host, name string) (bool, er
 	done := make(chan answer, 1)
 	h.confirming.Add(1)
 	go func() { // a libvirt call cannot be interrupted; a late answer is dropped
-		defer h.confirming.Add(-1)
 		err := h.WithDomain(name, func(hostconn.Conn, hostconn.Domain) error { return nil })
+		// Not deferred: the count must drop before the answer is sent, or
+		// the caller's next lookup can find this one still counted.
+		h.confirming.Add(-1)
 		switch {
 		case isNoDomain(err):
 			done <- answer{gone: true}
