@@ -30,6 +30,14 @@ var (
 	ErrNoCapacity = errors.New("no host of the zone has room")
 	// ErrUnknownHost: a maintenance call names a host no zone has.
 	ErrUnknownHost = errors.New("unknown host")
+	// ErrPlacementGone: a Create's recorded host (MachineSpec.Host) is no
+	// longer configured, and every host of the zone answered that the
+	// machine has no domain: the Create may be placed again.
+	ErrPlacementGone = errors.New("the recorded host is gone and no host of the zone holds the domain")
+	// ErrNothingDone: the call asked nothing of the host (it was not
+	// connected when the call began); it wraps the cause, which is also
+	// an ErrHostUnavailable.
+	ErrNothingDone = errors.New("nothing was asked of the host")
 )
 
 // MachineSpec is what Create needs to build a VM.
@@ -42,6 +50,10 @@ type MachineSpec struct {
 	MemoryMiB    int
 	// Marks are the machine's fence marks by shard id, recorded with it.
 	Marks map[string]FenceMark
+	// Host is the host an earlier attempt of this Create chose (Placer),
+	// recorded before any work: the Create goes there and nowhere else,
+	// since a domain may already exist there. "" lets the backend choose.
+	Host string
 }
 
 // FenceMark is the newest fencing token (epoch, sequence) a machine
@@ -332,4 +344,30 @@ type MigrateSpec struct {
 // machine's call gate, never during another backend call on that machine.
 type Migrator interface {
 	Migrate(ctx context.Context, spec MigrateSpec) (Placement, error)
+}
+
+// Placer is implemented by backends that choose among several hosts of a
+// zone. Place books a host for a Create without touching it; the engine
+// records the choice with the CREATING machine before Create runs, so a
+// Create resumed after a crash goes back to the host that may already
+// hold its domain instead of building a second one elsewhere. A machine
+// already booked keeps its host. Errors are Create's (ErrNoCapacity,
+// ErrHostUnavailable, ErrUnknownZone).
+type Placer interface {
+	Place(spec MachineSpec) (Placement, error)
+	// Unplace drops the booking of a machine whose Create never reached
+	// its host (ErrNothingDone on every attempt), so it may be placed
+	// again on a host that is up.
+	Unplace(zone, machineID string)
+}
+
+// CopyRemover is implemented by backends whose zones hold several hosts,
+// where one machine can end up with a domain on two of them (a Create
+// resumed elsewhere by an older provider, a copy made by hand). RemoveCopy
+// deletes the copy at spare, only after checking afresh that the copy at
+// keep is the machine's and running, and that the spare copy was never
+// bound to a cluster and is not paused; otherwise it deletes nothing and
+// says why.
+type CopyRemover interface {
+	RemoveCopy(ctx context.Context, machineID string, spare, keep Placement) error
 }

@@ -23,18 +23,17 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	// never oversubscribe it; the booking is released if the work fails,
 	// and otherwise stays until a listing sees the domain. A retried
 	// Create finds its machine booked where it is and adopts it there.
-	h, dec, err := b.reserve(spec)
+	h, dec, err := b.book(ctx, spec)
 	if err != nil {
-		if errors.Is(err, backend.ErrNoCapacity) {
-			// last_error reads "create failed: zone z: no host fits ...".
-			b.log.Warn("create refused: no host of the zone has room", "zone", spec.Zone, "machine", spec.MachineID,
-				"op", spec.OperationID, "vcpu", spec.VCPU, "memory_mib", spec.MemoryMiB, "err", err)
-			return backend.Placement{}, err
-		}
-		return backend.Placement{}, fmt.Errorf("create: %w", err)
+		return backend.Placement{}, err
 	}
 	name := DomainName(b.cfg.Provider, spec.MachineID)
 	pl := backend.Placement{Zone: h.zone, Host: h.refName(), Domain: name, Why: dec.Why}
+	if err := h.Ready(); err != nil {
+		// Nothing was asked of the host: the engine may place the
+		// machine elsewhere if no earlier attempt reached this host.
+		return backend.Placement{}, fmt.Errorf("create: %w: %w", backend.ErrNothingDone, err)
+	}
 	start := time.Now()
 	err = h.With(func(conn hostconn.Conn) error {
 		dom, err := conn.LookupDomainByName(name)

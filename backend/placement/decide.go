@@ -41,6 +41,33 @@ func (p *Planner) Reserve(zoneName, machineID string, s Size) (Decision, error) 
 	return Decision{Host: best.Name, Why: p.why(best, s, v, m, len(z.hosts))}, nil
 }
 
+// Pin books s for machineID on the named host of the zone, whatever its
+// room, cordon or link: a Create resumed on the host its first attempt
+// chose (where its domain may already be) must go back there, and a
+// refusal would leave that domain behind. A machine already booked in the
+// zone (seen there by a listing) keeps its host. An unknown host wraps
+// backend.ErrUnknownHost.
+func (p *Planner) Pin(zoneName, hostName, machineID string, s Size) (Decision, error) {
+	z := p.zone(zoneName)
+	if z == nil {
+		return Decision{}, fmt.Errorf("zone %q: %w", zoneName, backend.ErrUnknownZone)
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if h := z.where[machineID]; h != nil {
+		return Decision{Host: h.Name}, nil
+	}
+	h := z.named(hostName)
+	if h == nil {
+		return Decision{}, fmt.Errorf("zone %s has no host %q: %w", zoneName, hostName, backend.ErrUnknownHost)
+	}
+	h.reserved[machineID] = s
+	h.add(s, +1)
+	z.fix(h)
+	z.where[machineID] = h
+	return Decision{Host: h.Name}, nil
+}
+
 // why is the decision's reason, for the log and the machine's history,
 // quoting the free capacity the decision saw.
 func (p *Planner) why(h *hostState, s Size, freeV int, freeM int64, total int) string {

@@ -227,10 +227,15 @@ func (p *Planner) Observe(name string, machines map[string]Size) bool {
 				delete(h.incoming, id)
 			}
 			if other := z.where[id]; other != nil && other != h {
-				// Booked elsewhere (a stale reservation): the host that
-				// has the machine wins.
-				other.drop(id)
-				z.fix(other)
+				// Reserved elsewhere (a stale reservation): the host
+				// that has the machine wins. Observed elsewhere too (a
+				// duplicate domain, until reconcile removes one): both
+				// copies use their host, so both stay counted.
+				if r, ok := other.reserved[id]; ok {
+					other.add(r, -1)
+					delete(other.reserved, id)
+					z.fix(other)
+				}
 			}
 			h.observed[id] = s
 			h.add(s, +1)

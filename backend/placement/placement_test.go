@@ -185,3 +185,36 @@ func TestParsePolicy(t *testing.T) {
 		t.Errorf("ParsePolicy(random) = %v", err)
 	}
 }
+
+// Pin books the named host even when it is full, cordoned or down (a
+// resumed Create goes back where its domain may be); a machine a listing
+// saw elsewhere keeps that host; an unknown host is refused.
+func TestPinBooksTheNamedHost(t *testing.T) {
+	p := New(Spread)
+	for _, h := range []Host{
+		{Name: "a", Zone: "z", Enforce: true, VCPUs: 1, MemoryMiB: 512, Connected: false, Cordoned: true},
+		{Name: "b", Zone: "z", Enforce: true, VCPUs: 64, MemoryMiB: 1 << 20, Connected: true},
+	} {
+		if err := p.AddHost(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := Size{VCPUs: 8, MemoryMiB: 8192}
+	d, err := p.Pin("z", "a", "m1", big)
+	if err != nil || d.Host != "a" {
+		t.Fatalf("Pin on a full, cordoned, down host: %+v %v", d, err)
+	}
+	if _, u, _ := p.Get("a"); u.VCPUs != 8 || u.Machines != 1 {
+		t.Fatalf("host a books %+v after the pin", u)
+	}
+	if d, _ := p.Reserve("z", "m1", big); d.Host != "a" {
+		t.Fatalf("a retried Reserve of the pinned machine went to %q", d.Host)
+	}
+	p.Observe("b", map[string]Size{"m2": big})
+	if d, err := p.Pin("z", "a", "m2", big); err != nil || d.Host != "b" {
+		t.Fatalf("Pin of a machine listed on b: %+v %v, want b", d, err)
+	}
+	if _, err := p.Pin("z", "nope", "m3", big); !errors.Is(err, backend.ErrUnknownHost) {
+		t.Fatalf("Pin on an unknown host: %v", err)
+	}
+}

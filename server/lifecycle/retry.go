@@ -45,8 +45,9 @@ func (e *Engine) executeRetrying(ctx context.Context, m *Machine, blob []byte, f
 	if delay <= 0 {
 		delay = retryMin
 	}
+	st := &attemptState{resumed: m.OpKind == OpCreate && m.HostName != ""}
 	for attempt := 1; ; attempt++ {
-		r := e.execute(ctx, m, blob)
+		r := e.execute(ctx, m, blob, st)
 		if r.err == nil || !backend.IsTransient(r.err) || ctx.Err() != nil {
 			return r
 		}

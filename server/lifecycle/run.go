@@ -107,15 +107,11 @@ func roundBudget(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte) result {
+func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attemptState) result {
 	pl := m.Placement()
 	switch m.OpKind {
 	case OpCreate:
-		p, err := e.be.Create(ctx, backend.MachineSpec{
-			MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone,
-			InstanceType: m.InstanceType, VCPU: m.VCPU, MemoryMiB: m.MemoryMiB, Marks: e.machineMarks(m.ID),
-		})
-		return result{placement: p, err: err}
+		return e.create(ctx, m, st)
 	case OpConfigure:
 		return result{err: e.be.Configure(ctx, backend.ConfigureSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,

@@ -1,0 +1,192 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// A machine must have exactly one domain. In a zone of several hosts a
+// listing can show two: a Create an older provider resumed on another host
+// after a crash, a copy made by hand. Reconcile keeps the copy that
+// matches the record (its recorded host; without one, the only copy bound
+// to the record's cluster, or the only one running) and treats it as the
+// machine. Another copy is removed (backend.CopyRemover) only on positive
+// evidence that it is not the live one, checked again by the backend just
+// before: the kept copy runs, the spare one was never bound to a cluster
+// (no node ever joined from it) and is not paused (a migration's copy is
+// left to its recovery). Anything short of that is reported and kept.
+
+// DuplicateObserver is an Observer that is also told of every duplicate
+// domain reconcile met: outcome is "removed", "kept" (no proof it is a
+// spare, or the record is busy) or "failed" (the removal did not finish).
+type DuplicateObserver interface {
+	DuplicateDomain(zone, outcome string)
+}
+
+// Outcomes of a duplicate, in history entries and the metric.
+const (
+	dupRemoved = "duplicate_removed"
+	dupKept    = "duplicate_kept"
+	dupFailed  = "duplicate_failed"
+)
+
+// copiesOf returns, for each machine listed more than once, its copies.
+func copiesOf(obs []backend.Observed) map[string][]backend.Observed {
+	n := map[string]int{}
+	for _, o := range obs {
+		n[o.MachineID]++
+	}
+	var out map[string][]backend.Observed
+	for _, o := range obs {
+		if n[o.MachineID] > 1 {
+			if out == nil {
+				out = map[string][]backend.Observed{}
+			}
+			out[o.MachineID] = append(out[o.MachineID], o)
+		}
+	}
+	return out
+}
+
+// keepCopy picks the copy that is the machine m, if the record says which.
+func keepCopy(m *Machine, copies []backend.Observed) (int, bool) {
+	if m.HostName != "" {
+		return only(copies, func(o backend.Observed) bool { return o.Placement.Host == m.HostName })
+	}
+	if m.Cluster != "" {
+		return only(copies, func(o backend.Observed) bool { return o.ClusterID == m.Cluster })
+	}
+	return only(copies, func(o backend.Observed) bool { return o.Run.Up() })
+}
+
+// only is the index of the one copy that matches, if exactly one does.
+func only(copies []backend.Observed, match func(backend.Observed) bool) (int, bool) {
+	at := -1
+	for i, o := range copies {
+		if match(o) {
+			if at >= 0 {
+				return -1, false
+			}
+			at = i
+		}
+	}
+	return at, at >= 0
+}
+
+// spareCopy says why copy c may not be removed while keep is kept ("" if
+// the listing shows the evidence; the backend checks it again).
+func spareCopy(keep, c backend.Observed) string {
+	switch {
+	case !keep.Run.Up():
+		return fmt.Sprintf("the kept copy on host %s is %s", keep.Placement.Host, keep.Run)
+	case c.ClusterID != "":
+		return fmt.Sprintf("the copy on host %s is bound to cluster %q", c.Placement.Host, c.ClusterID)
+	case c.Run.State == backend.RunPaused:
+		return fmt.Sprintf("the copy on host %s is paused (a migration's?)", c.Placement.Host)
+	}
+	return ""
+}
+
+// duplicates handles the machines a zone's listing shows more than once:
+// seen[id] becomes the kept copy, and the removal of each provable spare
+// is queued on its host.
+func (p *pass) duplicates(obs []backend.Observed, seen map[string]backend.Observed) {
+	e, at := p.e, p.rep.At
+	for id, copies := range copiesOf(obs) {
+		m, ok := e.idx.get(id)
+		if !ok {
+			continue
+		}
+		k, ok := keepCopy(m, copies)
+		if !ok {
+			e.noteDuplicate(m, copies[0], "the record does not say which copy is the machine")
+			continue
+		}
+		keep := copies[k]
+		seen[id] = keep
+		stable := (m.State == Idle || m.State == Configured) && m.StateSince.Before(at) && !e.moves.skip(id, at)
+		for i, c := range copies {
+			switch why := spareCopy(keep, c); {
+			case i == k:
+			case !stable:
+				e.noteDuplicate(m, c, "the machine is "+m.State.String()+"; judged when it is idle or configured")
+			case why != "":
+				e.noteDuplicate(m, c, why)
+			default:
+				p.queue(hostKey(c.Placement.Zone, c.Placement.Host), func(ctx context.Context, sick bool) error {
+					return e.removeCopy(ctx, m, c, keep, sick)
+				})
+			}
+		}
+	}
+}
+
+// noteDuplicate reports a copy left in place: a WARN line and the metric
+// each pass it is seen (the operator must act), no record change.
+func (e *Engine) noteDuplicate(m *Machine, c backend.Observed, why string) {
+	e.log.Warn("reconcile: machine has a domain on more than one host; copy kept", "machine", m.ID, "zone", m.Zone,
+		"host", c.Placement.Host, "domain", c.Placement.Domain, "recorded_host", m.HostName, "why", why)
+	e.observeDuplicate(m.Zone, "kept")
+}
+
+// removeCopy is the queued removal of one spare copy, through the
+// machine's call gate; it is recorded in the machine's history.
+func (e *Engine) removeCopy(ctx context.Context, seen *Machine, c, keep backend.Observed, sick bool) error {
+	rm, ok := e.be.(backend.CopyRemover)
+	if !ok || sick {
+		if !ok {
+			e.noteDuplicate(seen, c, "the backend cannot remove copies")
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	leave, running, err := e.calls.enter(ctx, seen.ID, OpReconcile)
+	if err != nil {
+		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
+	}
+	defer leave()
+	if cur, ok := e.idx.get(seen.ID); !ok || cur.Revision != seen.Revision {
+		return nil // the machine changed since the listing: next pass
+	}
+	err = rm.RemoveCopy(ctx, seen.ID, c.Placement, keep.Placement)
+	e.recordDuplicate(seen, c, keep, err)
+	return err
+}
+
+// recordDuplicate adds the removal (or its failure) to the machine's
+// history, logs it and counts it.
+func (e *Engine) recordDuplicate(seen *Machine, c, keep backend.Observed, rmErr error) {
+	outcome, metric := dupRemoved, "removed"
+	note := fmt.Sprintf("domain %s also on host %s (never bound to a cluster) removed; the machine is the copy on host %s",
+		c.Placement.Domain, c.Placement.Host, keep.Placement.Host)
+	if rmErr != nil {
+		outcome, metric = dupFailed, "failed"
+		note = fmt.Sprintf("domain %s also on host %s not removed: %v", c.Placement.Domain, c.Placement.Host, rmErr)
+		e.log.Warn("reconcile: duplicate domain not removed", "machine", seen.ID, "zone", seen.Zone,
+			"host", c.Placement.Host, "kept_on", keep.Placement.Host, "err", rmErr)
+	} else {
+		e.log.Warn("reconcile: duplicate domain removed", "machine", seen.ID, "zone", seen.Zone,
+			"host", c.Placement.Host, "kept_on", keep.Placement.Host)
+	}
+	e.observeDuplicate(seen.Zone, metric)
+	unlock := e.locks.Lock(seen.ID)
+	defer unlock()
+	cur, ok := e.idx.get(seen.ID)
+	if !ok || cur.OperationID != seen.OperationID {
+		return
+	}
+	now := e.cfg.Now()
+	n := cur.edit()
+	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+		From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
+	_ = e.commit(context.Background(), cur.ID, "", nil, &n) // lost: the log line and metric remain
+}
+
+func (e *Engine) observeDuplicate(zone, outcome string) {
+	if do, ok := e.cfg.Observer.(DuplicateObserver); ok {
+		do.DuplicateDomain(zone, outcome)
+	}
+}
