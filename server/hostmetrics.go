@@ -12,12 +12,13 @@ import (
 )
 
 // HostsFunc reports every host with its capacity; backend.Backend.Hosts
-// fits. It is called at scrape time with a bounded context.
+// fits. The host gauges call it in the background (HostCache), never at
+// scrape time, with a bounded context.
 type HostsFunc func(ctx context.Context) []backend.HostStatus
 
-// hostScrapeTimeout bounds one scrape's look at the hosts: a dead host
-// must not hang /metrics (its series then show what the backend knew).
-const hostScrapeTimeout = 5 * time.Second
+// hostReadTimeout bounds one read of the hosts: a dead host must not hold
+// the read (its series then show what the backend knew).
+const hostReadTimeout = 5 * time.Second
 
 const mib = 1 << 20
 
@@ -52,12 +53,20 @@ var (
 )
 
 // RegisterHostCapacity adds the per-host capacity and cordon gauges,
-// labelled by zone and host, read at scrape time.
-func (m *Metrics) RegisterHostCapacity(hosts HostsFunc) {
-	m.Registry.MustRegister(hostCapacityCollector{hosts: hosts})
+// labelled by zone and host, served from a HostCache of hosts: a scrape
+// reads the last snapshot and never hosts itself. The cache is read again
+// after every reconcile pass (DomainsNotRunning); the caller reads it once
+// at start, after each cordon change, and closes it before the backend.
+// Until the first read has finished the gauges are absent, not 0: no host
+// is known to be down or empty yet.
+func (m *Metrics) RegisterHostCapacity(hosts HostsFunc) *HostCache {
+	c := NewHostCache(hosts, hostReadTimeout)
+	m.Registry.MustRegister(hostCapacityCollector{cache: c})
+	m.hostCache.Store(c)
+	return c
 }
 
-type hostCapacityCollector struct{ hosts HostsFunc }
+type hostCapacityCollector struct{ cache *HostCache }
 
 func (hostCapacityCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{hostConnectedDesc, hostCordonedDesc, hostVCPUsDesc, hostVCPUsPlaceableDesc,
@@ -68,9 +77,8 @@ func (hostCapacityCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c hostCapacityCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), hostScrapeTimeout)
-	defer cancel()
-	for _, h := range c.hosts(ctx) {
+	hosts, _ := c.cache.Snapshot()
+	for _, h := range hosts {
 		// A --connect host without a name is named after its zone.
 		zone, name := h.Zone, cmp.Or(h.Name, h.Zone)
 		gauge := func(d *prometheus.Desc, v float64) {

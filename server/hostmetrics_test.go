@@ -20,12 +20,15 @@ func TestHostCapacityMetrics(t *testing.T) {
 		{Name: "kvm-a2", Zone: "zone-a"},
 		{Zone: "zone-b", Connected: true, Capacity: backend.HostCapacity{VCPUs: 8}},
 	}
-	m.RegisterHostCapacity(func(ctx context.Context) []backend.HostStatus {
+	c := m.RegisterHostCapacity(func(ctx context.Context) []backend.HostStatus {
 		if _, ok := ctx.Deadline(); !ok {
-			t.Error("hosts read at scrape time without a bound")
+			t.Error("hosts read without a bound")
 		}
 		return hosts
 	})
+	t.Cleanup(c.Close)
+	c.Refresh()
+	waitRead(t, c)
 	a1 := map[string]string{"zone": "zone-a", "host": "kvm-a1"}
 	for name, want := range map[string]float64{
 		"host_connected": 1, "host_cordoned": 1, "host_vcpus": 10, "host_vcpus_placeable": 15, "host_vcpus_used": 4,

@@ -32,6 +32,7 @@ type Metrics struct {
 	restarts    *prometheus.CounterVec
 	gaveUp      *prometheus.CounterVec
 	hot         map[string]*atomic.Pointer[rpcSeries] // rpcmetrics.go
+	hostCache   atomic.Pointer[HostCache]             // hostmetrics.go; nil: no host gauges
 }
 
 var (
@@ -109,7 +110,13 @@ var notRunningStates = []string{backend.RunShutoff, backend.RunCrashed, backend.
 
 // DomainsNotRunning implements lifecycle.RunObserver. Zones whose listing
 // failed are absent and keep their last values (unknown is not zero).
+// Called once at the end of every reconcile pass, it also has the host
+// gauges' snapshot read again, in the background: the pass must not wait
+// for the hosts.
 func (m *Metrics) DomainsNotRunning(byZone map[string]map[string]int) {
+	if c := m.hostCache.Load(); c != nil {
+		c.Refresh()
+	}
 	for zone, states := range byZone {
 		for _, st := range notRunningStates {
 			m.notRunning.WithLabelValues(zone, st).Set(float64(states[st]))

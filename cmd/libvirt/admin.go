@@ -56,13 +56,29 @@ func (c *config) adminCA() string {
 }
 
 // newAdmin builds the admin service from the flags (validated already).
-func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler) (*admin.Service, error) {
+// The cordons made through it are kept beside --state, so a restart keeps
+// a host under maintenance out of placement; without --state they live in
+// memory, like the state itself. onCordon runs after each cordon change.
+func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler, onCordon func()) (*admin.Service, error) {
 	clients, err := admin.ParseClients(cfg.AdminClients)
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite, Clients: clients,
-		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: page})
+	adm, err := admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite, Clients: clients,
+		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: page,
+		CordonFile: admin.CordonFileFor(cfg.State), OnCordon: onCordon})
+	if err != nil && cfg.State != "" {
+		return nil, fmt.Errorf("--state %s: admin cordons %s: %w", cfg.State, admin.CordonFileFor(cfg.State), err)
+	}
+	return adm, err
+}
+
+// cordonsDesc says where the admin cordons are kept, for the startup log.
+func cordonsDesc(state string) string {
+	if state == "" {
+		return "memory (lost on exit)"
+	}
+	return admin.CordonFileFor(state)
 }
 
 // listenAdmin serves the admin API and page alone on --admin-addr, with the

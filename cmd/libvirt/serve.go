@@ -49,6 +49,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	metrics := server.NewMetrics(counts(&engPtr))
 	metrics.RegisterHostsUp(hostsUp(be))
 	metrics.RegisterHostDomainTypes(domainTypes(be))
+	// The host gauges serve a snapshot read after each reconcile pass, at
+	// start and after each cordon change: a scrape never calls libvirt.
+	hostGauges := metrics.RegisterHostCapacity(be.Hosts)
+	defer hostGauges.Close() // before be.Close, deferred above
+	hostGauges.Refresh()
 	st, err := openStore(cfg, metrics, log)
 	if err != nil {
 		return err
@@ -83,7 +88,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	status := server.NewStatus()
 	status.AddProbe(st.ready)
-	adm, err := newAdmin(cfg, eng, metrics, log, ui.Handler())
+	adm, err := newAdmin(cfg, eng, metrics, log, ui.Handler(), hostGauges.Refresh)
 	if err != nil {
 		return err
 	}
@@ -115,7 +120,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	log.Info("serving",
 		slog.String("addr", lis.Addr().String()), slog.String("security", string(mainTLS.Security)),
 		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", slots),
-		slog.String("state", stateDesc(cfg.State)), slog.Bool("reflection", cfg.Reflection),
+		slog.String("state", stateDesc(cfg.State)), slog.String("cordons", cordonsDesc(cfg.State)),
+		slog.Bool("reflection", cfg.Reflection),
 		slog.Bool("admin_write", cfg.AdminWrite), slog.String("admin_clients", cfg.AdminClients),
 		slog.String("admin_addr", addrOf(adminLis, lis)), slog.String("admin_security", string(adminSecurity)),
 		slog.String("startup", time.Since(start).Round(time.Millisecond).String()))

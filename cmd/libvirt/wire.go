@@ -90,7 +90,7 @@ func (s *trackedStore) ready() error {
 // warning) when --state is empty.
 func openStore(cfg config, metrics *server.Metrics, log *slog.Logger) (*trackedStore, error) {
 	if cfg.State == "" {
-		log.Warn("NO --state FILE: state is kept in memory and LOST on exit; every restart forgets all machines and fencing marks")
+		log.Warn("NO --state FILE: state is kept in memory and LOST on exit; every restart forgets all machines, fencing marks and admin cordons")
 		return &trackedStore{Store: store.NewMemory()}, nil
 	}
 	st, err := store.OpenBolt(cfg.State, store.BoltOptions{OnCommit: metrics.StoreCommitted})

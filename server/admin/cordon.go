@@ -46,6 +46,7 @@ func (s *Service) cordonWrite(ctx context.Context, action, host, reason string, 
 	err = s.setCordon(host, on, cordonRecord{Host: host, Reason: reason, By: a.identity, Since: s.now().UTC()})
 	var h *adminv1.Host
 	if err == nil {
+		s.onCordon()
 		h, err = s.host(ctx, host)
 	}
 	s.done(a, action, target, "", p, err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -284,5 +285,28 @@ func TestMachinesByHost(t *testing.T) {
 		if h.GetHostMachineCount() != want || h.GetMachineCount() != 3 {
 			t.Errorf("%s: %d machines on it, %d in its zone; want %d and 3", h.GetName(), h.GetHostMachineCount(), h.GetMachineCount(), want)
 		}
+	}
+}
+
+// TestOnCordonAfterChange: the hook runs once per cordon change that took
+// effect (the host gauges refresh from it), never for a refused one.
+func TestOnCordonAfterChange(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	s, pool := startPool(t, admintest.Options{AdminWrite: true, OnCordon: func() { calls.Add(1) }})
+	c := adminClient(s, nil)
+	if _, err := c.CordonHost(t.Context(), connect.NewRequest(&adminv1.CordonHostRequest{Host: "kvm-b1"})); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 || !pool.cordoned("kvm-b1") {
+		t.Fatalf("after a cordon: %d calls, cordoned %v", n, pool.cordoned("kvm-b1"))
+	}
+	_, err := c.CordonHost(t.Context(), connect.NewRequest(&adminv1.CordonHostRequest{Host: "no-such-host"}))
+	wantCode(t, err, connect.CodeNotFound)
+	if _, err := c.UncordonHost(t.Context(), connect.NewRequest(&adminv1.UncordonHostRequest{Host: "kvm-b1"})); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("after a refused cordon and an uncordon: %d calls, want 2", n)
 	}
 }

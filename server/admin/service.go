@@ -65,6 +65,10 @@ type Options struct {
 	// it after --state); empty keeps them in memory only. New re-applies
 	// them to the backend.
 	CordonFile string
+	// OnCordon is called after each cordon or uncordon that took effect
+	// (the host gauges refresh their cached snapshot); nil: nothing. It
+	// must not block: it runs in the RPC.
+	OnCordon func()
 	// UI serves the web page at / and /ui/; nil serves no page.
 	UI  http.Handler
 	Now func() time.Time // nil: time.Now
@@ -90,6 +94,7 @@ type Service struct {
 	heartbeat time.Duration
 	ui        http.Handler
 	cordons   *cordonStore
+	onCordon  func()
 	now       func() time.Time
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -109,7 +114,7 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, log: opts.Logger,
-		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, now: opts.Now, stop: make(chan struct{})}
+		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, onCordon: opts.OnCordon, now: opts.Now, stop: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -118,6 +123,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.onCordon == nil {
+		s.onCordon = func() {}
 	}
 	s.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "admin_writes_total",

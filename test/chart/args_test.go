@@ -195,6 +195,7 @@ func checkArgs(t *testing.T, r *rendered, c corev1.Container, vals map[string]an
 		}
 	}
 
+	checkCordonFile(t, args, mounts, vols)
 	checkAdmin(t, args, c, vals, secretItems)
 	checkConnect(t, args, vals, pod, secretItems)
 	checkConfigFiles(t, r, args)

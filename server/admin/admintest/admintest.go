@@ -50,6 +50,8 @@ type Options struct {
 	Wrap func(*lifecycle.Engine) admin.Engine
 	// CordonFile is admin.Options.CordonFile (empty: cordons in memory).
 	CordonFile string
+	// OnCordon is admin.Options.OnCordon.
+	OnCordon func()
 	// Service, when set, receives the admin service (e.g. to Close it).
 	Service **admin.Service
 }
@@ -133,7 +135,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	metrics := server.NewMetrics(nil)
 	aopts := admin.Options{Engine: ae, AllowWrite: opts.AdminWrite, Logger: log,
-		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile}
+		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile, OnCordon: opts.OnCordon}
 	if aopts.Clients, err = admin.ParseClients(opts.Clients); err != nil {
 		t.Fatal(err)
 	}
