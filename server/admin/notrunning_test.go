@@ -37,6 +37,14 @@ func TestMachinesViewShowsStoppedDomains(t *testing.T) {
 
 	c := adminClient(s, nil)
 	ctx := ctxTimeout(t)
+	sum, err := c.GetFleetSummary(ctx, connect.NewRequest(&adminv1.GetFleetSummaryRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sum.Msg.GetLastReconcile(); r.GetRestarted() != 1 || r.GetNotRunning() != 1 {
+		t.Errorf("last reconcile: restarted %d, not running %d; want 1 and 1 (m-000 started again, m-001 left stopped)",
+			r.GetRestarted(), r.GetNotRunning())
+	}
 	res, err := c.ListMachines(ctx, connect.NewRequest(&adminv1.ListMachinesRequest{}))
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,8 @@ func TestAdminPage(t *testing.T) {
 	step("watch is live", p.waitFor(ctx, `document.body.dataset.watch`, "live"))
 	step("header says who you are", p.waitFor(ctx, `document.getElementById("whoami").textContent === "`+admintest.TestCaller+` · may write"`, true))
 	step("glance counts", p.waitFor(ctx, `document.querySelector("#glance h2").textContent`, "Fleet: 8 machines in 2 zones"))
+	step("footer has the last pass's counts", p.waitFor(ctx,
+		`/\(adopted 0, vanished 0, restarted 0, not running 0\)$/.test(document.querySelector("footer").textContent)`, true))
 	row := func(id string) string {
 		return `document.querySelector('#machines tr[data-id="` + id + `"]')?.dataset.state ?? null`
 	}

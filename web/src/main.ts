@@ -5,7 +5,7 @@ import "./app.css";
 import { ConnectError } from "@connectrpc/connect";
 import { admin } from "./api";
 import { CapacityType, MachineState } from "./gen/bigfleet/v1alpha1/provider_pb";
-import { type AdminMachine, WatchEventType } from "./gen/libvirtprovider/admin/v1/admin_pb";
+import { type AdminMachine, type ReconcileSummary, WatchEventType } from "./gen/libvirtprovider/admin/v1/admin_pb";
 import { $, clock, durMillis, el, human, stateName, states, tsMillis } from "./format";
 import { initHosts, loadHosts } from "./hosts";
 
@@ -328,6 +328,14 @@ function showHostMachines(filter: string) {
   schedule();
 }
 
+// passCounts is what a reconcile pass did, for the footer and the
+// reconcile button: restarts and domains still down included, since a
+// host that keeps stopping guests shows there first.
+function passCounts(r: ReconcileSummary | undefined): string {
+  return `adopted ${r?.adopted ?? 0}, vanished ${r?.vanished ?? 0}, ` +
+    `restarted ${r?.restarted ?? 0}, not running ${r?.notRunning ?? 0}`;
+}
+
 async function loadSummary() {
   try {
     await loadWhoAmI();
@@ -335,7 +343,7 @@ async function loadSummary() {
     adminWrite = s.adminWrite;
     const r = s.lastReconcile;
     $("footer").textContent = `admin writes ${adminWrite ? "enabled" : "disabled"} · last reconcile ${clock(tsMillis(r?.time))}` +
-      (r ? ` (adopted ${r.adopted}, vanished ${r.vanished})` : "");
+      (r ? ` (${passCounts(r)})` : "");
     renderDetail(true);
   } catch (e) {
     $("footer").textContent = ConnectError.from(e).message;
@@ -375,7 +383,7 @@ function init() {
     out.textContent = "reconciling…";
     try {
       const r = (await admin.triggerReconcile({})).reconcile;
-      out.textContent = `done: adopted ${r?.adopted ?? 0}, vanished ${r?.vanished ?? 0}`;
+      out.textContent = `done: ${passCounts(r)}`;
       loadHosts();
       loadSummary();
     } catch (e) {

@@ -161,7 +161,12 @@ type ReconcileSummary struct {
 	Adopted  int32                  `protobuf:"varint,2,opt,name=adopted,proto3" json:"adopted,omitempty"`
 	Vanished int32                  `protobuf:"varint,3,opt,name=vanished,proto3" json:"vanished,omitempty"`
 	// One entry per zone: empty error means the host was listed.
-	Zones         []*ZoneOutcome `protobuf:"bytes,4,rep,name=zones,proto3" json:"zones,omitempty"`
+	Zones []*ZoneOutcome `protobuf:"bytes,4,rep,name=zones,proto3" json:"zones,omitempty"`
+	// IDLE machines whose stopped domain the pass started again.
+	Restarted int32 `protobuf:"varint,5,opt,name=restarted,proto3" json:"restarted,omitempty"`
+	// IDLE or CONFIGURED machines whose domain was still not running after
+	// the pass (each names it in its last_error).
+	NotRunning    int32 `protobuf:"varint,6,opt,name=not_running,json=notRunning,proto3" json:"not_running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,6 +227,20 @@ func (x *ReconcileSummary) GetZones() []*ZoneOutcome {
 		return x.Zones
 	}
 	return nil
+}
+
+func (x *ReconcileSummary) GetRestarted() int32 {
+	if x != nil {
+		return x.Restarted
+	}
+	return 0
+}
+
+func (x *ReconcileSummary) GetNotRunning() int32 {
+	if x != nil {
+		return x.NotRunning
+	}
+	return 0
 }
 
 // ZoneOutcome is what a reconcile pass found for one zone.
@@ -2386,12 +2405,15 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eStateZoneCount\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.bigfleet.v1alpha1.MachineStateR\x05state\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count\"\xb5\x01\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\xf4\x01\n" +
 	"\x10ReconcileSummary\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\aadopted\x18\x02 \x01(\x05R\aadopted\x12\x1a\n" +
 	"\bvanished\x18\x03 \x01(\x05R\bvanished\x12;\n" +
-	"\x05zones\x18\x04 \x03(\v2%.libvirtprovider.admin.v1.ZoneOutcomeR\x05zones\"7\n" +
+	"\x05zones\x18\x04 \x03(\v2%.libvirtprovider.admin.v1.ZoneOutcomeR\x05zones\x12\x1c\n" +
+	"\trestarted\x18\x05 \x01(\x05R\trestarted\x12\x1f\n" +
+	"\vnot_running\x18\x06 \x01(\x05R\n" +
+	"notRunning\"7\n" +
 	"\vZoneOutcome\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x18\n" +
