@@ -72,6 +72,24 @@ func (b *Backend) setBinding(h *host, name string, md Metadata) error {
 	})
 }
 
+// recordMarks merges a transition's fence marks into md and, when they
+// move any stored mark, writes them (the binding unchanged) before the
+// transition's work: a Configure or Drain that then fails still leaves
+// the newer token on the host, so a provider rebuilt from the hosts after
+// losing its state never accepts an older one. Every later write of md
+// records them too.
+func (b *Backend) recordMarks(h *host, name string, md Metadata, marks map[string]backend.FenceMark) (Metadata, error) {
+	merged := MergeMarks(md.Marks, marks)
+	if maps.Equal(merged, md.Marks) {
+		return md, nil
+	}
+	md.Marks = merged
+	if err := b.setBinding(h, name, md); err != nil {
+		return md, fmt.Errorf("record fence marks: %w", err)
+	}
+	return md, nil
+}
+
 // Configure runs the bootstrap through the guest agent and only then
 // records the cluster binding. A failed Configure leaves no binding (one
 // left by an earlier attempt is cleared). The blob is never logged.
@@ -84,7 +102,9 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	md.Marks = MergeMarks(md.Marks, spec.Marks) // every write below records them
+	if md, err = b.recordMarks(h, name, md, spec.Marks); err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
 	start := time.Now()
 	if err := b.bootstrapper(h, name).Configure(ctx, spec.ClusterID, spec.BootstrapBlob); err != nil {
 		if md.ClusterID != "" {
@@ -115,13 +135,15 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	md.Marks = MergeMarks(md.Marks, spec.Marks) // every write below records them
 	cluster := spec.ClusterID
 	if cluster == "" {
 		cluster = md.ClusterID
 	}
 	if cluster == "" {
 		return errors.New("drain: no cluster binding to drain")
+	}
+	if md, err = b.recordMarks(h, name, md, spec.Marks); err != nil {
+		return fmt.Errorf("drain: %w", err)
 	}
 	start := time.Now()
 	if err := b.bootstrapper(h, name).Drain(ctx, cluster, spec.Grace); err != nil {

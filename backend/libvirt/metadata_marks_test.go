@@ -70,3 +70,37 @@ func TestTransitionsRecordMarks(t *testing.T) {
 		}
 	}
 }
+
+// Issue 22 finding 3: the marks reach the domain before the transition's
+// work, so a first Configure that fails (on a machine without a binding,
+// nothing to clear) or a Drain whose hook fails still leaves the newer
+// token on the host for a provider rebuilt from it.
+func TestMarksWrittenBeforeTheWork(t *testing.T) {
+	t.Parallel()
+	b, _ := newTestBackend(t, nil)
+	withFakeAgent(b)
+	ctx := context.Background()
+	c := testConn(t, b, "z1")
+	pl := mustCreate(t, b, "m1")
+	failed := configureSpec(pl, "m1", "exit3", []byte("blob"))
+	failed.Marks = map[string]backend.FenceMark{"new-shard": {Epoch: 3, Sequence: 1}}
+	if err := b.Configure(ctx, failed); err == nil {
+		t.Fatal("configure with a failing hook succeeded")
+	}
+	if got := readMD(t, c, pl.Domain); got.Marks["new-shard"] != (backend.FenceMark{Epoch: 3, Sequence: 1}) || got.ClusterID != "" {
+		t.Fatalf("after a failed first Configure: marks %v, binding %q", got.Marks, got.ClusterID)
+	}
+	if err := b.Configure(ctx, configureSpec(pl, "m1", "c1", []byte("blob"))); err != nil {
+		t.Fatal(err)
+	}
+	cut, cancel := context.WithCancel(ctx)
+	cancel() // the drain's deadline is over before its hook runs
+	ds := backend.DrainSpec{MachineID: "m1", OperationID: "op-drain", Placement: pl, ClusterID: "c1", Grace: time.Second,
+		Marks: map[string]backend.FenceMark{"new-shard": {Epoch: 3, Sequence: 2}}}
+	if err := b.Drain(cut, ds); err == nil {
+		t.Fatal("drain past its deadline succeeded")
+	}
+	if got := readMD(t, c, pl.Domain); got.Marks["new-shard"] != (backend.FenceMark{Epoch: 3, Sequence: 2}) || got.ClusterID != "c1" {
+		t.Fatalf("after a failed Drain: marks %v, binding %q", got.Marks, got.ClusterID)
+	}
+}
