@@ -188,6 +188,12 @@ type ZoneInventory struct {
 	Zone     string
 	Err      error // non-nil: the host could not be listed; Machines is empty
 	Machines []Observed
+	// Hosts and Unlisted name, as Placement.Host does, the zone's hosts
+	// this listing covers and those it could not list, for backends whose
+	// zones hold several hosts (both empty: the zone is one whole). A
+	// machine of an unlisted host is missing from Machines, which proves
+	// nothing about it: its bindings and fence marks are not known yet.
+	Hosts, Unlisted []string
 }
 
 // HostStatus describes one host for readiness and the admin API.
@@ -370,4 +376,12 @@ type Placer interface {
 // says why.
 type CopyRemover interface {
 	RemoveCopy(ctx context.Context, machineID string, spare, keep Placement) error
+}
+
+// HostReadiness is implemented by backends whose zones hold several
+// hosts: HostReady is ZoneReady for one host (named as Placement.Host),
+// so a mutation of a machine on a host that is down is refused at once
+// instead of waiting for a listing that cannot come.
+type HostReadiness interface {
+	HostReady(zone, host string) error
 }

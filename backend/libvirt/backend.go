@@ -116,6 +116,15 @@ func (b *Backend) ZoneReady(zone string) error {
 	return first
 }
 
+// HostReady is backend.HostReadiness: the named host's own readiness
+// (an unknown name: the zone's).
+func (b *Backend) HostReady(zone, host string) error {
+	if h := b.hosts[host]; h != nil && h.zone == zone {
+		return h.Ready()
+	}
+	return b.ZoneReady(zone)
+}
+
 // DomainType reports the domain type the zone's first connected host runs
 // guests under ("" while none has connected).
 func (b *Backend) DomainType(zone string) string {

@@ -93,7 +93,7 @@ func (b *Backend) InventoryEach(ctx context.Context, concurrency int, fn func(ba
 			m = &zoneMerge{zone: r.h.zone}
 			merged[r.h.zone] = m
 		}
-		m.add(r.zi)
+		m.add(r.h.refName(), r.zi)
 		if left[r.h.zone]--; left[r.h.zone] == 0 {
 			fn(m.result(b.log))
 		}
@@ -102,18 +102,21 @@ func (b *Backend) InventoryEach(ctx context.Context, concurrency int, fn func(ba
 
 // zoneMerge gathers the listings of one zone's hosts.
 type zoneMerge struct {
-	zone     string
-	listed   bool
-	machines []backend.Observed
-	errs     []error
+	zone            string
+	listed          bool
+	machines        []backend.Observed
+	errs            []error
+	hosts, unlisted []string
 }
 
-func (m *zoneMerge) add(zi backend.ZoneInventory) {
+func (m *zoneMerge) add(host string, zi backend.ZoneInventory) {
 	if zi.Err != nil {
 		m.errs = append(m.errs, zi.Err)
+		m.unlisted = append(m.unlisted, host)
 		return
 	}
 	m.listed = true
+	m.hosts = append(m.hosts, host)
 	m.machines = append(m.machines, zi.Machines...)
 }
 
@@ -125,7 +128,7 @@ func (m *zoneMerge) result(log *slog.Logger) backend.ZoneInventory {
 		log.Warn("zone listed without some of its hosts; their machines are kept as they are",
 			"zone", m.zone, "err", errors.Join(m.errs...))
 	}
-	return backend.ZoneInventory{Zone: m.zone, Machines: m.machines}
+	return backend.ZoneInventory{Zone: m.zone, Machines: m.machines, Hosts: m.hosts, Unlisted: m.unlisted}
 }
 
 // listBounded lists one host within the inventory timeout. A host still on

@@ -20,35 +20,83 @@ import (
 // bites for a host that was down, or still connecting, at start: a
 // mutation there waits for the listing while the host's first connection
 // attempt runs (awaitListing), and is refused at once if the host is down.
+//
+// In a zone of several hosts a listing may cover only some of them
+// (backend.ZoneInventory.Hosts and Unlisted): the machines of a host not
+// listed since start are judged per host. A machine whose recorded host
+// has been listed, or any machine once every host of its zone has been,
+// may change; one whose host has not (or with no recorded host, as after
+// a lost state file, while any host of its zone has not) waits for it like
+// a zone not listed: its fence marks are on that host.
 type listedZones struct {
 	mu      sync.Mutex
 	zones   map[string]bool
-	changed chan struct{} // closed (and replaced) when a zone is newly listed
+	hosts   map[string]map[string]bool // zone → hosts listed since start
+	pending map[string]map[string]bool // zone → hosts never listed since start that the latest listing missed
+	changed chan struct{} // closed (and replaced) when a zone or host is newly listed
 	first   chan struct{} // closed after the first reconcile pass
 	once    sync.Once
 	kick    chan struct{} // wakes the reconcile loop
 }
 
 func newListedZones() *listedZones {
-	return &listedZones{zones: map[string]bool{}, changed: make(chan struct{}), first: make(chan struct{}),
-		kick: make(chan struct{}, 1)}
+	return &listedZones{zones: map[string]bool{}, hosts: map[string]map[string]bool{}, pending: map[string]map[string]bool{},
+		changed: make(chan struct{}), first: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
-func (l *listedZones) mark(zone string) {
+// mark records a listing of zone covering hosts and missing unlisted.
+func (l *listedZones) mark(zone string, hosts, unlisted []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.zones[zone] {
-		l.zones[zone] = true
+	news := !l.zones[zone]
+	l.zones[zone] = true
+	if l.hosts[zone] == nil {
+		l.hosts[zone] = map[string]bool{}
+	}
+	for _, h := range hosts {
+		news = news || !l.hosts[zone][h]
+		l.hosts[zone][h] = true
+	}
+	pending := map[string]bool{}
+	for _, h := range unlisted {
+		if !l.hosts[zone][h] {
+			pending[h] = true
+		}
+	}
+	l.pending[zone] = pending
+	if news {
 		close(l.changed)
 		l.changed = make(chan struct{})
 	}
 }
 
+// covers reports whether a machine of zone recorded on host ("" when not
+// known) may change: its zone was listed, and its host too, or every
+// host of the zone.
+func (l *listedZones) covers(zone, host string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.coversLocked(zone, host)
+}
+
+func (l *listedZones) coversLocked(zone, host string) bool {
+	return l.zones[zone] && (len(l.pending[zone]) == 0 || (host != "" && l.hosts[zone][host]))
+}
+
 // await waits until zone is listed or ctx ends.
 func (l *listedZones) await(ctx context.Context, zone string) bool {
+	return l.awaitCovers(ctx, zone, "", false)
+}
+
+// awaitCovers waits until zone is listed (perHost: and covers host) or
+// ctx ends.
+func (l *listedZones) awaitCovers(ctx context.Context, zone, host string, perHost bool) bool {
 	for {
 		l.mu.Lock()
 		ok, ch := l.zones[zone], l.changed
+		if perHost {
+			ok = l.coversLocked(zone, host)
+		}
 		l.mu.Unlock()
 		if ok {
 			return true
@@ -101,7 +149,7 @@ var listingWait = 20 * time.Second
 // whose host is down is not. notListed still refuses if the wait ran out.
 func (e *Engine) awaitListing(ctx context.Context, id string) {
 	m, ok := e.idx.get(id)
-	if !ok || e.listed.has(m.Zone) {
+	if !ok || e.listed.covers(m.Zone, m.HostName) {
 		return
 	}
 	if zr, ok := e.be.(backend.ZoneReadiness); ok {
@@ -109,10 +157,15 @@ func (e *Engine) awaitListing(ctx context.Context, id string) {
 			return // its host is down: refused at once, as Unavailable
 		}
 	}
+	if hr, ok := e.be.(backend.HostReadiness); ok && m.HostName != "" {
+		if err := hr.HostReady(m.Zone, m.HostName); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
+			return // its own host is down: refused at once
+		}
+	}
 	e.listed.wake()
 	wctx, cancel := context.WithTimeout(ctx, listingWait)
 	defer cancel()
-	e.listed.await(wctx, m.Zone)
+	e.listed.awaitCovers(wctx, m.Zone, m.HostName, true)
 }
 
 // ZoneListed reports whether zone has been listed since the engine started.
@@ -146,11 +199,18 @@ func (e *Engine) WaitReadyZonesListed(ctx context.Context) bool {
 	return true
 }
 
-// notListed is the refusal for a zone not listed since start.
-func (e *Engine) notListed(zone string) *Error {
-	if e.listed.has(zone) {
+// notListed is the refusal for a machine whose zone, or host, has not
+// been listed since start.
+func (e *Engine) notListed(m *Machine) *Error {
+	if e.listed.covers(m.Zone, m.HostName) {
 		return nil
 	}
 	e.listed.wake()
-	return errorf(CodeUnavailable, "zone %q has not been listed since the provider started (machines, bindings and fence marks are read from its host first); retry shortly", zone)
+	switch {
+	case !e.listed.has(m.Zone):
+		return errorf(CodeUnavailable, "zone %q has not been listed since the provider started (machines, bindings and fence marks are read from its host first); retry shortly", m.Zone)
+	case m.HostName != "":
+		return errorf(CodeUnavailable, "host %q of zone %q has not been listed since the provider started (the machine's binding and fence marks are read from it first); retry shortly", m.HostName, m.Zone)
+	}
+	return errorf(CodeUnavailable, "not every host of zone %q has been listed since the provider started, and which one holds machine %q is not known (its binding and fence marks are read from it first); retry shortly", m.Zone, m.ID)
 }

@@ -175,9 +175,15 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	}
 	d := decide(cur)
 	if d.next != nil {
-		if err := firstErr(e.moves.refusal(id), e.zoneReady(cur.Zone)); err != nil {
+		if err := firstErr(e.moves.refusal(id), e.zoneReady(cur)); err != nil {
 			d = decision{err: err}
 		}
+	}
+	if err := e.notListed(cur); err != nil {
+		// The record may be stale (rebuilt without its host's listing),
+		// so neither its rules nor its marks can answer yet; no mark is
+		// recorded either.
+		d, mark = decision{err: err}, nil
 	}
 	if err := e.commit(ctx, id, t.ShardID, mark, d.next); err != nil {
 		return Ack{}, err
@@ -243,10 +249,11 @@ func (e *Engine) durable(ctx context.Context, b Batch) (err error) {
 	return e.st.Commit(cctx, b)
 }
 
-func (e *Engine) zoneReady(zone string) *Error {
+func (e *Engine) zoneReady(m *Machine) *Error {
+	zone := m.Zone
 	zr, ok := e.be.(backend.ZoneReadiness)
 	if !ok {
-		return e.notListed(zone)
+		return e.notListed(m)
 	}
 	if err := zr.ZoneReady(zone); err != nil {
 		msg := fmt.Sprintf("host of zone %q is not available", zone)
@@ -255,7 +262,7 @@ func (e *Engine) zoneReady(zone string) *Error {
 		}
 		return errorf(CodeUnavailable, "%s", msg)
 	}
-	return e.notListed(zone)
+	return e.notListed(m)
 }
 
 func firstErr(errs ...*Error) *Error {

@@ -99,7 +99,7 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 		p.machine(ctx, id, seen)
 	}
 	if ctx.Err() == nil {
-		e.listed.mark(zi.Zone)
+		e.listed.mark(zi.Zone, zi.Hosts, zi.Unlisted)
 	}
 }
 
