@@ -33,8 +33,8 @@ type listedZones struct {
 	zones   map[string]bool
 	hosts   map[string]map[string]bool // zone → hosts listed since start
 	pending map[string]map[string]bool // zone → hosts never listed since start that the latest listing missed
-	changed chan struct{} // closed (and replaced) when a zone or host is newly listed
-	first   chan struct{} // closed after the first reconcile pass
+	changed chan struct{}              // closed (and replaced) when a zone or host is newly listed
+	first   chan struct{}              // closed after the first reconcile pass
 	once    sync.Once
 	kick    chan struct{} // wakes the reconcile loop
 }

@@ -179,11 +179,11 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 			d = decision{err: err}
 		}
 	}
-	if err := e.notListed(cur); err != nil {
-		// The record may be stale (rebuilt without its host's listing),
-		// so neither its rules nor its marks can answer yet; no mark is
-		// recorded either.
-		d, mark = decision{err: err}, nil
+	if e.listed.has(cur.Zone) && !e.listed.covers(cur.Zone, cur.HostName) {
+		// Its zone was listed without its host: the record may be stale
+		// (rebuilt without that host's listing), so neither its rules nor
+		// its marks can answer yet, and no mark is recorded either.
+		d, mark = decision{err: e.notListed(cur)}, nil
 	}
 	if err := e.commit(ctx, id, t.ShardID, mark, d.next); err != nil {
 		return Ack{}, err
