@@ -83,6 +83,18 @@ func (l *listedZones) coversLocked(zone, host string) bool {
 	return l.zones[zone] && (len(l.pending[zone]) == 0 || (host != "" && l.hosts[zone][host]))
 }
 
+// missing names the hosts of zone never listed since start that the
+// latest listing missed.
+func (l *listedZones) missing(zone string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for h := range l.pending[zone] {
+		out = append(out, h)
+	}
+	return out
+}
+
 // await waits until zone is listed or ctx ends.
 func (l *listedZones) await(ctx context.Context, zone string) bool {
 	return l.awaitCovers(ctx, zone, "", false)
@@ -157,9 +169,17 @@ func (e *Engine) awaitListing(ctx context.Context, id string) {
 			return // its host is down: refused at once, as Unavailable
 		}
 	}
-	if hr, ok := e.be.(backend.HostReadiness); ok && m.HostName != "" {
-		if err := hr.HostReady(m.Zone, m.HostName); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
-			return // its own host is down: refused at once
+	if hr, ok := e.be.(backend.HostReadiness); ok {
+		// Its own host, or without one any host it may be on, is down:
+		// no listing can come, refused at once.
+		hosts := []string{m.HostName}
+		if m.HostName == "" {
+			hosts = e.listed.missing(m.Zone)
+		}
+		for _, h := range hosts {
+			if err := hr.HostReady(m.Zone, h); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
+				return
+			}
 		}
 	}
 	e.listed.wake()

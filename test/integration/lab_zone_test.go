@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -173,4 +176,60 @@ func TestLabZonePlantedCopy(t *testing.T) {
 	t.Logf("ZONE planted copy on %s removed; the machine stays CONFIGURED on %s", other, home)
 	p.awaitBooks(t, other, 0)
 	p.awaitBooks(t, home, 1)
+}
+
+// TestLabZoneStaleTokenHostDown (issue 22 finding 3): a CONFIGURED machine
+// whose shard's mark (epoch 5) lives in its domain on one lab host; the
+// state file is deleted and that host is partitioned when bin/libvirt
+// starts again. A stale token (epoch 3) is never accepted: while the host
+// has not been listed it gets Unavailable; once the host is back and
+// listed, FailedPrecondition. Before, the zone counted as listed as soon
+// as the other host answered, and the stale Drain was accepted.
+func TestLabZoneStaleTokenHostDown(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.HostsZone).only("lab1", "lab3")
+	const name = "lab-zfence"
+	state := filepath.Join(t.TempDir(), "state.db")
+	extra := []string{"--state=" + state}
+	p := startLab(t, e, name, hosts, 1, extra, "lab1", "lab3")
+	id := p.slotIn(t, "lab")
+	p.mutate(t, "Create", &pb.CreateRequest{MachineId: id, ShardId: "s1", ShardEpoch: 5, SequenceNumber: 1})
+	home := refHost(p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE))
+	p.mutate(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-fence", BootstrapBlob: []byte("fence"),
+		ShardId: "s1", ShardEpoch: 5, SequenceNumber: 2})
+	p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_CONFIGURED)
+	p.kill()
+	for _, f := range []string{state, state + ".cordons.json"} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+
+	other := map[string]string{"lab1": "lab3", "lab3": "lab1"}[home]
+	e.lab(t, "fault", home, "partition")
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			e.lab(t, "heal", home)
+		}
+	})
+	p = startLab(t, e, name, hosts, 1, extra, other)
+	stale := &pb.DrainRequest{MachineId: id, GracePeriodSeconds: 1, ShardId: "s1", ShardEpoch: 3, SequenceNumber: 9}
+	t0 := time.Now()
+	err := p.call(t.Context(), "Drain", stale, &pb.TransitionAck{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("stale Drain while %s is partitioned: %v, want Unavailable", home, err)
+	}
+	t.Logf("ZONE stale token with %s down: %v after %s", home, status.Code(err), time.Since(t0).Round(time.Millisecond))
+	e.lab(t, "heal", home)
+	healed = true
+	p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_CONFIGURED)
+	err = p.call(t.Context(), "Drain", stale, &pb.TransitionAck{})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("stale Drain after %s is back: %v, want FailedPrecondition", home, err)
+	}
+	t.Logf("ZONE stale token after %s is back: %v", home, status.Code(err))
+	if m := p.machine(t, id); m.GetState() != pb.MachineState_MACHINE_STATE_CONFIGURED || refHost(m) != home {
+		t.Fatalf("machine %v on %q after the stale tokens", m.GetState(), refHost(m))
+	}
 }
