@@ -31,6 +31,7 @@ type Metrics struct {
 	notRunning  *prometheus.GaugeVec
 	restarts    *prometheus.CounterVec
 	gaveUp      *prometheus.CounterVec
+	duplicates  *prometheus.CounterVec
 	hot         map[string]*atomic.Pointer[rpcSeries] // rpcmetrics.go
 	hostCache   atomic.Pointer[HostCache]             // hostmetrics.go; nil: no host gauges
 }
@@ -86,10 +87,14 @@ func NewMetrics(counts CountsFunc) *Metrics {
 			Name: "machine_restarts_gave_up_total",
 			Help: "IDLE machines whose domain reconcile stopped restarting, by zone: it stopped again after --restart-max-tries restarts (the machine's last_error says so).",
 		}, []string{"zone"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "duplicate_domains_total",
+			Help: "Copies of one machine's domain found on a second host of its zone by reconcile, by zone and outcome: removed (never bound, the kept copy running), kept (no such proof: reported each pass until an operator acts), failed (the removal did not finish).",
+		}, []string{"zone", "outcome"}),
 		hot: newHotSeries(),
 	}
 	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
-		m.notRunning, m.restarts, m.gaveUp,
+		m.notRunning, m.restarts, m.gaveUp, m.duplicates,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if counts != nil {
@@ -135,6 +140,11 @@ func (m *Metrics) DomainRestarted(zone, from string, ok bool) {
 
 // RestartGaveUp implements lifecycle.RestartObserver.
 func (m *Metrics) RestartGaveUp(zone string) { m.gaveUp.WithLabelValues(zone).Inc() }
+
+// DuplicateDomain implements lifecycle.DuplicateObserver.
+func (m *Metrics) DuplicateDomain(zone, outcome string) {
+	m.duplicates.WithLabelValues(zone, outcome).Inc()
+}
 
 // StoreCommitted is shaped for the bbolt store's OnCommit hook: one call
 // per durable transaction with its duration and record count.

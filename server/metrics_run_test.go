@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
 // seriesValue reads one series of a gathered family by its labels.
@@ -64,5 +66,21 @@ func TestNotRunningMetrics(t *testing.T) {
 	m.DomainsNotRunning(map[string]map[string]int{"a": {}}) // b not listed this time
 	if got, _ := seriesValue(t, m, "machines_not_running", map[string]string{"zone": "a", "state": "shutoff"}); got != 0 {
 		t.Errorf("cleared zone still shows %v", got)
+	}
+}
+
+// TestDuplicateMetrics: each duplicate reconcile meets counts once by
+// zone and outcome, and the metrics are the engine's DuplicateObserver.
+func TestDuplicateMetrics(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(nil)
+	var _ lifecycle.DuplicateObserver = m
+	m.DuplicateDomain("a", "removed")
+	m.DuplicateDomain("a", "kept")
+	m.DuplicateDomain("a", "kept")
+	for outcome, want := range map[string]float64{"removed": 1, "kept": 2} {
+		if got, ok := seriesValue(t, m, "duplicate_domains_total", map[string]string{"zone": "a", "outcome": outcome}); !ok || got != want {
+			t.Errorf("duplicate_domains_total{a,%s} = %v (present %v), want %v", outcome, got, ok, want)
+		}
 	}
 }
