@@ -144,3 +144,31 @@ func TestRemoveCopyNeedsEvidence(t *testing.T) {
 		t.Fatal("a copy was removed without evidence")
 	}
 }
+
+// A Create on its recorded host finds it down before asking it anything:
+// ErrNothingDone (transient), so the engine may place it elsewhere if no
+// earlier attempt reached the host; Unplace then frees the booking.
+func TestCreateNothingDoneOnDownHost(t *testing.T) {
+	t.Parallel()
+	b, _ := newTestBackend(t, func(c *Config) {
+		c.Hosts = []Host{
+			{Zone: "z1", URI: sizedNode(t, 4, 2<<20), Name: "a", Named: true, Enforce: true},
+			{Zone: "z1", URI: "qemu+unix:///system?socket=/nonexistent/bf.sock", Name: "b", Named: true, Enforce: true},
+		}
+	})
+	awaitStarted(t, b)
+	s := sized("m1", 1, 512)
+	s.Host = "b"
+	_, err := b.Create(context.Background(), s)
+	if !errors.Is(err, backend.ErrNothingDone) || !backend.IsTransient(err) {
+		t.Fatalf("Create on a down recorded host: %v, want a transient ErrNothingDone", err)
+	}
+	if n, _ := b.plan.HostOf("z1", "m1"); n != "b" {
+		t.Fatalf("booked on %q after the refusal, want b until the engine unplaces it", n)
+	}
+	b.Unplace("z1", "m1")
+	s.Host = ""
+	if pl, err := b.Create(context.Background(), s); err != nil || pl.Host != "a" {
+		t.Fatalf("placed again: %+v %v, want host a", pl, err)
+	}
+}
