@@ -158,8 +158,8 @@ func TestEngineErrorCodesOverWire(t *testing.T) {
 	}{
 		{"empty machine_id", "Create", &pb.CreateRequest{}, connect.CodeInvalidArgument},
 		{"negative grace", "Drain", &pb.DrainRequest{MachineId: "m2", GracePeriodSeconds: -1}, connect.CodeInvalidArgument},
-		{"negative epoch", "Create", &pb.CreateRequest{MachineId: "m4", ShardId: "s", ShardEpoch: -1}, connect.CodeInvalidArgument},
-		{"negative sequence", "Delete", &pb.DeleteRequest{MachineId: "m4", ShardId: "s", SequenceNumber: -1}, connect.CodeInvalidArgument},
+		{"negative sequence is an ordinary value", "Delete", &pb.DeleteRequest{MachineId: "m5", ShardId: "neg", ShardEpoch: 22, SequenceNumber: -1}, connect.CodeAborted},
+		{"stale after a negative sequence", "Delete", &pb.DeleteRequest{MachineId: "m5", ShardId: "neg", ShardEpoch: 21, SequenceNumber: 1}, connect.CodeFailedPrecondition},
 		{"blob over cap", "Configure", &pb.ConfigureRequest{MachineId: "m2", ClusterId: "c", BootstrapBlob: make([]byte, 4<<20+1)}, connect.CodeInvalidArgument},
 		{"stale token replay", "Create", &pb.CreateRequest{MachineId: "m3", ShardId: "s", ShardEpoch: 5, SequenceNumber: 5}, connect.CodeFailedPrecondition},
 		{"older epoch", "Create", &pb.CreateRequest{MachineId: "m3", ShardId: "s", ShardEpoch: 4, SequenceNumber: 99}, connect.CodeFailedPrecondition},

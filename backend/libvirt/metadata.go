@@ -221,8 +221,8 @@ func DecodeMetadata(s string) (Metadata, error) {
 }
 
 // decodeMarks is as strict as the rest: a mark without a shard id, epoch
-// or sequence, a negative part or a shard twice is an error, so a damaged
-// element never passes for a (lower) mark.
+// or sequence, or a shard twice is an error, so a damaged element never
+// passes for a (lower) mark. Negative parts are ordinary int64 values.
 func decodeMarks(xs []xmlMark) (map[string]backend.FenceMark, error) {
 	if len(xs) == 0 {
 		return nil, nil
@@ -237,8 +237,6 @@ func decodeMarks(xs []xmlMark) (map[string]backend.FenceMark, error) {
 			return nil, fmt.Errorf("decode metadata: fence mark %d: no shard id", i)
 		case x.Epoch == nil || x.Sequence == nil:
 			return nil, fmt.Errorf("decode metadata: fence mark %d: epoch or sequence missing", i)
-		case *x.Epoch < 0 || *x.Sequence < 0:
-			return nil, fmt.Errorf("decode metadata: fence mark %d: negative epoch or sequence", i)
 		}
 		if _, dup := out[shard]; dup {
 			return nil, fmt.Errorf("decode metadata: fence mark for shard %q twice", shard)

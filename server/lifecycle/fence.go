@@ -14,8 +14,9 @@ func newer(m Mark, epoch, seq int64) bool {
 
 // fence checks a token against the mark of (shard, machine), then the
 // token's own values, in the order the contract fixes: a token that is not
-// newer than its mark is FailedPrecondition even when a part is negative or
-// its shard_id is over the cap; only a token that passes the fence is
+// newer than its mark is FailedPrecondition even when its shard_id is over
+// the cap (negative parts are ordinary int64 values, compared
+// lexicographically like any other); only a token that passes the fence is
 // checked for those (InvalidArgument, and the mark stays). It must run with
 // the machine's lock held; known says whether the machine exists, which
 // decides where its mark lives. It returns the mark to set when the token

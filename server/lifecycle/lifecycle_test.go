@@ -80,14 +80,6 @@ func TestErrorCodes(t *testing.T) {
 	}{
 		{"empty id", func() error { _, err := f.e.Create(ctx, CreateRequest{}); return err }, CodeInvalid},
 		{"get empty id", func() error { _, err := f.e.Get(ctx, ""); return err }, CodeInvalid},
-		{"negative epoch", func() error {
-			_, err := f.e.Create(ctx, CreateRequest{MachineID: "m001", Token: tok("s", -1, 0)})
-			return err
-		}, CodeInvalid},
-		{"negative sequence", func() error {
-			_, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m001", Token: tok("s", 0, -1)})
-			return err
-		}, CodeInvalid},
 		{"negative grace", func() error {
 			_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m001", GraceSeconds: -1})
 			return err

@@ -166,13 +166,16 @@ func TestFenceBeforeTokenValues(t *testing.T) {
 				t.Errorf("%s: %+v after (6,1): %v, want FailedPrecondition", id, tk, err)
 			}
 		}
-		// A negative part that would pass the fence is InvalidArgument, and
-		// does not advance the mark.
-		if err := del(id, tok("s", 7, -1)); codeOf(err) != CodeInvalid {
-			t.Errorf("%s: (7,-1) after (6,1): %v, want InvalidArgument", id, err)
+		// A negative part is an ordinary value (CONTRACT.md): (7,-1) is
+		// newer than (6,1) and passes, and it is the mark after.
+		if err := del(id, tok("s", 7, -1)); codeOf(err) == CodeFenced || codeOf(err) == CodeInvalid {
+			t.Errorf("%s: (7,-1) after (6,1): %v, want it past the fence", id, err)
 		}
-		if err := del(id, tok("s", 6, 2)); codeOf(err) == CodeFenced || codeOf(err) == CodeInvalid {
-			t.Errorf("%s: (6,2) after a refused (7,-1): %v", id, err)
+		if err := del(id, tok("s", 6, 2)); codeOf(err) != CodeFenced {
+			t.Errorf("%s: (6,2) after (7,-1): %v, want FailedPrecondition", id, err)
+		}
+		if err := del(id, tok("s", 7, 0)); codeOf(err) == CodeFenced || codeOf(err) == CodeInvalid {
+			t.Errorf("%s: (7,0) after (7,-1): %v, want it past the fence", id, err)
 		}
 	}
 }

@@ -59,8 +59,6 @@ func validateToken(t Token) *Error {
 		return nil
 	case len(t.ShardID) > MaxShardIDBytes:
 		return overCap("shard_id", len(t.ShardID), MaxShardIDBytes)
-	case t.Epoch < 0 || t.Sequence < 0:
-		return errorf(CodeInvalid, "shard_epoch and sequence_number must not be negative (got %d, %d)", t.Epoch, t.Sequence)
 	}
 	return nil
 }

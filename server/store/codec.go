@@ -36,8 +36,9 @@ func parseMarkKey(b []byte) (lifecycle.MarkKey, error) {
 	return lifecycle.MarkKey{ShardID: string(rest[:n]), MachineID: string(rest[n:])}, nil
 }
 
-// markValue is epoch then sequence, 8 bytes each, big-endian. Both are
-// non-negative by contract, so the uint64 cast is lossless up to int64 max.
+// markValue is epoch then sequence, 8 bytes each, big-endian two's
+// complement: any int64 (negative parts are ordinary values by contract)
+// round-trips through the uint64 cast.
 func markValue(m lifecycle.Mark) []byte {
 	b := make([]byte, markValueLen)
 	binary.BigEndian.PutUint64(b[0:8], uint64(m.Epoch))
@@ -69,13 +70,10 @@ func validate(b lifecycle.Batch) error {
 				len(id), bolt.MaxKeySize, lifecycle.ErrTooLarge)
 		}
 	}
-	for k, m := range b.Marks {
+	for k := range b.Marks {
 		if n := markKeyLen(k); n > bolt.MaxKeySize {
 			return fmt.Errorf("store: fence mark key is %d bytes (shard_id %d, machine id %d); the store's key limit is %d: %w",
 				n, len(k.ShardID), len(k.MachineID), bolt.MaxKeySize, lifecycle.ErrTooLarge)
-		}
-		if m.Epoch < 0 || m.Sequence < 0 {
-			return fmt.Errorf("store: negative mark for %s/%s", clip(k.ShardID), clip(k.MachineID))
 		}
 	}
 	return nil

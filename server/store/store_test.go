@@ -90,7 +90,6 @@ func TestInvalidBatchRejected(t *testing.T) {
 	stores(t, func(t *testing.T, s lifecycle.Store) {
 		bad := []lifecycle.Batch{
 			{Machines: []lifecycle.Machine{{State: lifecycle.Idle}}},
-			{Marks: map[lifecycle.MarkKey]lifecycle.Mark{{ShardID: "s", MachineID: "m"}: {Epoch: -1}}},
 		}
 		for i, b := range bad {
 			if err := s.Commit(t.Context(), b); err == nil {
