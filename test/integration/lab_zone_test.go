@@ -4,6 +4,8 @@ package integration
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
 
 // The zone checks of issue 22 on the lab: lab1 (libvirt 9.0) and lab3
@@ -232,4 +235,93 @@ func TestLabZoneStaleTokenHostDown(t *testing.T) {
 	if m := p.machine(t, id); m.GetState() != pb.MachineState_MACHINE_STATE_CONFIGURED || refHost(m) != home {
 		t.Fatalf("machine %v on %q after the stale tokens", m.GetState(), refHost(m))
 	}
+}
+
+// TestLabZoneCordonAndGauges (issue 22 finding 6): a host cordoned through
+// the admin API stays cordoned across a restart on the same state, and a
+// scrape of /metrics shows each lab host's capacity as libvirt reports it
+// (virsh nodeinfo inside the host) and the cordon.
+func TestLabZoneCordonAndGauges(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.HostsZone).only("lab1", "lab3")
+	metrics := freeAddr(t)
+	extra := []string{"--state=" + filepath.Join(t.TempDir(), "state.db"), "--metrics-addr=" + metrics}
+	p := startLab(t, e, "lab-zcordon", hosts, 1, extra, "lab1", "lab3")
+	must(t, p.conn.Invoke(t.Context(), "/libvirtprovider.admin.v1.AdminService/CordonHost",
+		&adminv1.CordonHostRequest{Host: "lab3", Reason: "it: cordon across a restart"}, &adminv1.CordonHostResponse{}))
+	p.close(t, e, hosts)
+	p = startLab(t, e, "lab-zcordon", hosts, 1, extra, "lab1", "lab3")
+	if h := p.host(t, "lab3"); !h.GetCordoned() {
+		t.Fatalf("lab3 after the restart: %v, want cordoned", h)
+	}
+	if p.host(t, "lab1").GetCordoned() {
+		t.Fatal("lab1 cordoned after the restart")
+	}
+	for _, h := range []string{"lab1", "lab3"} {
+		cpus, kib := labNodeInfo(t, e, h)
+		want := map[string]float64{"host_vcpus": float64(cpus), "host_memory_bytes": float64(kib/1024) * (1 << 20), // whole MiB, as placement counts
+			"host_cordoned": map[string]float64{"lab1": 0, "lab3": 1}[h], "host_connected": 1}
+		var got map[string]float64
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			got = scrapeHost(t, metrics, h)
+			if gaugesAre(got, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the gauges of %s: %v, want %v", h, got, want)
+			}
+		}
+		t.Logf("ZONE gauges of %s: %d vCPUs, %d KiB, cordoned %v, as virsh nodeinfo and the restart say", h, cpus, kib, h == "lab3")
+	}
+}
+
+func gaugesAre(got, want map[string]float64) bool {
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			return false
+		}
+	}
+	return true
+}
+
+// labNodeInfo is virsh nodeinfo inside a lab host: CPUs and memory (KiB).
+func labNodeInfo(t *testing.T, e labEnv, host string) (cpus int, kib int64) {
+	t.Helper()
+	for _, l := range strings.Split(labVirsh(t, e, host, "nodeinfo"), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		f := strings.Fields(v)
+		switch strings.TrimSpace(k) {
+		case "CPU(s)":
+			cpus, _ = strconv.Atoi(f[0])
+		case "Memory size":
+			kib, _ = strconv.ParseInt(f[0], 10, 64)
+		}
+	}
+	if cpus == 0 || kib == 0 {
+		t.Fatalf("virsh nodeinfo on %s: no CPUs or memory", host)
+	}
+	return cpus, kib
+}
+
+// scrapeHost reads the host_* gauges of one host from /metrics.
+func scrapeHost(t *testing.T, addr, host string) map[string]float64 {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(l, "host_") || !strings.Contains(l, `host="`+host+`"`) {
+			continue
+		}
+		name, rest, _ := strings.Cut(l, "{")
+		_, val, _ := strings.Cut(rest, "} ")
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
 }
