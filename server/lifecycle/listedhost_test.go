@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 )
@@ -64,6 +65,16 @@ func (b *hostsBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
 
 func (b *hostsBackend) setUp() { b.mu.Lock(); b.up = true; b.mu.Unlock() }
 
+// HostReady is backend.HostReadiness: h2 is down until setUp.
+func (b *hostsBackend) HostReady(_, host string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if host == "h2" && !b.up {
+		return backend.ErrHostUnavailable
+	}
+	return nil
+}
+
 // Issue 22 finding 3: the state file is lost and h2, which holds m000 with
 // shard s1's mark (epoch 5), is down at restart. A stale token (epoch 3)
 // for m000 is never accepted: Unavailable while h2 has not been listed,
@@ -78,11 +89,14 @@ func TestStaleTokenWaitsForItsHost(t *testing.T) {
 		Marks: map[string]backend.FenceMark{"s1": {Epoch: 5, Sequence: 1}}}}
 	f.wrap = hb
 	f.start(4) // a fresh store: the state file is gone
-	listingWait = 100e6
 	ctx := context.Background()
+	t0 := time.Now()
 	_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s1", 3, 1)})
 	if codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "not every host of zone") {
 		t.Fatalf("stale token while h2 is down: %v, want Unavailable naming the zone's hosts", err)
+	}
+	if took := time.Since(t0); took > time.Second {
+		t.Fatalf("refused after %s: h2 is down, no listing can come, so no wait", took)
 	}
 	if _, seen := f.e.marks.get(MarkKey{ShardID: "s1", MachineID: "m000"}); seen {
 		t.Fatal("the refused mutation recorded its mark")
