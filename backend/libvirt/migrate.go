@@ -245,6 +245,9 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 	}
 	m.srcVolumes = append(m.srcVolumes, ovName)
 	disks := map[string]string{}
+	if err := m.clearLeftover(dpool, ovName); err != nil {
+		return nil, err
+	}
 	m.undo.push("delete destination overlay", func() error { return m.b.deleteVolumeIn(m.dconn, ovName) })
 	if g, gerr := readGolden(dpool, m.b.cfg.Image); gerr == nil {
 		m.flags = libvirt.MIGRATE_NON_SHARED_INC
@@ -281,6 +284,9 @@ func (m *migration) prepareSeed(spool, dpool hostconn.Pool, disks map[string]str
 	m.srcVolumes = append(m.srcVolumes, sName)
 	if m.b.cfg.BaseUserData == "" {
 		return fmt.Errorf("migrate: domain %s has a seed volume but --base-user-data is not set to rebuild it on host %s", m.name, m.dst.name)
+	}
+	if err := m.clearLeftover(dpool, sName); err != nil {
+		return err
 	}
 	m.undo.push("delete destination seed", func() error { return m.b.deleteVolumeIn(m.dconn, sName) })
 	path, err := m.b.ensureSeed(m.dconn, dpool, m.name, &rollback{})

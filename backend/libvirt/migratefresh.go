@@ -1,0 +1,36 @@
+package libvirt
+
+import (
+	"fmt"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+)
+
+// clearLeftover deletes a volume named name that an earlier, interrupted
+// migration left in the destination's pool, so the destination's disks are
+// always made fresh here. Reusing one would be silent disk corruption: with
+// NON_SHARED_INC QEMU mirrors only the blocks the source's overlay holds,
+// so any block the old attempt wrote and the source's overlay does not
+// hold would survive under the guest. It is safe to delete because run has
+// already refused a destination with a domain of this machine's name, the
+// only domain whose volumes these names are (they derive from it); it is
+// checked again here, next to the deletion, so the rule holds on its own.
+func (m *migration) clearLeftover(dpool hostconn.Pool, name string) error {
+	if _, _, err := volumePathSize(dpool, name); isNoVolume(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("migrate: leftover check on host %s: %w", m.dst.name, err)
+	}
+	if other, err := m.dconn.LookupDomainByName(m.name); err == nil {
+		_ = other.Free()
+		return fmt.Errorf("migrate: host %s has a domain named %s using volume %s: refusing to touch it (a copy for reconcile to judge)", m.dst.name, m.name, name)
+	} else if !isNoDomain(err) {
+		return fmt.Errorf("migrate: look up %s on host %s: %w", m.name, m.dst.name, err)
+	}
+	if err := deleteVolume(dpool, name, m.b.cfg.Image); err != nil {
+		return fmt.Errorf("migrate: delete leftover volume %s on host %s: %w", name, m.dst.name, err)
+	}
+	m.b.log.Warn("deleted a volume an earlier migration left on the destination; it is made fresh",
+		"host", m.dst.name, "volume", name, "domain", m.name, "machine", m.machineID)
+	return nil
+}
