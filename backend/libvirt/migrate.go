@@ -3,6 +3,8 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -128,6 +130,9 @@ func (m *migration) run() error {
 	if err != nil {
 		return fmt.Errorf("migrate: migratable XML of %s: %w", m.name, err)
 	}
+	if err := m.checkSource(srcXML); err != nil {
+		return err
+	}
 	disks, err := m.prepareVolumes()
 	if err != nil {
 		return err
@@ -140,6 +145,9 @@ func (m *migration) run() error {
 	destXML, err := destDomainXML(srcXML, disks, mdXML, m.dst.DomainType().Type)
 	if err != nil {
 		return fmt.Errorf("migrate: destination XML: %w", err)
+	}
+	if err := m.checkXML(destXML, slices.Collect(maps.Values(disks))...); err != nil {
+		return err
 	}
 	if err := m.ctx.Err(); err != nil {
 		return fmt.Errorf("migrate: %w", err)

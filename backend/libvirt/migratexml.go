@@ -9,8 +9,8 @@ import (
 )
 
 // destDomainXML is VIR_MIGRATE_PARAM_DEST_XML: the source's migratable
-// XML (libvirt's own rendering of our definition, so it is not re-checked
-// against the definition policy, which only knows what Create generates)
+// XML (libvirt's own rendering of our definition; the caller checks it,
+// before and after, against the definition policy: migratepolicy.go)
 // with every file disk pointed at its destination volume and our metadata
 // element replaced by md (its host set to the destination), so Inventory
 // and a state file rebuilt from libvirt agree on where the VM is. A

@@ -25,6 +25,10 @@ type xmlPolicy struct {
 	Kernel  string   // --kernel/--initrd/--cmdline, exactly
 	Initrd  string
 	Cmdline string
+	// Emulator is the host's default QEMU for the domain's arch and type,
+	// from its capabilities: the one emulator a rendered domain may name
+	// (checkRendered; Create names none and lets libvirt choose it).
+	Emulator string
 }
 
 // policyFor is the policy of one Create: the host's domain type (kvm or

@@ -1,0 +1,96 @@
+package libvirt
+
+import (
+	"fmt"
+
+	"libvirt.org/go/libvirtxml"
+)
+
+// A migration defines a domain on the destination from the source's
+// migratable XML. That XML is libvirt's rendering of whatever is defined
+// on the source now, which anyone with domain.write there could have
+// redefined since our Create checked it; so it goes through the same
+// allow-list as a Create (checkRendered), twice: as the source has it,
+// before any work on the destination, and as the destination will get it.
+
+// migratePolicy is the policy of the destination's domain: a Create's
+// (network, boot files) with the destination's domain type and default
+// emulator, and files as its only disks.
+func (m *migration) migratePolicy(files ...string) (xmlPolicy, error) {
+	em, err := defaultEmulator(m.dconn, m.dst.DomainType().Type)
+	if err != nil {
+		return xmlPolicy{}, fmt.Errorf("migrate: capabilities of host %s: %w", m.dst.name, err)
+	}
+	p := m.b.policyFor(m.dst.DomainType().Type, "", "")
+	p.Files, p.Emulator = nil, em
+	for _, f := range files {
+		if f != "" {
+			p.Files = append(p.Files, f)
+		}
+	}
+	return p, nil
+}
+
+// checkSource checks the source's migratable XML with the source's own
+// volumes as the allowed disks.
+func (m *migration) checkSource(srcXML string) error {
+	spool, err := m.sconn.LookupStoragePoolByName(m.b.cfg.Pool)
+	if err != nil {
+		return fmt.Errorf("migrate: storage pool %s on host %s: %w", m.b.cfg.Pool, m.src.name, err)
+	}
+	defer spool.Free()
+	var files []string
+	for _, v := range []string{overlayName(m.name), seedName(m.name)} {
+		if path, _, err := volumePathSize(spool, v); err == nil {
+			files = append(files, path)
+		} else if !isNoVolume(err) {
+			return fmt.Errorf("migrate: volume on host %s: %w", m.src.name, err)
+		}
+	}
+	return m.checkXML(srcXML, files...)
+}
+
+// checkXML applies the migration's policy to x.
+func (m *migration) checkXML(x string, files ...string) error {
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(x); err != nil {
+		return fmt.Errorf("migrate: parse domain XML: %w", err)
+	}
+	p, err := m.migratePolicy(files...)
+	if err != nil {
+		return err
+	}
+	if err := p.checkRendered(&d); err != nil {
+		return fmt.Errorf("migrate %s to host %s: %w", m.name, m.dst.name, err)
+	}
+	return nil
+}
+
+// defaultEmulator is the emulator libvirt on conn gives a domain of type
+// domType (the first hvm guest's; the domain-specific one if it names its
+// own), as its capabilities say.
+func defaultEmulator(conn interface{ GetCapabilities() (string, error) }, domType string) (string, error) {
+	s, err := conn.GetCapabilities()
+	if err != nil {
+		return "", err
+	}
+	var caps libvirtxml.Caps
+	if err := caps.Unmarshal(s); err != nil {
+		return "", fmt.Errorf("parse capabilities: %w", err)
+	}
+	arch := caps.Host.CPU.Arch
+	for _, g := range caps.Guests {
+		if g.OSType != "hvm" || (arch != "" && g.Arch.Name != arch) {
+			continue
+		}
+		for _, d := range g.Arch.Domains {
+			if d.Type == domType {
+				if d.Emulator != "" {
+					return d.Emulator, nil
+				}
+				return g.Arch.Emulator, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no hvm guest of type %s on arch %s", domType, arch)
+}

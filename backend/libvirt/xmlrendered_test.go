@@ -1,0 +1,102 @@
+package libvirt
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"libvirt.org/go/libvirtxml"
+)
+
+// testdata/migratable-qemu.xml is the migratable XML the system libvirtd
+// (libvirt 9, QEMU 7.2, a kvm-capable host) rendered for a domain our
+// Create defined (migratepolicy_real_test.go writes it).
+func renderedQEMU(t *testing.T) (*libvirtxml.Domain, xmlPolicy) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/migratable-qemu.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(string(b)); err != nil {
+		t.Fatal(err)
+	}
+	return &d, xmlPolicy{
+		Types:    []string{"kvm"},
+		Files:    []string{"/var/lib/libvirt/bigfleet-pool/bf-realxml-polx1-297b0d63.qcow2"},
+		Network:  "bigfleet",
+		Kernel:   "/var/lib/libvirt/bigfleet-boot/vmlinuz",
+		Initrd:   "/var/lib/libvirt/bigfleet-boot/initrd.img",
+		Cmdline:  "console=ttyS0 panic=-1 quiet",
+		Emulator: "/usr/bin/qemu-system-x86_64",
+	}
+}
+
+func TestCheckRenderedAcceptsLibvirtsRendering(t *testing.T) {
+	t.Parallel()
+	d, p := renderedQEMU(t)
+	if err := p.checkRendered(d); err != nil {
+		t.Fatal(err)
+	}
+	// The strict check of a Create would refuse it: what is accepted is
+	// libvirt's own additions, nothing else.
+	if err := p.check(d); err == nil {
+		t.Fatal("the Create check accepted a rendered domain")
+	}
+}
+
+// Each change an attacker with domain.write on the source could make, and
+// libvirt never renders for our domains, is refused.
+func TestCheckRenderedRefuses(t *testing.T) {
+	t.Parallel()
+	u := func(n uint) *uint { return &n }
+	cases := map[string]struct {
+		edit func(*libvirtxml.Domain)
+		want string
+	}{
+		"another emulator": {func(d *libvirtxml.Domain) { d.Devices.Emulator = "/tmp/evil" }, "Emulator"},
+		"a host file as a read-only disk": {func(d *libvirtxml.Domain) {
+			d.Devices.Disks = append(d.Devices.Disks, libvirtxml.DomainDisk{Device: "disk", ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+				Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: "/etc/shadow"}},
+				Target: &libvirtxml.DomainDiskTarget{Dev: "vdz", Bus: "virtio"}})
+		}, "/etc/shadow"},
+		"qemu command line": {func(d *libvirtxml.Domain) {
+			d.QEMUCommandline = &libvirtxml.DomainQEMUCommandline{Args: []libvirtxml.DomainQEMUCommandlineArg{{Value: "-foo"}}}
+		}, "QEMUCommandline"},
+		"host kernel": {func(d *libvirtxml.Domain) { d.OS.Kernel = "/boot/vmlinuz" }, "kernel"},
+		"host passthrough CPU": {func(d *libvirtxml.Domain) {
+			d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough"}
+		}, "cpu element"},
+		"static security label": {func(d *libvirtxml.Domain) {
+			d.SecLabel = []libvirtxml.DomainSecLabel{{Type: "static", Model: "selinux", Label: "system_u:system_r:unconfined_t:s0"}}
+		}, "SecLabel"},
+		"tap of our choosing": {func(d *libvirtxml.Domain) {
+			d.Devices.Interfaces[0].Target = &libvirtxml.DomainInterfaceTarget{Dev: "eth0"}
+		}, "Target"},
+		"a hostdev": {func(d *libvirtxml.Domain) {
+			d.Devices.Hostdevs = []libvirtxml.DomainHostdev{{SubsysPCI: &libvirtxml.DomainHostdevSubsysPCI{}}}
+		}, "Hostdevs"},
+		"a SCSI controller": {func(d *libvirtxml.Domain) {
+			d.Devices.Controllers = append(d.Devices.Controllers, libvirtxml.DomainController{Type: "scsi", Index: u(0)})
+		}, "Controllers"},
+		"a drive address": {func(d *libvirtxml.Domain) {
+			d.Devices.Disks[0].Address = &libvirtxml.DomainAddress{Drive: &libvirtxml.DomainAddressDrive{}}
+		}, "Address"},
+		"a balloon with stats": {func(d *libvirtxml.Domain) {
+			d.Devices.MemBalloon.Stats = &libvirtxml.DomainMemBalloonStats{Period: 1}
+		}, "MemBalloon"},
+		"another partition":   {func(d *libvirtxml.Domain) { d.Resource.Partition = "/other" }, "Resource"},
+		"less current memory": {func(d *libvirtxml.Domain) { d.CurrentMemory.Value = 1024 }, "CurrentMemory"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d, p := renderedQEMU(t)
+			tc.edit(d)
+			err := p.checkRendered(d)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
