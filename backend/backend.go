@@ -385,3 +385,32 @@ type CopyRemover interface {
 type HostReadiness interface {
 	HostReady(zone, host string) error
 }
+
+// MigrationRecovery is what RecoverMigration found and did.
+type MigrationRecovery struct {
+	// Live is the machine's one running copy afterwards.
+	Live Placement
+	// Completed: the migration had finished (the copy that runs is not
+	// the recorded one); otherwise it had not, and the recorded copy was
+	// kept (resumed if it was paused).
+	Completed bool
+	// Resumed: the kept copy was paused by the migration and was resumed.
+	Resumed bool
+	// Removed are the copies deleted (domain and volumes).
+	Removed []Placement
+}
+
+// MigrationRecoverer is implemented by backends that live-migrate
+// (Migrator). A provider that dies mid-migration can leave the source
+// paused by the migration (after the copy, before the confirm step) and a
+// domain on the destination. RecoverMigration reads the copies afresh and
+// leaves exactly one running: a running copy elsewhere with the source
+// paused or gone means the migration completed (the stale source is
+// removed); the recorded copy paused by the migration with no copy
+// running means it did not (the recorded copy is resumed, the other
+// removed with its volumes). Any other picture (a migration job still
+// active, two running copies, a copy paused for another reason) changes
+// nothing and is an error saying why.
+type MigrationRecoverer interface {
+	RecoverMigration(ctx context.Context, machineID string, recorded Placement, copies []Placement) (MigrationRecovery, error)
+}

@@ -264,6 +264,13 @@ func (d *faultDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
 
 func (d *faultDomain) AbortJob() error { return d.mutate("dom.AbortJob", d.inner.AbortJob) }
 
+func (d *faultDomain) Resume() error { return d.mutate("dom.Resume", d.inner.Resume) }
+
+func (d *faultDomain) GetJobInfo() (ji *libvirt.DomainJobInfo, err error) {
+	err = d.c.do("dom.GetJobInfo", d.name, func() (err error) { ji, err = d.inner.GetJobInfo(); return err })
+	return ji, err
+}
+
 // faultPool is a storage pool handle of a faultConn.
 type faultPool struct {
 	inner hostconn.Pool

@@ -92,6 +92,7 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 	e.restoreMarks(ctx, zi) // before any adoption: a rebuilt machine is never seen without its marks
 	seen := byMachine(zi.Machines)
 	p.duplicates(zi.Machines, seen)
+	p.migrations(zi.Machines)
 	for _, id := range p.byZone[zi.Zone] {
 		if ctx.Err() != nil {
 			return // not marked: a cut listing proves nothing

@@ -197,6 +197,14 @@ func (d *boundDomain) AbortJob() error {
 	return do(d.h, d.inner, d.call("AbortJob"), d.extra, d.inner.AbortJob)
 }
 
+func (d *boundDomain) GetJobInfo() (*libvirt.DomainJobInfo, error) {
+	return bounded(d.h, d.inner, d.call("GetJobInfo"), d.extra, d.inner.GetJobInfo)
+}
+
+func (d *boundDomain) Resume() error {
+	return do(d.h, d.inner, d.call("Resume"), d.extra, d.inner.Resume)
+}
+
 type boundPool struct {
 	h     *Host
 	inner Pool

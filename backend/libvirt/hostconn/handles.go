@@ -73,6 +73,9 @@ type Domain interface {
 	// For live migration (backend/libvirt/migrate.go).
 	GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error)
 	AbortJob() error
+	// For the recovery of a migration cut by a crash (migrecover.go).
+	GetJobInfo() (*libvirt.DomainJobInfo, error)
+	Resume() error
 }
 
 // Pool is one storage pool handle.

@@ -1,0 +1,133 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// A migration is driven by the provider process (managed migration): if
+// it dies after QEMU copied the guest but before libvirt's confirm step,
+// the source stays paused with reason "migration" and the destination may
+// hold a copy. Nothing else would ever resume or remove them, so reconcile
+// recovers such a machine (backend.MigrationRecoverer): libvirt's state
+// says which copy is live, the other goes, and a paused kept copy is
+// resumed. duplicates.go leaves paused copies alone for this.
+
+// Outcomes of a recovery, in history entries.
+const migRecovered = "migration_recovered"
+
+// interrupted returns, by machine, the listed copies of each machine one
+// of whose copies a migration paused.
+func interrupted(obs []backend.Observed) map[string][]backend.Observed {
+	var out map[string][]backend.Observed
+	for _, o := range obs {
+		if o.Run.State == backend.RunPaused && o.Run.Reason == "migrating" {
+			if out == nil {
+				out = map[string][]backend.Observed{}
+			}
+			out[o.MachineID] = nil
+		}
+	}
+	for _, o := range obs {
+		if _, ok := out[o.MachineID]; ok {
+			out[o.MachineID] = append(out[o.MachineID], o)
+		}
+	}
+	return out
+}
+
+// migrations queues the recovery of each machine of a zone's listing that
+// a migration left paused. The record is read before the pass judges it
+// (it may relocate the machine onto a running copy), so recorded is the
+// host the migration started from.
+func (p *pass) migrations(obs []backend.Observed) {
+	e, at := p.e, p.rep.At
+	rec, ok := e.be.(backend.MigrationRecoverer)
+	if !ok {
+		return
+	}
+	for id, copies := range interrupted(obs) {
+		m, ok := e.idx.get(id)
+		if !ok || e.moves.skip(id, at) || (m.State != Idle && m.State != Configured) {
+			continue // not ours, a migration of this process under way, or busy: next pass
+		}
+		p.queue(hostKey(m.Zone, m.HostName), func(ctx context.Context, sick bool) error {
+			return e.recoverMigration(ctx, rec, m, copies, sick)
+		})
+	}
+}
+
+// recoverMigration is the queued recovery of one machine, through its
+// call gate.
+func (e *Engine) recoverMigration(ctx context.Context, rec backend.MigrationRecoverer, m *Machine, copies []backend.Observed, sick bool) error {
+	if sick {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	leave, running, err := e.calls.enter(ctx, m.ID, OpReconcile)
+	if err != nil {
+		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
+	}
+	defer leave()
+	if e.moves.skip(m.ID, e.cfg.Now()) {
+		return nil
+	}
+	pls := make([]backend.Placement, len(copies))
+	for i, c := range copies {
+		pls[i] = c.Placement
+	}
+	res, err := rec.RecoverMigration(ctx, m.ID, m.Placement(), pls)
+	if err != nil {
+		e.log.Warn("reconcile: interrupted migration not recovered", "machine", m.ID, "zone", m.Zone,
+			"recorded_host", m.HostName, "err", err)
+		return err
+	}
+	e.recordRecovery(m, res)
+	return nil
+}
+
+// recordRecovery logs what was done, records the machine on the host its
+// VM runs on and adds a history entry saying so.
+func (e *Engine) recordRecovery(m *Machine, res backend.MigrationRecovery) {
+	note := recoveryNote(m, res)
+	e.log.Warn("reconcile: interrupted migration recovered", "machine", m.ID, "zone", m.Zone,
+		"from", m.HostName, "runs_on", res.Live.Host, "completed", res.Completed, "resumed", res.Resumed, "note", note)
+	unlock := e.locks.Lock(m.ID)
+	defer unlock()
+	cur, ok := e.idx.get(m.ID)
+	if !ok {
+		return
+	}
+	now := e.cfg.Now()
+	n := cur.edit()
+	if cur.HostName != res.Live.Host {
+		n.HostName = res.Live.Host
+		n.Host = HostRef{Provider: e.cfg.Provider, Ref: res.Live.Ref()}
+	}
+	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+		From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: migRecovered, Note: note})
+	_ = e.commit(context.Background(), cur.ID, "", nil, &n) // lost: the log line remains, and libvirt's state
+}
+
+func recoveryNote(m *Machine, res backend.MigrationRecovery) string {
+	var removed []string
+	for _, pl := range res.Removed {
+		removed = append(removed, "host "+pl.Host)
+	}
+	gone := "nothing removed"
+	if len(removed) > 0 {
+		gone = "the copy on " + strings.Join(removed, ", ") + " removed"
+	}
+	if res.Completed {
+		return fmt.Sprintf("interrupted migration from host %s had completed: the VM runs on host %s; %s", m.HostName, res.Live.Host, gone)
+	}
+	what := "kept running"
+	if res.Resumed {
+		what = "resumed"
+	}
+	return fmt.Sprintf("interrupted migration from host %s had not completed: the VM %s on host %s; %s", m.HostName, what, res.Live.Host, gone)
+}
