@@ -113,8 +113,9 @@ type poolProvider struct {
 }
 
 // startPool runs bin/libvirt on the hosts file with slots of poolType in
-// zone pool, and waits until it serves and both hosts are connected.
-func startPool(t *testing.T, pe poolEnv, name string, hosts hostsFile, slots int) *poolProvider {
+// zone pool (extra: more flags), and waits until it serves and both hosts
+// are connected.
+func startPool(t *testing.T, pe poolEnv, name string, hosts hostsFile, slots int, extra ...string) *poolProvider {
 	t.Helper()
 	bin := providerBinary(t)
 	dir := t.TempDir()
@@ -132,6 +133,7 @@ func startPool(t *testing.T, pe poolEnv, name string, hosts hostsFile, slots int
 		// certificates; encrypted migration between real hosts is the
 		// lab's (TestLabMigrate).
 		"--migrate-tls=false"}
+	args = append(args, extra...)
 	tlsFlags, creds := adminWriteFlags(t, bin)
 	cmd := exec.Command(bin, append(args, tlsFlags...)...)
 	p := &poolProvider{out: &lockedBuffer{}, done: make(chan struct{})}
