@@ -114,8 +114,20 @@ ensure_pool() {
 	v pool-autostart "$pool" >/dev/null 2>&1 || true
 	v pool-refresh "$pool" >/dev/null
 	if ! v vol-info --pool "$pool" "$image" >/dev/null 2>&1; then
-		log "creating golden image $image in $pool"
-		v vol-create-as "$pool" "$image" 64M --format qcow2 >/dev/null
+		# The system host's image, copied as an operator distributes one,
+		# with its timestamps: a migration trusts another host's golden
+		# image only if format, sizes and mtime match (docs/pools.md).
+		local src
+		src=$(virsh -q -c qemu:///system vol-path --pool "$pool" "$image" 2>/dev/null || true)
+		if [ -n "$src" ] && [ -f "$src" ]; then
+			log "copying golden image $image from the system host into $pool"
+			cp --preserve=timestamps "$src" "$POOL_DIR/$image"
+			chown "$H2_USER:" "$POOL_DIR/$image"
+			v pool-refresh "$pool" >/dev/null
+		else
+			log "creating golden image $image in $pool"
+			v vol-create-as "$pool" "$image" 64M --format qcow2 >/dev/null
+		fi
 	fi
 }
 

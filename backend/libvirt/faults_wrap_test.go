@@ -328,7 +328,16 @@ func (v *faultVolume) GetInfo() (info *libvirt.StorageVolInfo, err error) {
 }
 
 func (v *faultVolume) GetXMLDesc(flags uint32) (string, error) {
-	return v.c.str("vol.GetXMLDesc", v.name, func() (string, error) { return v.inner.GetXMLDesc(flags) })
+	return v.c.str("vol.GetXMLDesc", v.name, func() (string, error) {
+		x, err := v.inner.GetXMLDesc(flags)
+		v.c.f.mu.Lock()
+		rw := v.c.f.volXML
+		v.c.f.mu.Unlock()
+		if err == nil && rw != nil {
+			x = rw(v.name, x)
+		}
+		return x, err
+	})
 }
 
 func (v *faultVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {

@@ -257,7 +257,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 		return nil, err
 	}
 	m.undo.push("delete destination overlay", func() error { return m.b.deleteVolumeIn(m.dconn, ovName) })
-	if g, gerr := readGolden(dpool, m.b.cfg.Image); gerr == nil {
+	if g, why := m.sameGolden(spool, dpool, ovName); why == "" {
 		m.flags = libvirt.MIGRATE_NON_SHARED_INC
 		path, _, err := ensureOverlay(dpool, ovName, g)
 		if err != nil {
@@ -266,9 +266,10 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 		disks[srcOverlay] = path
 	} else {
 		m.flags = libvirt.MIGRATE_NON_SHARED_DISK
+		m.b.log.Info("migration copies the whole disk", "domain", m.name, "from", m.src.name, "to", m.dst.name, "why", why)
 		path, err := createPlainVolume(dpool, ovName, capacity)
 		if err != nil {
-			return nil, fmt.Errorf("migrate: volume on host %s (no golden image %s there: %v): %w", m.dst.name, m.b.cfg.Image, gerr, err)
+			return nil, fmt.Errorf("migrate: volume on host %s (%s): %w", m.dst.name, why, err)
 		}
 		disks[srcOverlay] = path
 	}

@@ -109,7 +109,7 @@ func emulatedMigration(t *testing.T) (*Backend, *faults, backend.Placement) {
 			{Zone: "z1", URI: sizedNode(t, 4, 2<<20), Name: "a", Named: true, Enforce: true},
 			{Zone: "z1", URI: sizedNode(t, 4, 4<<20), Name: "b", Named: true, Enforce: true},
 		}
-	}, func(f *faults) { f.emulateM = true })
+	}, func(f *faults) { f.emulateM = true; f.volXML = stampGolden })
 	pl, err := b.Create(context.Background(), sized("m1", 1, 512))
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,9 @@ type golden struct {
 	Path     string
 	Format   string // from the image's own volume XML: never assumed
 	Capacity uint64 // bytes; overlays get the same virtual size
+	// Identity is what a migration compares to decide that two hosts'
+	// golden images are the same content (goldenIdentity).
+	Identity string
 }
 
 // readGolden looks the golden image up in pool and reads its path, format
@@ -45,6 +48,7 @@ func readGolden(pool hostconn.Pool, name string) (golden, error) {
 		return golden{}, fmt.Errorf("volume %q: info: %w", name, err)
 	}
 	g.Capacity = info.Capacity
+	g.Identity = goldenIdentity(x, info)
 	return g, nil
 }
 
