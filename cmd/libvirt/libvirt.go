@@ -59,6 +59,10 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 		// Each cause names its own flag; the prefix says which part failed.
 		return nil, fmt.Errorf("--connect: libvirt backend not started: %w", err)
 	}
+	if !cfg.MigrateTLS {
+		// Plain migration is only ever chosen by this flag: say so once, loudly.
+		log.Warn("live migrations are not encrypted (--migrate-tls=false): guest RAM and disks cross the network in the clear")
+	}
 	return be, nil
 }
 
