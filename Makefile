@@ -183,8 +183,17 @@ soak-zone: build lab-up
 lab-demo: build lab-up
 	scripts/lab-demo.sh
 
+# The provider API benchmarks (docs/benchmarks.md): BenchmarkFleet and
+# BenchmarkDurableMutations (64 clients, a connection each) and
+# BenchmarkOneConn (issue 24: Gets with 1, 16 and 64 callers on ONE grpc-go
+# connection, plus a 64-connection row, against a bare Connect handler on
+# the same HTTP/2 listener measured in the same run; full List; Creates on
+# one connection). BENCH_BINARY=path adds another build side by side in
+# BenchmarkOneConn (and replaces bin/libvirt in the others); BENCH_SIZES=1k,100k
+# limits OneConn's sizes; BENCH='OneConn' picks benchmarks.
+BENCH ?= .
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m ./test/bench/
 
 # 200 libvirt hosts, 25% of them partitioned (issue 21): bin/libvirt against
 # 150 test-driver hosts and 50 entries on lab3 cut off by the lab's partition

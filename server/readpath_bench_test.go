@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,6 +158,26 @@ func BenchmarkGetGRPC(b *testing.B) {
 	b.RunParallel(func(pb_ *testing.PB) {
 		conn := <-conns
 		i := 0
+		for pb_.Next() {
+			i++
+			if err := conn.Invoke(context.Background(), svc+"Get", &pb.MachineRef{Id: ids[i%len(ids)]}, new(pb.Machine)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkGetGRPCOneConn: as BenchmarkGetGRPC, but the 64 callers share
+// one connection, as a BigFleet shard's do (issue 24; for pprof).
+func BenchmarkGetGRPCOneConn(b *testing.B) {
+	eng, ids := benchFleet(b, 100_000)
+	conn := benchDial(b, grpcServe(b, eng))
+	b.SetParallelism(32) // 64 callers on 2 cores
+	b.ReportAllocs()
+	var next atomic.Int64
+	b.RunParallel(func(pb_ *testing.PB) {
+		i := int(next.Add(7919))
 		for pb_.Next() {
 			i++
 			if err := conn.Invoke(context.Background(), svc+"Get", &pb.MachineRef{Id: ids[i%len(ids)]}, new(pb.Machine)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +26,10 @@ const svc = "/bigfleet.v1alpha1.CapacityProvider/"
 
 // provider is a running bin/libvirt process.
 type provider struct {
-	cmd  *exec.Cmd
-	addr string
-	conn *grpc.ClientConn
+	cmd         *exec.Cmd
+	addr        string
+	metricsAddr string // "" when the process serves no metrics
+	conn        *grpc.ClientConn
 
 	stopped bool
 }
@@ -70,12 +72,12 @@ func start(tb testing.TB, n int, state string) *provider {
 // launch starts the process and connects a client, without waiting.
 func launch(tb testing.TB, n int, state string) *provider {
 	tb.Helper()
-	addr := freePort(tb)
+	addr, metricsAddr := freePort(tb), freePort(tb)
 	// The command line of the independent conformance suite's runs, so
 	// the figures include what it pays for: info logging, the periodic
 	// reconcile, metrics (on a free port: two runs must not collide).
 	cmd := exec.Command(binary(tb), "--addr="+addr, "--provider=certify", "--use-fake-backend",
-		"--seed-count="+strconv.Itoa(n), "--state="+state, "--metrics-addr="+freePort(tb))
+		"--seed-count="+strconv.Itoa(n), "--state="+state, "--metrics-addr="+metricsAddr)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -85,7 +87,7 @@ func launch(tb testing.TB, n int, state string) *provider {
 	// The process is not listening yet: grpc-go's default reconnect backoff
 	// (1 s, growing) would add up to a second to the measured boot, so the
 	// client retries every 10 ms instead.
-	p := &provider{cmd: cmd, addr: addr}
+	p := &provider{cmd: cmd, addr: addr, metricsAddr: metricsAddr}
 	p.conn = p.dial(tb)
 	tb.Cleanup(p.stop)
 	return p
@@ -208,4 +210,35 @@ func (p *provider) rssKiB(tb testing.TB) int {
 		}
 	}
 	return 0
+}
+
+// scrape reads the provider's /metrics: every sample line, keyed by its
+// series (name and labels as written), e.g.
+// `store_commit_duration_seconds_sum`. Empty without a metrics address.
+func (p *provider) scrape(tb testing.TB) map[string]float64 {
+	out := map[string]float64{}
+	if p.metricsAddr == "" {
+		return out
+	}
+	res, err := http.Get("http://" + p.metricsAddr + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	s := bufio.NewScanner(res.Body)
+	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
 }
