@@ -115,6 +115,13 @@ func TestAdminPage(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// Live migration from the detail view of the CONFIGURED machine: the
+	// fake's zones hold one host each, so the server refuses, and the
+	// page shows its answer under the button.
+	step("migrate control", p.waitFor(ctx, `document.querySelector("#detail button.migrate")?.disabled`, false))
+	step("click migrate", p.eval(ctx, `document.querySelector("#detail button.migrate").click()`, nil))
+	step("migrate answered", p.waitFor(ctx, `(() => { const r = document.querySelector("#detail .migrate-result");
+		return r.classList.contains("err") && r.textContent.length > 0; })()`, true))
 	select {
 	case msg := <-b.cdp.problems:
 		t.Errorf("the page reported a problem: %s", msg)

@@ -8,6 +8,7 @@ import { CapacityType, MachineState } from "./gen/bigfleet/v1alpha1/provider_pb"
 import { type AdminMachine, type ReconcileSummary, WatchEventType } from "./gen/libvirtprovider/admin/v1/admin_pb";
 import { $, clock, durMillis, el, human, stateName, states, tsMillis } from "./format";
 import { initHosts, loadHosts } from "./hosts";
+import { migrateControl } from "./migrate";
 
 const MAX_ROWS = 1000;
 
@@ -251,6 +252,7 @@ async function renderDetail(force: boolean) {
     };
     parts.push(b);
   }
+  if (pm.state === MachineState.IDLE || pm.state === MachineState.CONFIGURED) parts.push(migrateControl(pm.id, writeButton));
   const timeline = el("ol", { class: "timeline" }, el("li", { class: "muted", text: "loading history…" }));
   parts.push(el("h3", { text: "Transitions" }), timeline);
   aside.hidden = false;
