@@ -302,7 +302,8 @@ func createLoad(b *testing.B, p *provider, ids []string, window time.Duration) (
 // load of 64 callers on one connection at 100k machines (and the
 // ceiling's, for comparison), with perf, which needs nothing from the
 // binary: set BENCH_PERF_DIR to a directory to run it (skipped otherwise);
-// it writes ours.perf.data and ceiling.perf.data there. Summarise with
+// it writes ours.perf.data and ceiling.perf.data there, and
+// ours-create.perf.data of 64 callers churning Creates and Deletes. Summarise with
 // scripts/perf-get-split.sh (docs/benchmarks.md, issue 24).
 func BenchmarkGetProfile(b *testing.B) {
 	dir := os.Getenv("BENCH_PERF_DIR")
@@ -310,7 +311,7 @@ func BenchmarkGetProfile(b *testing.B) {
 		b.Skip("BENCH_PERF_DIR not set")
 	}
 	ceiling := buildCeiling(b)
-	for _, name := range []string{"ours", "ceiling"} {
+	for _, name := range []string{"ours", "ceiling", "ours-create"} {
 		b.Run(name, func(b *testing.B) {
 			var p *provider
 			ids := []string{"certify-fake-z1-000042"}
@@ -329,6 +330,17 @@ func BenchmarkGetProfile(b *testing.B) {
 			}
 			time.Sleep(200 * time.Millisecond)
 			c0 := p.cpuTime(b)
+			if name == "ours-create" {
+				accepted, _, ackP99 := createLoad(b, p, ids, 4*time.Second)
+				cpu := p.cpuTime(b) - c0
+				if err := perf.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(accepted, "create-accepts/s")
+				b.ReportMetric(ms(ackP99), "create-ack-p99-ms")
+				b.ReportMetric(float64(cpu.Microseconds())/(accepted*4), "server-cpu-us/create")
+				return
+			}
 			lat, el := getLoadOn(b, []*grpc.ClientConn{p.conn}, clients, ids, 4*time.Second)
 			cpu := p.cpuTime(b) - c0
 			if err := perf.Wait(); err != nil {
