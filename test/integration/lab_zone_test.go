@@ -325,3 +325,69 @@ func scrapeHost(t *testing.T, addr, host string) map[string]float64 {
 	}
 	return out
 }
+
+// TestLabZoneMigratePartition (issue 22 finding 5): a CONFIGURED machine
+// migrating lab1 → lab3 (slowed to 2 MiB/s so the copy lasts), lab3
+// partitioned 3 s into the copy. The migration ends within its bound
+// (--migrate-timeout 20 s) and fails; the guest never stops running on its
+// source, the record stays there, and once lab3 is back no copy of the
+// domain is left on it: exactly one running copy, RAM intact.
+func TestLabZoneMigratePartition(t *testing.T) {
+	e := loadLab(t)
+	hosts := e.labHosts(t, e.HostsZone).only("lab1", "lab3")
+	extra := []string{"--migrate-timeout=20s", "--libvirt-call-timeout=10s"}
+	p := startLab(t, e, "lab-zmigpart", hosts, 1, extra, "lab1", "lab3")
+	id := p.slotIn(t, "lab")
+	p.mutate(t, "Create", &pb.CreateRequest{MachineId: id})
+	m := p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
+	from, dom := refHost(m), refDomain(m)
+	to := map[string]string{"lab1": "lab3", "lab3": "lab1"}[from]
+	blob := []byte("partition mid copy")
+	p.mutate(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-mig", BootstrapBlob: blob})
+	p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_CONFIGURED)
+	labVirsh(t, e, from, "migrate-setspeed", dom, "--bandwidth", "2")
+
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() {
+		var res adminv1.MigrateMachineResponse
+		done <- p.conn.Invoke(t.Context(), "/libvirtprovider.admin.v1.AdminService/MigrateMachine",
+			&adminv1.MigrateMachineRequest{Id: id, ToHost: to}, &res)
+	}()
+	time.Sleep(3 * time.Second)
+	e.lab(t, "fault", to, "partition")
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			e.lab(t, "heal", to)
+		}
+	})
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("MigrateMachine still running 2 min after the partition")
+	}
+	took := time.Since(t0)
+	if err == nil {
+		t.Fatalf("the migration to a partitioned %s succeeded", to)
+	}
+	if st := labVirsh(t, e, from, "domstate", dom); st != "running" {
+		t.Fatalf("the source on %s is %q after the failed migration", from, st)
+	}
+	t.Logf("ZONE migration with %s partitioned mid copy: failed after %s, the source still running: %v", to, took.Round(time.Millisecond), err)
+	e.lab(t, "heal", to)
+	healed = true
+	t1 := time.Now()
+	waitUntil(t, 2*time.Minute, "no copy of the domain left on "+to, func() bool {
+		return !strings.Contains(labVirsh(t, e, to, "list", "--all", "--name"), dom)
+	})
+	t.Logf("ZONE after the heal: %s holds no copy %s later", to, time.Since(t1).Round(time.Millisecond))
+	after := p.machine(t, id)
+	if refHost(after) != from || after.GetState() != pb.MachineState_MACHINE_STATE_CONFIGURED {
+		t.Fatalf("after the failed migration BigFleet sees %v on %q, want CONFIGURED on %s", after.GetState(), refHost(after), from)
+	}
+	if got := labAgentCat(t, e, from, dom, "/run/bigfleet/blob.sha256"); got != sha(blob) {
+		t.Fatalf("the guest's RAM-held digest on %s: %q", from, got)
+	}
+}

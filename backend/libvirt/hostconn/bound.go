@@ -144,9 +144,30 @@ func do(h *Host, on held, call string, extra time.Duration, fn func() error) err
 // held is a handle a call runs on (a Conn, Domain, Pool or Volume).
 type held interface{ Ref() error }
 
+// heldAll is several handles one call runs on (a migration uses the
+// source's connection, the domain and the destination's connection): each
+// gets a reference of its own for as long as the call runs.
+type heldAll []held
+
+func (hs heldAll) Ref() error {
+	for i, h := range hs {
+		if err := h.Ref(); err != nil {
+			for _, done := range hs[:i] {
+				unref(done)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // unref gives back the reference bounded took.
 func unref(on held) {
 	switch x := on.(type) {
+	case heldAll:
+		for _, h := range x {
+			unref(h)
+		}
 	case interface{ Free() error }:
 		_ = x.Free()
 	case Conn:

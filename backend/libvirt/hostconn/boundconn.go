@@ -90,18 +90,25 @@ func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
 }
 
 func (c *boundConn) UploadVolume(vol Volume, data []byte) error {
-	return do(c.h, c.inner, "volume upload", c.extra, func() error { return c.inner.UploadVolume(unbound(vol), data) })
+	ivol := unbound(vol) // referenced by the call too, like Migrate3's domain
+	return do(c.h, heldAll{c.inner, ivol}, "volume upload", c.extra, func() error { return c.inner.UploadVolume(ivol, data) })
 }
 
 // Migrate3 is bounded by the migration's own budget (the engine aborts the
-// job at --migrate-timeout) on top of the call bound.
+// job at --migrate-timeout) on top of the call bound. The call runs on the
+// domain and the destination's connection too, and holds a reference on
+// each until it returns: abandoned at its bound, it outlives the caller's
+// handles, and a domain freed or a destination link closed under it (the
+// destination partitioned mid copy) crashed the process in libvirt.
 func (c *boundConn) Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (Domain, error) {
 	inner := dst
 	if bc, ok := dst.(*boundConn); ok {
 		inner = bc.inner
 	}
-	d, err := bounded(c.h, c.inner, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
-		return c.inner.Migrate3(unbound(dom), inner, params, flags)
+	idom := unbound(dom)
+	on := heldAll{c.inner, idom, inner}
+	d, err := bounded(c.h, on, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
+		return c.inner.Migrate3(idom, inner, params, flags)
 	})
 	if err != nil {
 		return nil, err
