@@ -22,7 +22,8 @@ import (
 // on its state, and requires, once reconcile has run: exactly one running
 // copy of the domain (none paused), the machine recorded where it runs,
 // the guest's RAM (the blob digest Configure wrote to tmpfs) and its disk
-// (the blob file Configure wrote) intact. The migration is slowed
+// (the blob file Configure wrote) intact; then a second migration to the
+// same destination replaces the overlay the dead provider left there. The migration is slowed
 // (migrate-setspeed) so it can be caught mid copy; "after copy" stops the
 // provider (SIGSTOP) while QEMU copies, so the source's perform step ends
 // with no client to drive finish/confirm, and kills it once libvirt shows
@@ -102,6 +103,25 @@ func migrateCrash(t *testing.T, pe poolEnv, phase string) {
 		t.Errorf("disk: the blob file differs after (%d bytes, %d before)", len(got), len(disk))
 	}
 	t.Logf("%s: the VM runs on %s (%s; migrated from %s); recovery log: %q", phase, runsOn, domStateOn(t, pe, runsOn, dom), from, recoveryLines(p2.out.String()))
+	if runsOn != from {
+		return
+	}
+	// The dead provider's destination overlay is still on that host: the
+	// next migration there deletes it and makes a fresh one (never reused:
+	// its blocks are not the guest's), and the guest arrives intact.
+	left := volOnHost(t, pe, to, dom+".qcow2")
+	virsh(t, env{URI: pe.uri(from)}, "migrate-setspeed", dom, "--bandwidth", "10000") // the slowdown stays with the domain
+	p2.migrate(t, ctx, id, to)
+	if left && !strings.Contains(p2.out.String(), "deleted a volume an earlier migration left on the destination") {
+		t.Errorf("the leftover overlay on %s was not replaced", to)
+	}
+	if got := agentCat(t, pe.uri(to), dom, "/run/bigfleet/blob.sha256"); got != ram {
+		t.Errorf("RAM after the second migration: %q", got)
+	}
+	if got := agentCat(t, pe.uri(to), dom, "/opt/bigfleet/bootstrap.blob"); got != disk {
+		t.Errorf("disk after the second migration: %d bytes, %d before", len(got), len(disk))
+	}
+	t.Logf("%s: migrated again to %s (a leftover overlay was there: %v)", phase, to, left)
 }
 
 // landIn returns once the migration is in the phase to kill it in.
@@ -116,7 +136,7 @@ func landIn(t *testing.T, pe poolEnv, p *poolProvider, phase, from, dom string) 
 	case "after copy":
 		waitUntil(t, 60*time.Second, "the migration job to copy", func() bool { return jobProcessed(t, pe, from, dom) })
 		must(t, p.cmd.Process.Signal(syscall.SIGSTOP))
-		virsh(t, env{URI: pe.uri(from)}, "migrate-setspeed", dom, "--bandwidth", "8796093022207") // unlimited
+		virsh(t, env{URI: pe.uri(from)}, "migrate-setspeed", dom, "--bandwidth", "10000") // MiB/s: as fast as it goes here
 		waitUntil(t, 120*time.Second, "the source paused by the migration", func() bool {
 			return domStateOn(t, pe, from, dom) == "paused (migrating)"
 		})
@@ -149,7 +169,7 @@ func domStateOn(t *testing.T, pe poolEnv, host, dom string) string {
 func recoveryLines(out string) []string {
 	var l []string
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "migration") && !strings.Contains(line, "TIMING") {
+		if strings.Contains(line, "interrupted migration") {
 			l = append(l, line)
 		}
 	}
