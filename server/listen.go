@@ -54,7 +54,7 @@ func newListener(ln net.Listener, h http.Handler, tlsCfg *tls.Config, log *slog.
 		protos.SetUnencryptedHTTP2(true)
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           presized{h}, // stack.go
 		Protocols:         protos,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,

@@ -304,7 +304,7 @@ func createLoad(b *testing.B, p *provider, ids []string, window time.Duration) (
 // binary: set BENCH_PERF_DIR to a directory to run it (skipped otherwise);
 // it writes ours.perf.data and ceiling.perf.data there, and
 // ours-create.perf.data of 64 callers churning Creates and Deletes. Summarise with
-// scripts/perf-get-split.sh (docs/benchmarks.md, issue 24).
+// test/bench/perf-split.py (docs/benchmarks.md, issue 24).
 func BenchmarkGetProfile(b *testing.B) {
 	dir := os.Getenv("BENCH_PERF_DIR")
 	if dir == "" {
@@ -341,13 +341,18 @@ func BenchmarkGetProfile(b *testing.B) {
 				b.ReportMetric(float64(cpu.Microseconds())/(accepted*4), "server-cpu-us/create")
 				return
 			}
+			u0, s0 := p.cpuSplit(b)
 			lat, el := getLoadOn(b, []*grpc.ClientConn{p.conn}, clients, ids, 4*time.Second)
+			u1, s1 := p.cpuSplit(b)
 			cpu := p.cpuTime(b) - c0
 			if err := perf.Wait(); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64(len(lat))/el.Seconds(), "get-ok/s")
-			b.ReportMetric(float64(cpu.Microseconds())/float64(len(lat)), "server-cpu-us/get")
+			n := float64(len(lat))
+			b.ReportMetric(n/el.Seconds(), "get-ok/s")
+			b.ReportMetric(float64(cpu.Microseconds())/n, "server-cpu-us/get")
+			b.ReportMetric(float64((u1-u0).Microseconds())/n, "server-user-us/get")
+			b.ReportMetric(float64((s1-s0).Microseconds())/n, "server-sys-us/get")
 		})
 	}
 }

@@ -183,6 +183,13 @@ func (p *provider) ids(tb testing.TB) []string {
 
 // cpuTime is the CPU time (user + system) the provider process has used.
 func (p *provider) cpuTime(tb testing.TB) time.Duration {
+	u, s := p.cpuSplit(tb)
+	return u + s
+}
+
+// cpuSplit is the CPU time the provider process has used in user space
+// and in the kernel.
+func (p *provider) cpuSplit(tb testing.TB) (user, sys time.Duration) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
 		tb.Fatal(err)
@@ -192,7 +199,7 @@ func (p *provider) cpuTime(tb testing.TB) time.Duration {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return time.Duration(ut) * 10 * time.Millisecond, time.Duration(st) * 10 * time.Millisecond
 }
 
 // rssKiB reads the provider's resident set size.
