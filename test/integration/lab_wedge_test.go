@@ -312,9 +312,15 @@ func (p *labProvider) awaitThreads(t *testing.T, base int, within time.Duration)
 	t.Helper()
 	t0 := time.Now()
 	deadline := t0.Add(within)
-	for p.threads(t) > base+4 {
+	// The margin is idle runtime threads: while calls sat blocked in
+	// libvirt the runtime started threads to run other goroutines, more
+	// of them when the machine is busy (16 against a baseline of 10 with
+	// another suite running beside this one; 10 when alone), and only the
+	// slow calls' own threads are ended. A call still stuck inside libvirt
+	// (a leak) shows as a thread in poll, not in futex.
+	for p.threads(t) > base+8 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the provider has %d threads %s after the fault ended, want back to %d (+4); where they wait: %v",
+			t.Fatalf("the provider has %d threads %s after the fault ended, want back to %d (+8); where they wait: %v",
 				p.threads(t), within, base, p.threadWaits())
 		}
 		time.Sleep(time.Second)
