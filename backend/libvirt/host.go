@@ -24,6 +24,7 @@ type host struct {
 
 	confirming atomic.Int32 // ConfirmGone lookups still inside libvirt
 	listing    sync.Mutex   // held by the host's listing (inventory.go)
+	versions   versionCache // libvirt's and the hypervisor's, per connection (inventory.go)
 }
 
 func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planner) *host {

@@ -174,3 +174,28 @@ func TestDropMidListingRedials(t *testing.T) {
 		t.Fatalf("loss not logged:\n%s", logs)
 	}
 }
+
+// The host view reads the versions once per connection: the QEMU driver
+// answers virConnectGetVersion from capabilities a daemon may re-probe on
+// each call, and the view is read after every reconcile pass.
+func TestHostsReadVersionsOncePerLink(t *testing.T) {
+	t.Parallel()
+	b, f, _ := newFaultBackend(t, nil, nil)
+	count := f.add(&fault{op: "conn.GetVersion", nth: -1}) // never fires: counts the calls it sees
+	first := b.Hosts(context.Background())
+	for range 3 {
+		if again := b.Hosts(context.Background()); again[0].HypervisorVersion != first[0].HypervisorVersion ||
+			again[0].LibvirtVersion != first[0].LibvirtVersion {
+			t.Fatalf("versions changed: %+v then %+v", first[0], again[0])
+		}
+	}
+	if first[0].LibvirtVersion == "" {
+		t.Fatal("no libvirt version read")
+	}
+	f.mu.Lock()
+	n := count.seen
+	f.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("GetVersion asked %d times over 4 host views on one connection, want 1", n)
+	}
+}

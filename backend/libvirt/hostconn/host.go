@@ -175,6 +175,18 @@ func (h *Host) Ready() error {
 	return nil
 }
 
+// Link names the current connection: the time it was made (zero while
+// down). Facts that change only with a new daemon (its versions) may be
+// kept for as long as it stays the same.
+func (h *Host) Link() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == nil {
+		return time.Time{}
+	}
+	return h.since
+}
+
 // DomainType is the domain type the host runs guests under, chosen at
 // connect (zero before the first connection).
 func (h *Host) DomainType() TypeChoice {
