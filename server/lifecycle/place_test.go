@@ -94,11 +94,10 @@ func TestCreateRecordsHostFirst(t *testing.T) {
 	}
 }
 
-// A Create cut by a restart goes back to its recorded host: Place is not
-// asked again (it would pick h2 next), so no second domain is built.
-func TestResumedCreateKeepsItsHost(t *testing.T) {
-	t.Parallel()
-	f, pb := placingFixture(t, "h1", "h2")
+// cutCreate leaves m000 CREATING (its Create placed and running) and
+// shuts the engine down, as a provider stopped mid-Create.
+func cutCreate(t *testing.T, f *fixture, pb *placingBackend) {
+	t.Helper()
 	f.be.setDelay(OpCreate, time.Hour)
 	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
@@ -107,6 +106,14 @@ func TestResumedCreateKeepsItsHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	f.e.Shutdown(ctx)
+}
+
+// A Create cut by a restart goes back to its recorded host: Place is not
+// asked again (it would pick h2 next), so no second domain is built.
+func TestResumedCreateKeepsItsHost(t *testing.T) {
+	t.Parallel()
+	f, pb := placingFixture(t, "h1", "h2")
+	cutCreate(t, f, pb)
 	if st := f.st.stored("m000"); st.State != Creating || st.HostName != "h1" {
 		t.Fatalf("stored after the cut: %s on %q", st.State, st.HostName)
 	}
@@ -147,14 +154,7 @@ func TestCreatePlacedAgainWhenHostNeverReached(t *testing.T) {
 func TestResumedCreateWaitsForItsHost(t *testing.T) {
 	t.Parallel()
 	f, pb := placingFixture(t, "h1", "h2")
-	f.be.setDelay(OpCreate, time.Hour)
-	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the first Create", func() bool { _, c, _, _ := pb.seen(); return len(c) == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	f.e.Shutdown(ctx)
+	cutCreate(t, f, pb)
 	f.be.setDelay(OpCreate, 0)
 	pb.mu.Lock()
 	pb.nothingOn["h1"] = true
