@@ -79,6 +79,14 @@ func (l *listedZones) covers(zone, host string) bool {
 	return l.coversLocked(zone, host)
 }
 
+// withoutHost reports whether zone was listed but not the machine's host
+// (one lock: every mutation asks).
+func (l *listedZones) withoutHost(zone, host string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.zones[zone] && !l.coversLocked(zone, host)
+}
+
 func (l *listedZones) coversLocked(zone, host string) bool {
 	return l.zones[zone] && (len(l.pending[zone]) == 0 || (host != "" && l.hosts[zone][host]))
 }

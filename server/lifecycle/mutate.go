@@ -179,7 +179,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 			d = decision{err: err}
 		}
 	}
-	if e.listed.has(cur.Zone) && !e.listed.covers(cur.Zone, cur.HostName) {
+	if e.listed.withoutHost(cur.Zone, cur.HostName) {
 		// Its zone was listed without its host: the record may be stale
 		// (rebuilt without that host's listing), so neither its rules nor
 		// its marks can answer yet, and no mark is recorded either.
