@@ -34,6 +34,12 @@ import (
 // model's (two resources, two allocatable, the two mirrored labels).
 func benchFleet(b *testing.B, n int) (*lifecycle.Engine, []string) {
 	b.Helper()
+	return benchFleetOn(b, n, store.NewMemory())
+}
+
+// benchFleetOn is benchFleet over the given store.
+func benchFleetOn(b *testing.B, n int, st lifecycle.Store) (*lifecycle.Engine, []string) {
+	b.Helper()
 	labels := map[string]string{"node.kubernetes.io/instance-type": "kvm.small", "topology.kubernetes.io/zone": "zone-a"}
 	res := map[string]string{"cpu": "1", "memory": "2Gi"}
 	alloc := map[string]string{"cpu": "2", "memory": "4Gi"}
@@ -46,7 +52,7 @@ func benchFleet(b *testing.B, n int) (*lifecycle.Engine, []string) {
 			Resources: res, Allocatable: alloc, Labels: labels}
 	}
 	be := fake.New(fake.Options{Zones: []string{"zone-a"}})
-	eng, err := lifecycle.New(lifecycle.Config{Provider: "bench", Seed: seed}, store.NewMemory(), be)
+	eng, err := lifecycle.New(lifecycle.Config{Provider: "bench", Seed: seed}, st, be)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -77,8 +77,7 @@ func (e *Engine) record(cur *Machine, r result) error {
 	}
 	n.StateSince = now
 	n.OpDeadline = time.Time{}
-	if len(n.History) > 0 {
-		h := &n.History[len(n.History)-1]
+	if h := n.lastTransition(); h != nil {
 		h.Ended, h.Outcome, h.To, h.LastError = now, outcome, n.State, n.LastError
 		if r.err == nil && cur.OpKind == OpCreate && r.placement.Why != "" {
 			h.Note = r.placement.Why // the host chosen and why, kept with the machine

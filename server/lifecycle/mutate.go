@@ -282,9 +282,13 @@ func cloneMap(m map[string]string) map[string]string {
 }
 
 func appendHistory(h []Transition, t Transition) []Transition {
-	h = append(h, t)
-	if len(h) > HistoryLimit {
-		h = append([]Transition(nil), h[len(h)-HistoryLimit:]...)
+	if len(h) < HistoryLimit {
+		return append(h[:len(h):len(h)], t) // a new array, whoever shares h's
 	}
-	return h
+	// Full: one new slice of the newest entries (never the shared array of
+	// the published record; see edit).
+	out := make([]Transition, HistoryLimit)
+	copy(out, h[len(h)-HistoryLimit+1:])
+	out[HistoryLimit-1] = t
+	return out
 }

@@ -81,8 +81,10 @@ func (e *Engine) recordHost(m *Machine, host, why string) error {
 	}
 	n := cur.edit()
 	n.HostName = host
-	if len(n.History) > 0 && why != "" {
-		n.History[len(n.History)-1].Note = why
+	if why != "" {
+		if h := n.lastTransition(); h != nil {
+			h.Note = why
+		}
 	}
 	if err := e.commit(context.Background(), m.ID, "", nil, &n); err != nil {
 		// The booking stays, so the next attempt gets the same host.

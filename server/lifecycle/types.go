@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -213,10 +214,23 @@ type ListResult struct {
 // shared: the engine never writes into a record's map, it only replaces
 // whole maps, so sharing them between versions (and between the slots of
 // one offering) is safe and keeps a large fleet's memory small. History is
-// copied because finish edits its last entry in place.
+// shared too, capped so that an append copies it (appendHistory), and an
+// entry is changed only through lastTransition, which copies it first: a
+// full history is 32 entries (~5 KiB), and copying it on every edit was the
+// largest allocation of an accepted mutation.
 func (m Machine) edit() Machine {
 	c := m
 	c.wire = nil
-	c.History = append([]Transition(nil), m.History...)
+	c.History = m.History[:len(m.History):len(m.History)]
 	return c
+}
+
+// lastTransition returns the newest history entry of a record being built
+// (an edit), on a copy of the history it may change; nil when it has none.
+func (m *Machine) lastTransition() *Transition {
+	if len(m.History) == 0 {
+		return nil
+	}
+	m.History = slices.Clone(m.History)
+	return &m.History[len(m.History)-1]
 }
