@@ -146,6 +146,7 @@ func providerWrites(b *testing.B, p *provider, n int, ids []string, m map[string
 	// observer's figure: everything but the transport's queueing) and the
 	// group commit's pace.
 	m["create-server-cpu-us"] = float64(cpu.Microseconds()) / (accepted * oneConnWindow.Seconds())
+	m["peak-rss-MiB"] = float64(p.peakRSSKiB(b)) / 1024 // after every load of the run
 	d := func(k string) float64 { return m1[k] - m0[k] }
 	const create = `rpc_duration_seconds_%s{method="/bigfleet.v1alpha1.CapacityProvider/Create"}`
 	if c := d(fmt.Sprintf(create, "count")); c > 0 {

@@ -203,7 +203,13 @@ func (p *provider) cpuSplit(tb testing.TB) (user, sys time.Duration) {
 }
 
 // rssKiB reads the provider's resident set size.
-func (p *provider) rssKiB(tb testing.TB) int {
+func (p *provider) rssKiB(tb testing.TB) int { return p.status(tb, "VmRSS:") }
+
+// peakRSSKiB reads the provider's peak resident set size (VmHWM).
+func (p *provider) peakRSSKiB(tb testing.TB) int { return p.status(tb, "VmHWM:") }
+
+// status reads one kB field of /proc/PID/status.
+func (p *provider) status(tb testing.TB, field string) int {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		tb.Fatal(err)
@@ -211,7 +217,7 @@ func (p *provider) rssKiB(tb testing.TB) int {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(s.Text(), field); ok {
 			n, _ := strconv.Atoi(strings.Fields(v)[0])
 			return n
 		}
