@@ -16,6 +16,13 @@ type InstanceType struct {
 	Name      string `json:"name"`
 	VCPU      int    `json:"vcpu"`
 	MemoryMiB int    `json:"memory_mib"`
+	// The machine shape (shape.go); every field optional.
+	DiskGiB   int       `json:"disk_gib,omitempty"`
+	Firmware  string    `json:"firmware,omitempty"`
+	TPM       bool      `json:"tpm,omitempty"`
+	CPU       *CPUSpec  `json:"cpu,omitempty"`
+	HugePages string    `json:"hugepages,omitempty"`
+	Network   []NICSpec `json:"network,omitempty"`
 }
 
 // Upper bounds keep junk from overflowing price or quantity arithmetic; they
@@ -73,6 +80,9 @@ func validateInstanceType(it InstanceType) error {
 	}
 	if it.MemoryMiB <= 0 || it.MemoryMiB > maxMemoryMiB {
 		return fmt.Errorf("memory_mib %d must be > 0 (and at most %d)", it.MemoryMiB, maxMemoryMiB)
+	}
+	if err := validateShape(it); err != nil {
+		return fmt.Errorf("instance type %q: %w", it.Name, err)
 	}
 	return nil
 }

@@ -169,7 +169,7 @@ func TestIDsStableWhenGrowing(t *testing.T) {
 
 func TestResourcesDifferFromAllocatable(t *testing.T) {
 	t.Parallel()
-	for _, it := range append(BuiltinInstanceTypes(), InstanceType{"t", 1, 512}, InstanceType{"u", 3, 1000}) {
+	for _, it := range append(BuiltinInstanceTypes(), InstanceType{Name: "t", VCPU: 1, MemoryMiB: 512}, InstanceType{Name: "u", VCPU: 3, MemoryMiB: 1000}) {
 		a, r := Allocatable(it), DefaultResources(it)
 		if a["cpu"] == r["cpu"] || a["memory"] == r["memory"] || strings.HasPrefix(r["memory"], "0") {
 			t.Fatalf("%s: allocatable %v resources %v", it.Name, a, r)
