@@ -86,6 +86,24 @@ func (c *faultConn) GetFreeMemory() (n uint64, err error) {
 	return n, err
 }
 
+func (c *faultConn) GetDomainCapabilities(emulatorbin, arch, machine, virttype string, flags libvirt.ConnectGetDomainCapabilitiesFlags) (x string, err error) {
+	err = c.do("conn.GetDomainCapabilities", "", func() (err error) {
+		x, err = c.inner.GetDomainCapabilities(emulatorbin, arch, machine, virttype, flags)
+		return err
+	})
+	return x, err
+}
+
+func (c *faultConn) GetFreePages(pageSizes []uint64, startCell int, maxCells uint, flags uint32) (n []uint64, err error) {
+	err = c.do("conn.GetFreePages", "", func() (err error) { n, err = c.inner.GetFreePages(pageSizes, startCell, maxCells, flags); return err })
+	return n, err
+}
+
+func (c *faultConn) ListNetworks() (n []string, err error) {
+	err = c.do("conn.ListNetworks", "", func() (err error) { n, err = c.inner.ListNetworks(); return err })
+	return n, err
+}
+
 // domain runs a call returning a domain handle; a handle made by a call
 // whose reply is then "lost" is freed, as the caller never sees it.
 func (c *faultConn) domain(op, name string, call func() (hostconn.Domain, error)) (hostconn.Domain, error) {

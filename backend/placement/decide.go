@@ -107,6 +107,9 @@ func (z *zone) noCapacity(s Size) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "zone %s: no host fits %d vCPU, %d MiB", z.name, s.VCPUs, s.MemoryMiB)
+	if s.HugePageKiB > 0 {
+		fmt.Fprintf(&b, " of %d KiB huge pages", s.HugePageKiB)
+	}
 	if best == nil {
 		b.WriteString(": no connected, uncordoned host")
 	} else {
@@ -114,6 +117,9 @@ func (z *zone) noCapacity(s Size) error {
 		fmt.Fprintf(&b, "; best host %s has %d vCPU, %d MiB free after overcommit", best.Name, max(v, 0), max(m, 0))
 		if best.PoolKnown && best.PoolFreeBytes == 0 {
 			b.WriteString(" and a full storage pool")
+		}
+		if s.HugePageKiB > 0 && best.HugePagesFreeKiB != nil {
+			fmt.Fprintf(&b, ", %d MiB of those huge pages", best.HugePagesFreeKiB[s.HugePageKiB]>>10)
 		}
 	}
 	fmt.Fprintf(&b, " (%d hosts: %d down, %d cordoned", len(z.hosts), down, cordoned)

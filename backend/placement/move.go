@@ -121,6 +121,8 @@ func (z *zone) hostRefuses(h *hostState, s Size) error {
 		why = "is cordoned"
 	case h.PoolKnown && h.PoolFreeBytes == 0:
 		why = "has a full storage pool"
+	case !h.hugePagesFit(s):
+		why = fmt.Sprintf("has %d MiB of %d KiB huge pages free", h.HugePagesFreeKiB[s.HugePageKiB]>>10, s.HugePageKiB)
 	default:
 		v, m := h.free()
 		why = fmt.Sprintf("has %d vCPU, %d MiB free after overcommit", max(v, 0), max(m, 0))

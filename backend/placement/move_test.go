@@ -22,8 +22,8 @@ func usage(t *testing.T, p *Planner, name string) Usage {
 func TestMoveBooksBothUntilFinished(t *testing.T) {
 	t.Parallel()
 	p := planner(t, Spread, host("a", 4, 4096), host("b", 4, 4096), host("c", 4, 2048))
-	p.Book("a", "m1", Size{2, 1024})
-	d, err := p.ReserveMove("z", "m1", "a", "", Size{2, 1024})
+	p.Book("a", "m1", Size{VCPUs: 2, MemoryMiB: 1024})
+	d, err := p.ReserveMove("z", "m1", "a", "", Size{VCPUs: 2, MemoryMiB: 1024})
 	if err != nil || d.Host != "b" || !strings.HasPrefix(d.Why, "spread: host b") {
 		t.Fatalf("move = %+v, %v (want b: most free memory, never the source)", d, err)
 	}
@@ -34,7 +34,7 @@ func TestMoveBooksBothUntilFinished(t *testing.T) {
 		t.Fatalf("during the move the machine is on %s, want a", h)
 	}
 	// A retry keeps the destination.
-	if d2, err := p.ReserveMove("z", "m1", "a", "", Size{2, 1024}); err != nil || d2.Host != "b" {
+	if d2, err := p.ReserveMove("z", "m1", "a", "", Size{VCPUs: 2, MemoryMiB: 1024}); err != nil || d2.Host != "b" {
 		t.Fatalf("retry = %+v, %v", d2, err)
 	}
 	p.FinishMove("z", "m1", "b", true)
@@ -45,7 +45,7 @@ func TestMoveBooksBothUntilFinished(t *testing.T) {
 		t.Fatalf("after the move the machine is on %s, want b", h)
 	}
 	// A failed move back to a leaves the books as they were.
-	if _, err := p.ReserveMove("z", "m1", "b", "a", Size{2, 1024}); err != nil {
+	if _, err := p.ReserveMove("z", "m1", "b", "a", Size{VCPUs: 2, MemoryMiB: 1024}); err != nil {
 		t.Fatal(err)
 	}
 	p.FinishMove("z", "m1", "a", false)
@@ -57,7 +57,7 @@ func TestMoveBooksBothUntilFinished(t *testing.T) {
 func TestMoveNamedHostMustFit(t *testing.T) {
 	t.Parallel()
 	p := planner(t, Spread, host("a", 4, 4096), host("b", 1, 4096), host("c", 4, 4096))
-	p.Book("a", "m1", Size{2, 1024})
+	p.Book("a", "m1", Size{VCPUs: 2, MemoryMiB: 1024})
 	p.Update("c", func(h *Host) { h.Cordoned = true })
 	for _, tc := range []struct {
 		to   string
@@ -69,13 +69,13 @@ func TestMoveNamedHostMustFit(t *testing.T) {
 		{"b", backend.ErrNoCapacity, "host b cannot take 2 vCPU, 1024 MiB: it has 1 vCPU"},
 		{"c", backend.ErrNoCapacity, "is cordoned"},
 	} {
-		_, err := p.ReserveMove("z", "m1", "a", tc.to, Size{2, 1024})
+		_, err := p.ReserveMove("z", "m1", "a", tc.to, Size{VCPUs: 2, MemoryMiB: 1024})
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("to %s: %v, want %v containing %q", tc.to, err, tc.want, tc.msg)
 		}
 	}
 	// Nothing fits anywhere but the source: the zone's refusal, saying so.
-	_, err := p.ReserveMove("z", "m1", "a", "", Size{2, 1024})
+	_, err := p.ReserveMove("z", "m1", "a", "", Size{VCPUs: 2, MemoryMiB: 1024})
 	if !errors.Is(err, backend.ErrNoCapacity) || !strings.Contains(err.Error(), "no other host than a") {
 		t.Fatalf("no destination: %v", err)
 	}

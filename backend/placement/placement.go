@@ -37,6 +37,9 @@ func ParsePolicy(s string) (Policy, error) {
 type Size struct {
 	VCPUs     int
 	MemoryMiB int64
+	// HugePageKiB: the memory is backed by huge pages of this size (KiB),
+	// which the host must have free (0: ordinary memory).
+	HugePageKiB uint64
 }
 
 // Host is one hypervisor's static description and its latest readings.
@@ -56,6 +59,10 @@ type Host struct {
 	PoolKnown     bool
 	Connected     bool
 	Cordoned      bool
+	// HugePagesFreeKiB is the host's free huge page memory by page size
+	// (KiB), as last read; nil: not read. A size missing from a reading
+	// has none free.
+	HugePagesFreeKiB map[uint64]uint64
 }
 
 // Usage is a host's books: what our machines there use, reservations
@@ -105,6 +112,10 @@ func (h *hostState) fits(s Size) bool {
 	if !h.schedulable() {
 		return false
 	}
+	if !h.hugePagesFit(s) {
+		// Enforced on every host: QEMU cannot start the guest without them.
+		return false
+	}
 	if !h.Enforce {
 		return true
 	}
@@ -113,6 +124,26 @@ func (h *hostState) fits(s Size) bool {
 	}
 	v, m := h.free()
 	return s.VCPUs <= v && s.MemoryMiB <= m
+}
+
+// hugePagesFit: s needs no huge pages, or the host's free pages of its
+// size (last read) hold it on top of the reservations made since, which
+// the reading may not show yet (a Create in flight, an incoming
+// migration). An unread host is not refused: its Create then fails at
+// start if the pages are missing.
+func (h *hostState) hugePagesFit(s Size) bool {
+	if s.HugePageKiB == 0 || h.HugePagesFreeKiB == nil {
+		return true
+	}
+	var pending uint64
+	for _, r := range []map[string]Size{h.reserved, h.incoming} {
+		for _, o := range r {
+			if o.HugePageKiB == s.HugePageKiB {
+				pending += uint64(max(o.MemoryMiB, 0)) << 10
+			}
+		}
+	}
+	return pending+(uint64(max(s.MemoryMiB, 0))<<10) <= h.HugePagesFreeKiB[s.HugePageKiB]
 }
 
 // zone is the hosts of one zone and where each machine is booked.

@@ -36,18 +36,18 @@ func mustReserve(t *testing.T, p *Planner, id string, s Size) Decision {
 func TestSpreadAndPack(t *testing.T) {
 	hosts := []Host{host("big", 16, 32768), host("small", 16, 8192)}
 	sp := planner(t, Spread, hosts...)
-	if d := mustReserve(t, sp, "m1", Size{1, 1024}); d.Host != "big" || !strings.Contains(d.Why, "spread: host big has the most free memory") {
+	if d := mustReserve(t, sp, "m1", Size{VCPUs: 1, MemoryMiB: 1024}); d.Host != "big" || !strings.Contains(d.Why, "spread: host big has the most free memory") {
 		t.Fatalf("spread = %+v", d)
 	}
 	pk := planner(t, Pack, hosts...)
-	if d := mustReserve(t, pk, "m1", Size{1, 1024}); d.Host != "small" || !strings.Contains(d.Why, "pack: host small has the least free memory") {
+	if d := mustReserve(t, pk, "m1", Size{VCPUs: 1, MemoryMiB: 1024}); d.Host != "small" || !strings.Contains(d.Why, "pack: host small has the least free memory") {
 		t.Fatalf("pack = %+v", d)
 	}
 	// pack fills small until the next one no longer fits, then big.
 	for i := 2; i <= 8; i++ {
-		mustReserve(t, pk, fmt.Sprint("m", i), Size{1, 1024})
+		mustReserve(t, pk, fmt.Sprint("m", i), Size{VCPUs: 1, MemoryMiB: 1024})
 	}
-	if d := mustReserve(t, pk, "m9", Size{1, 1024}); d.Host != "big" {
+	if d := mustReserve(t, pk, "m9", Size{VCPUs: 1, MemoryMiB: 1024}); d.Host != "big" {
 		t.Fatalf("pack after small is full = %+v", d)
 	}
 }
@@ -55,10 +55,10 @@ func TestSpreadAndPack(t *testing.T) {
 func TestSpreadTies(t *testing.T) {
 	p := planner(t, Spread, host("b", 8, 8192), host("a", 8, 8192), host("c", 8, 8192))
 	// Equal free memory: fewest machines, then name.
-	if d := mustReserve(t, p, "m1", Size{1, 0}); d.Host != "a" {
+	if d := mustReserve(t, p, "m1", Size{VCPUs: 1, MemoryMiB: 0}); d.Host != "a" {
 		t.Fatalf("first tie = %s, want a (name)", d.Host)
 	}
-	if d := mustReserve(t, p, "m2", Size{1, 0}); d.Host != "b" {
+	if d := mustReserve(t, p, "m2", Size{VCPUs: 1, MemoryMiB: 0}); d.Host != "b" {
 		t.Fatalf("second tie = %s, want b (fewest machines)", d.Host)
 	}
 }
@@ -68,10 +68,10 @@ func TestOvercommit(t *testing.T) {
 	h.CPUOvercommit, h.MemoryOvercommit = 2, 1.5
 	p := planner(t, Spread, h)
 	for i := range 4 {
-		mustReserve(t, p, fmt.Sprint("m", i), Size{2, 1536})
+		mustReserve(t, p, fmt.Sprint("m", i), Size{VCPUs: 2, MemoryMiB: 1536})
 	}
 	// 8 vCPU placeable are used up; memory has 6144-6144 = 0 left.
-	_, err := p.Reserve("z", "m5", Size{1, 1})
+	_, err := p.Reserve("z", "m5", Size{VCPUs: 1, MemoryMiB: 1})
 	if !errors.Is(err, backend.ErrNoCapacity) {
 		t.Fatalf("beyond overcommit: %v", err)
 	}
@@ -88,35 +88,35 @@ func TestSkipsCordonedDownAndFullPool(t *testing.T) {
 	pool.PoolKnown = true // PoolFreeBytes 0: full
 	ok := host("ok", 2, 2048)
 	p := planner(t, Spread, down, cord, pool, ok)
-	if d := mustReserve(t, p, "m1", Size{1, 1024}); d.Host != "ok" {
+	if d := mustReserve(t, p, "m1", Size{VCPUs: 1, MemoryMiB: 1024}); d.Host != "ok" {
 		t.Fatalf("placed on %s", d.Host)
 	}
-	_, err := p.Reserve("z", "m2", Size{4, 4096})
+	_, err := p.Reserve("z", "m2", Size{VCPUs: 4, MemoryMiB: 4096})
 	want := "zone z: no host fits 4 vCPU, 4096 MiB; best host pool has 64 vCPU, 65536 MiB free after overcommit and a full storage pool (4 hosts: 1 down, 1 cordoned, 1 with a full pool): " + backend.ErrNoCapacity.Error()
 	if !errors.Is(err, backend.ErrNoCapacity) || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
 	}
 	// Uncordoning makes room; a host coming back too.
 	p.Update("cord", func(h *Host) { h.Cordoned = false })
-	if d := mustReserve(t, p, "m2", Size{4, 4096}); d.Host != "cord" {
+	if d := mustReserve(t, p, "m2", Size{VCPUs: 4, MemoryMiB: 4096}); d.Host != "cord" {
 		t.Fatalf("after uncordon: %s", d.Host)
 	}
 }
 
 func TestNoCapacityMessage(t *testing.T) {
 	p := planner(t, Spread, host("a", 4, 4096), host("b", 4, 8192))
-	mustReserve(t, p, "m1", Size{4, 2048})
-	_, err := p.Reserve("z", "m2", Size{2, 8192})
+	mustReserve(t, p, "m1", Size{VCPUs: 4, MemoryMiB: 2048})
+	_, err := p.Reserve("z", "m2", Size{VCPUs: 2, MemoryMiB: 8192})
 	want := "zone z: no host fits 2 vCPU, 8192 MiB; best host b has 0 vCPU, 6144 MiB free after overcommit (2 hosts: 0 down, 0 cordoned)"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("err = %v\nwant  %s", err, want)
 	}
 	q := planner(t, Spread, Host{Name: "x", Zone: "z", Enforce: true})
-	_, err = q.Reserve("z", "m", Size{1, 1})
+	_, err = q.Reserve("z", "m", Size{VCPUs: 1, MemoryMiB: 1})
 	if err == nil || !strings.Contains(err.Error(), "no connected, uncordoned host (1 hosts: 1 down") {
 		t.Fatalf("all down: %v", err)
 	}
-	if _, err := q.Reserve("nope", "m", Size{1, 1}); !errors.Is(err, backend.ErrUnknownZone) {
+	if _, err := q.Reserve("nope", "m", Size{VCPUs: 1, MemoryMiB: 1}); !errors.Is(err, backend.ErrUnknownZone) {
 		t.Fatalf("unknown zone: %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestNotEnforcedNeverRefuses(t *testing.T) {
 	h.Enforce = false
 	p := planner(t, Spread, h)
 	for i := range 10 {
-		if d := mustReserve(t, p, fmt.Sprint("m", i), Size{8, 65536}); d.Host != "c" || !strings.Contains(d.Why, "not enforced") {
+		if d := mustReserve(t, p, fmt.Sprint("m", i), Size{VCPUs: 8, MemoryMiB: 65536}); d.Host != "c" || !strings.Contains(d.Why, "not enforced") {
 			t.Fatalf("decision %+v", d)
 		}
 	}
@@ -134,9 +134,9 @@ func TestNotEnforcedNeverRefuses(t *testing.T) {
 
 func TestReleaseObserveForget(t *testing.T) {
 	p := planner(t, Spread, host("a", 8, 8192), host("b", 8, 4096))
-	d := mustReserve(t, p, "m1", Size{2, 2048})
+	d := mustReserve(t, p, "m1", Size{VCPUs: 2, MemoryMiB: 2048})
 	// A retried Create keeps its host and books nothing more.
-	if d2 := mustReserve(t, p, "m1", Size{2, 2048}); d2.Host != d.Host {
+	if d2 := mustReserve(t, p, "m1", Size{VCPUs: 2, MemoryMiB: 2048}); d2.Host != d.Host {
 		t.Fatalf("retry moved the machine: %s → %s", d.Host, d2.Host)
 	}
 	usage := func(h string) Usage { _, u, _ := p.Get(h); return u }
@@ -144,7 +144,7 @@ func TestReleaseObserveForget(t *testing.T) {
 		t.Fatalf("after reserve: %+v", u)
 	}
 	// The inventory sees m1: it counts once, as observed.
-	p.Observe("a", map[string]Size{"m1": {2, 2048}, "other": {1, 1024}})
+	p.Observe("a", map[string]Size{"m1": {VCPUs: 2, MemoryMiB: 2048}, "other": {VCPUs: 1, MemoryMiB: 1024}})
 	if u := usage("a"); u != (Usage{3, 3072, 2}) {
 		t.Fatalf("after observe: %+v", u)
 	}
@@ -156,7 +156,7 @@ func TestReleaseObserveForget(t *testing.T) {
 	if u := usage("a"); u != (Usage{1, 1024, 1}) {
 		t.Fatalf("after forget: %+v", u)
 	}
-	mustReserve(t, p, "m2", Size{1, 1024}) // spread → a (7 GiB free) over b (4 GiB)
+	mustReserve(t, p, "m2", Size{VCPUs: 1, MemoryMiB: 1024}) // spread → a (7 GiB free) over b (4 GiB)
 	p.Release("z", "m2")
 	if u := usage("a"); u != (Usage{1, 1024, 1}) {
 		t.Fatalf("after release: %+v", u)
@@ -165,8 +165,8 @@ func TestReleaseObserveForget(t *testing.T) {
 		t.Fatalf("released machine still booked on %s", h)
 	}
 	// A machine found on another host than its stale booking moves there.
-	mustReserve(t, p, "m3", Size{1, 1024})
-	p.Observe("b", map[string]Size{"m3": {1, 1024}})
+	mustReserve(t, p, "m3", Size{VCPUs: 1, MemoryMiB: 1024})
+	p.Observe("b", map[string]Size{"m3": {VCPUs: 1, MemoryMiB: 1024}})
 	if h, _ := p.HostOf("z", "m3"); h != "b" || usage("a") != (Usage{1, 1024, 1}) {
 		t.Fatalf("m3 on %s, a = %+v", h, usage("a"))
 	}

@@ -50,6 +50,19 @@ func (c *boundConn) GetNodeInfo() (*libvirt.NodeInfo, error) {
 func (c *boundConn) GetFreeMemory() (uint64, error) {
 	return bounded(c.h, c.inner, "GetFreeMemory", c.extra, c.inner.GetFreeMemory)
 }
+func (c *boundConn) GetDomainCapabilities(emulatorbin, arch, machine, virttype string, flags libvirt.ConnectGetDomainCapabilitiesFlags) (string, error) {
+	return bounded(c.h, c.inner, "GetDomainCapabilities", c.extra, func() (string, error) {
+		return c.inner.GetDomainCapabilities(emulatorbin, arch, machine, virttype, flags)
+	})
+}
+func (c *boundConn) GetFreePages(pageSizes []uint64, startCell int, maxCells uint, flags uint32) ([]uint64, error) {
+	return bounded(c.h, c.inner, "GetFreePages", c.extra, func() ([]uint64, error) {
+		return c.inner.GetFreePages(pageSizes, startCell, maxCells, flags)
+	})
+}
+func (c *boundConn) ListNetworks() ([]string, error) {
+	return bounded(c.h, c.inner, "ListNetworks", c.extra, c.inner.ListNetworks)
+}
 
 func (c *boundConn) domain(d Domain, name string, err error) (Domain, error) {
 	if err != nil {

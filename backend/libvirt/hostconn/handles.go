@@ -37,6 +37,11 @@ type Conn interface {
 	// The host's size, for placement (size.go).
 	GetNodeInfo() (*libvirt.NodeInfo, error)
 	GetFreeMemory() (uint64, error)
+	// What the host offers the machine shapes of instance types
+	// (backend/libvirt/shapes.go): firmware, huge pages, networks.
+	GetDomainCapabilities(emulatorbin, arch, machine, virttype string, flags libvirt.ConnectGetDomainCapabilitiesFlags) (string, error)
+	GetFreePages(pageSizes []uint64, startCell int, maxCells uint, flags uint32) ([]uint64, error)
+	ListNetworks() ([]string, error)
 
 	// Domains.
 	LookupDomainByName(name string) (Domain, error)
@@ -149,6 +154,13 @@ func (c *lvConnect) NumOfDomains() (int, error)              { return c.c.NumOfD
 func (c *lvConnect) NumOfDefinedDomains() (int, error)       { return c.c.NumOfDefinedDomains() }
 func (c *lvConnect) GetNodeInfo() (*libvirt.NodeInfo, error) { return c.c.GetNodeInfo() }
 func (c *lvConnect) GetFreeMemory() (uint64, error)          { return c.c.GetFreeMemory() }
+func (c *lvConnect) GetDomainCapabilities(emulatorbin, arch, machine, virttype string, flags libvirt.ConnectGetDomainCapabilitiesFlags) (string, error) {
+	return c.c.GetDomainCapabilities(emulatorbin, arch, machine, virttype, flags)
+}
+func (c *lvConnect) GetFreePages(pageSizes []uint64, startCell int, maxCells uint, flags uint32) ([]uint64, error) {
+	return c.c.GetFreePages(pageSizes, startCell, maxCells, flags)
+}
+func (c *lvConnect) ListNetworks() ([]string, error) { return c.c.ListNetworks() }
 
 func (c *lvConnect) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseReason)) error {
 	return c.c.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) { cb(reason) })

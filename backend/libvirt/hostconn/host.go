@@ -32,6 +32,9 @@ type Config struct {
 	ProbeName string
 	// Pool is the storage pool whose free space is part of the host's size.
 	Pool string
+	// HugePageSizes (KiB) are the huge page sizes instance types use: each
+	// reading of the host's size reads their free pages, for placement.
+	HugePageSizes []uint64
 
 	CallTimeout    time.Duration // --libvirt-call-timeout: every call's bound
 	AgentTimeout   time.Duration // a guest-agent command's default budget on top

@@ -10,6 +10,9 @@ type Size struct {
 	PoolCapacity  uint64
 	PoolAlloc     uint64
 	PoolKnown     bool
+	// HugePages are the readings of the huge page sizes of
+	// Config.HugePageSizes (nil when none is configured or read).
+	HugePages map[uint64]HugePages
 }
 
 // ReadSize reads the host's size on conn and hands it to Config.OnSize. It runs at
@@ -34,6 +37,13 @@ func (h *Host) ReadSize(conn Conn) {
 			sz.PoolFreeBytes, sz.PoolCapacity, sz.PoolAlloc, sz.PoolKnown = info.Available, info.Capacity, info.Allocation, true
 		}
 		_ = pool.Free()
+	}
+	if len(h.cfg.HugePageSizes) > 0 {
+		if hp, err := ReadHugePages(conn, h.cfg.HugePageSizes); err == nil {
+			sz.HugePages = hp
+		} else {
+			h.log.Debug("huge pages not read", "err", Scrub(err, h.uri))
+		}
 	}
 	h.capMu.Lock()
 	h.size = sz
