@@ -13,6 +13,15 @@ import (
 func (h *host) toPlanner(sz hostconn.Size) {
 	h.plan.Update(h.name, func(p *placement.Host) {
 		p.VCPUs, p.MemoryMiB, p.PoolFreeBytes, p.PoolKnown = sz.VCPUs, sz.MemoryMiB, sz.PoolFreeBytes, sz.PoolKnown
+		p.HugePagesFreeKiB = nil
+		for size, hp := range sz.HugePages {
+			if hp.FreeKnown {
+				if p.HugePagesFreeKiB == nil {
+					p.HugePagesFreeKiB = map[uint64]uint64{}
+				}
+				p.HugePagesFreeKiB[size] = hp.FreeKiB
+			}
+		}
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
@@ -72,6 +73,13 @@ type Config struct {
 	Image    string           // --image: golden volume name in Pool
 	Pool     string           // --storage-pool
 	Network  string           // --network; empty: no NIC
+
+	// Shapes are the instance types' machine shapes by type name
+	// (--instance-types); a type not named has the zero shape.
+	// ShapeMemoryMiB is each type's memory_mib, which the huge page check
+	// at startup compares with the host's reserved pages.
+	Shapes         map[string]backend.Shape
+	ShapeMemoryMiB map[string]int
 
 	// BaseUserData (--base-user-data) is a cloud-init user-data file served
 	// to each guest on a NoCloud seed volume (label "cidata"). Building the

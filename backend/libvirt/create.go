@@ -134,7 +134,14 @@ func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name s
 }
 
 func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) error {
-	overlay, seed, err := b.buildVolumes(a)
+	shape := b.shapeOf(spec)
+	if probe := shape; shapeNeedsProbe(probe) || probe.CPU.Model == backend.CPUHostPassthrough {
+		probe.DiskGiB = 0 // checked against the golden image buildVolumes reads anyway
+		if err := a.step("instance type shape", b.checkShapeOn(h, a.conn, spec, probe)); err != nil {
+			return err
+		}
+	}
+	overlay, seed, err := b.buildVolumes(a, spec.InstanceType, shape)
 	if err != nil {
 		return err
 	}
@@ -185,7 +192,7 @@ func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.M
 
 // buildVolumes makes (or reuses) the overlay and the optional seed and
 // returns their paths.
-func (b *Backend) buildVolumes(a *attempt) (overlay, seed string, err error) {
+func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape) (overlay, seed string, err error) {
 	pool, err := a.conn.LookupStoragePoolByName(b.cfg.Pool)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", b.cfg.Pool, err)
@@ -197,6 +204,9 @@ func (b *Backend) buildVolumes(a *attempt) (overlay, seed string, err error) {
 	g, err := readGolden(pool, b.cfg.Image)
 	if err := a.step("golden image", err); err != nil {
 		return "", "", err
+	}
+	if g, err = sizedGolden(g, typeName, shape); err != nil {
+		return "", "", fmt.Errorf("create: overlay volume: %w", err)
 	}
 	ovName := overlayName(a.name)
 	if ovName == b.cfg.Image {
@@ -225,12 +235,13 @@ func (b *Backend) define(h *host, conn hostconn.Conn, name string, spec backend.
 		return nil, err
 	}
 	hostType := h.DomainType().Type
+	shape := b.shapeOf(spec)
 	d := buildDomain(domainParams{
 		Name: name, Type: hostType, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
-		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, Network: b.cfg.Network,
-		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Metadata: md,
+		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, NICs: resolvedNICs(shape, b.cfg.Network),
+		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Metadata: md, Shape: shape,
 	})
-	if err := b.policyFor(hostType, overlay, seed).check(d); err != nil {
+	if err := b.policyFor(hostType, overlay, seed, shape).check(d); err != nil {
 		return nil, err
 	}
 	x, err := d.Marshal()

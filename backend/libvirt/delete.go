@@ -131,12 +131,21 @@ func destroy(dom hostconn.Domain) error {
 	return err
 }
 
-// undefine removes dom's definition and its side metadata. Drivers that
-// refuse some of the flags (no NVRAM or checkpoint support) get plain
-// undefine: there is then nothing of that kind to leave behind.
+// undefine removes dom's definition and its side metadata: the UEFI
+// NVRAM copy and the swtpm state of a shaped machine too. A libvirt older
+// than 8.9 does not know VIR_DOMAIN_UNDEFINE_TPM (and removes a TPM's
+// state anyway unless told to keep it), so it is asked again without;
+// drivers that refuse the other flags (no NVRAM or checkpoint support)
+// get plain undefine: there is then nothing of that kind to leave behind.
 func undefine(dom hostconn.Domain) error {
-	err := dom.UndefineFlags(undefineFlags)
-	if isCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED) {
+	unsupported := func(err error) bool {
+		return isCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED)
+	}
+	err := dom.UndefineFlags(undefineFlags | libvirt.DOMAIN_UNDEFINE_TPM)
+	if unsupported(err) {
+		err = dom.UndefineFlags(undefineFlags)
+	}
+	if unsupported(err) {
 		err = dom.Undefine()
 	}
 	if err == nil || isNoDomain(err) {

@@ -2,6 +2,8 @@ package libvirt
 
 import (
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // domainParams is everything that varies between the domains we define.
@@ -10,37 +12,100 @@ type domainParams struct {
 	Type       string // "kvm", "qemu" (TCG), or what the driver offers
 	VCPU       int
 	MemoryMiB  int
-	Overlay    string // path of the overlay volume
-	OverlayFmt string // its format (we create qcow2)
-	Seed       string // path of the NoCloud seed volume, or ""
-	Network    string // libvirt network name, or "" for no NIC
-	Kernel     string // direct kernel boot when set
+	Overlay    string        // path of the overlay volume
+	OverlayFmt string        // its format (we create qcow2)
+	Seed       string        // path of the NoCloud seed volume, or ""
+	NICs       []backend.NIC // the machine's NICs (resolvedNICs)
+	Kernel     string        // direct kernel boot when set
 	Initrd     string
 	Cmdline    string
 	Metadata   string // our element, with its xmlns
+	// Shape is the instance type's machine shape (zero: a plain machine).
+	Shape backend.Shape
 }
 
 // buildDomain assembles the domain definition section by section.
 func buildDomain(p domainParams) *libvirtxml.Domain {
 	return &libvirtxml.Domain{
-		Type:       p.Type,
-		Name:       p.Name,
-		Metadata:   &libvirtxml.DomainMetadata{XML: p.Metadata},
-		Memory:     &libvirtxml.DomainMemory{Value: uint(p.MemoryMiB), Unit: "MiB"},
-		VCPU:       &libvirtxml.DomainVCPU{Value: uint(p.VCPU)},
-		OS:         osSection(p),
-		Features:   &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}},
-		OnPoweroff: "destroy",
-		OnReboot:   "restart",
-		OnCrash:    "destroy",
-		Devices:    devices(p),
+		Type:          p.Type,
+		Name:          p.Name,
+		Metadata:      &libvirtxml.DomainMetadata{XML: p.Metadata},
+		Memory:        &libvirtxml.DomainMemory{Value: uint(p.MemoryMiB), Unit: "MiB"},
+		MemoryBacking: memoryBacking(p.Shape),
+		VCPU:          &libvirtxml.DomainVCPU{Value: uint(p.VCPU)},
+		CPU:           cpuSection(p),
+		OS:            osSection(p),
+		Features:      features(p.Shape),
+		OnPoweroff:    "destroy",
+		OnReboot:      "restart",
+		OnCrash:       "destroy",
+		Devices:       devices(p),
 	}
+}
+
+// memoryBacking backs the guest's memory with huge pages of the shape's
+// size, when it has one.
+func memoryBacking(s backend.Shape) *libvirtxml.DomainMemoryBacking {
+	if s.HugePageKiB == 0 {
+		return nil
+	}
+	return &libvirtxml.DomainMemoryBacking{MemoryHugePages: &libvirtxml.DomainMemoryHugepages{
+		Hugepages: []libvirtxml.DomainMemoryHugepage{{Size: uint(s.HugePageKiB), Unit: "KiB"}},
+	}}
+}
+
+// cpuSection is the shape's CPU: its model (host-passthrough when it names
+// none and the domain runs on KVM; the hypervisor's default model under
+// TCG, which cannot pass the host's CPU through) and topology. A shape
+// without a cpu field leaves the element out, as before shapes.
+func cpuSection(p domainParams) *libvirtxml.DomainCPU {
+	c := p.Shape.CPU
+	if !c.Set() {
+		return nil
+	}
+	cpu := &libvirtxml.DomainCPU{}
+	switch model := c.Model; {
+	case model == "" && p.Type == "kvm", model == backend.CPUHostPassthrough:
+		cpu.Mode = backend.CPUHostPassthrough
+	case model == backend.CPUHostModel:
+		cpu.Mode = backend.CPUHostModel
+	case model != "":
+		cpu.Mode, cpu.Match = "custom", "exact"
+		cpu.Model = &libvirtxml.DomainCPUModel{Value: model, Fallback: "forbid"}
+	}
+	if c.Sockets > 0 {
+		cpu.Topology = &libvirtxml.DomainCPUTopology{Sockets: c.Sockets, Cores: c.Cores, Threads: c.Threads}
+	}
+	if cpu.Mode == "" && cpu.Topology == nil {
+		return nil
+	}
+	return cpu
+}
+
+// features: ACPI always; SMM for Secure Boot, which OVMF's secure build
+// needs to protect its variable store.
+func features(s backend.Shape) *libvirtxml.DomainFeatureList {
+	f := &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}}
+	if s.Firmware == backend.FirmwareUEFISecure {
+		f.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
+	}
+	return f
 }
 
 // osSection boots the kernel directly when one is configured (no bootable
 // disk needed), else from the overlay disk.
 func osSection(p domainParams) *libvirtxml.DomainOS {
 	os := &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Type: "hvm"}}
+	if code, vars := firmwareFiles(p.Shape.Firmware); code != "" {
+		// OVMF from flash, read-only, with the domain's own copy of the
+		// variable store template: libvirt creates and names it.
+		os.Type.Machine = uefiMachine
+		os.Loader = &libvirtxml.DomainLoader{Path: code, Readonly: "yes", Type: "pflash"}
+		if p.Shape.Firmware == backend.FirmwareUEFISecure {
+			os.Loader.Secure = "yes"
+		}
+		os.NVRam = &libvirtxml.DomainNVRam{Template: vars}
+	}
 	if p.Kernel != "" {
 		os.Kernel, os.Initrd, os.Cmdline = p.Kernel, p.Initrd, p.Cmdline
 		return os
@@ -59,13 +124,52 @@ func devices(p domainParams) *libvirtxml.DomainDeviceList {
 	if p.Seed != "" {
 		d.Disks = append(d.Disks, fileDisk(p.Seed, "raw", "vdb", true))
 	}
-	if p.Network != "" {
-		d.Interfaces = []libvirtxml.DomainInterface{{
-			Source: &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: p.Network}},
-			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
-		}}
+	for _, n := range p.NICs {
+		d.Interfaces = append(d.Interfaces, nic(n))
+	}
+	if p.Shape.TPM {
+		d.TPMs = []libvirtxml.DomainTPM{tpm()}
 	}
 	return d
+}
+
+// nic is one NIC on a libvirt network or a host bridge.
+func nic(n backend.NIC) libvirtxml.DomainInterface {
+	src := &libvirtxml.DomainInterfaceSource{}
+	if n.Bridge != "" {
+		src.Bridge = &libvirtxml.DomainInterfaceSourceBridge{Bridge: n.Bridge}
+	} else {
+		src.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: n.Network}
+	}
+	return libvirtxml.DomainInterface{Source: src, Model: &libvirtxml.DomainInterfaceModel{Type: nicModel(n)}}
+}
+
+func nicModel(n backend.NIC) string {
+	if n.Model == "" {
+		return "virtio"
+	}
+	return n.Model
+}
+
+// tpm is a TPM 2.0 on the CRB interface, emulated by swtpm; its state
+// lives under /var/lib/libvirt/swtpm and goes with the domain
+// (VIR_DOMAIN_UNDEFINE_TPM).
+func tpm() libvirtxml.DomainTPM {
+	return libvirtxml.DomainTPM{Model: "tpm-crb", Backend: &libvirtxml.DomainTPMBackend{
+		Emulator: &libvirtxml.DomainTPMBackendEmulator{Version: "2.0"},
+	}}
+}
+
+// resolvedNICs are a machine's NICs: its type's network list, or one
+// virtio NIC on --network (none without it).
+func resolvedNICs(s backend.Shape, network string) []backend.NIC {
+	if s.NICs != nil {
+		return s.NICs
+	}
+	if network == "" {
+		return nil
+	}
+	return []backend.NIC{{Network: network}}
 }
 
 func fileDisk(path, format, dev string, readOnly bool) libvirtxml.DomainDisk {

@@ -51,5 +51,6 @@ func (c *Config) hostConfig() hostconn.Config {
 		CallTimeout: c.CallTimeout, AgentTimeout: c.AgentTimeout, MigrateTimeout: c.MigrateTimeout,
 		ReconnectMin: c.ReconnectMin, ReconnectMax: c.ReconnectMax,
 		KeepAliveSecs: c.KeepAliveSecs, KeepAliveCount: c.KeepAliveCount,
+		HugePageSizes: hugePageSizes(c.Shapes),
 	}
 }

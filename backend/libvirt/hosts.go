@@ -123,7 +123,7 @@ func (b *Backend) reserve(spec backend.MachineSpec) (*host, placement.Decision, 
 	if err := b.ZoneReady(hs[0].zone); err != nil {
 		return nil, placement.Decision{}, err
 	}
-	d, err := b.plan.Reserve(hs[0].zone, spec.MachineID, specSize(spec))
+	d, err := b.plan.Reserve(hs[0].zone, spec.MachineID, b.specSize(spec))
 	if err != nil {
 		// The last host may have dropped since the check above: that is
 		// an outage (the Create waits), not a full zone.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // A migration defines a domain on the destination from the source's
@@ -21,7 +23,9 @@ func (m *migration) migratePolicy(files ...string) (xmlPolicy, error) {
 	if err != nil {
 		return xmlPolicy{}, fmt.Errorf("migrate: capabilities of host %s: %w", m.dst.name, err)
 	}
-	p := m.b.policyFor(m.dst.DomainType().Type, "", "")
+	// The zero shape: a shaped domain (UEFI, TPM, huge pages, a CPU of
+	// its own, other NICs) is not migrated (its rendering is refused).
+	p := m.b.policyFor(m.dst.DomainType().Type, "", "", backend.Shape{})
 	p.Files, p.Emulator = nil, em
 	for _, f := range files {
 		if f != "" {

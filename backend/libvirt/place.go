@@ -51,7 +51,7 @@ func (b *Backend) book(ctx context.Context, spec backend.MachineSpec) (*host, pl
 		}
 		return nil, placement.Decision{}, b.recordedHostGone(ctx, spec, zone)
 	}
-	dec, err := b.plan.Pin(zone, spec.Host, spec.MachineID, specSize(spec))
+	dec, err := b.plan.Pin(zone, spec.Host, spec.MachineID, b.specSize(spec))
 	if err != nil {
 		return nil, placement.Decision{}, fmt.Errorf("create: %w", err)
 	}
@@ -88,7 +88,8 @@ func (b *Backend) placeErr(spec backend.MachineSpec, err error) error {
 	return fmt.Errorf("create: %w", err)
 }
 
-// specSize is what a machine is booked at.
-func specSize(spec backend.MachineSpec) placement.Size {
-	return placement.Size{VCPUs: max(spec.VCPU, 1), MemoryMiB: int64(max(spec.MemoryMiB, 64))}
+// specSize is what a machine is booked at: its type's huge pages too.
+func (b *Backend) specSize(spec backend.MachineSpec) placement.Size {
+	return placement.Size{VCPUs: max(spec.VCPU, 1), MemoryMiB: int64(max(spec.MemoryMiB, 64)),
+		HugePageKiB: b.shapeOf(spec).HugePageKiB}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // xmlPolicy is what a domain we define may contain. libvirt's polkit rules
@@ -19,29 +21,36 @@ import (
 // provider does not itself generate is refused. A field of libvirtxml that
 // is not named here is refused too, so new fields never slip through.
 type xmlPolicy struct {
-	Types   []string // domain types the host may use
-	Files   []string // disk sources: this machine's overlay and seed
-	Network string   // the one libvirt network NICs may join ("" = no NIC)
-	Kernel  string   // --kernel/--initrd/--cmdline, exactly
+	Types []string // domain types the host may use
+	Files []string // disk sources: this machine's overlay and seed
+	// NICs are the NICs a domain may have: each interface joins one of
+	// their networks or bridges with that NIC's model (none: no NIC).
+	NICs    []backend.NIC
+	Kernel  string // --kernel/--initrd/--cmdline, exactly
 	Initrd  string
 	Cmdline string
 	// Emulator is the host's default QEMU for the domain's arch and type,
 	// from its capabilities: the one emulator a rendered domain may name
 	// (checkRendered; Create names none and lets libvirt choose it).
 	Emulator string
+	// Shape is the instance type's machine shape: the firmware, NVRAM
+	// template, SMM, TPM, CPU and huge pages it renders are allowed,
+	// exactly as shapes.go and domainxml.go render them, and nothing
+	// else of those kinds.
+	Shape backend.Shape
 }
 
 // policyFor is the policy of one Create: the host's domain type (kvm or
-// qemu on a real host), its own volumes, the configured network and boot
-// files.
-func (b *Backend) policyFor(hostType, overlay, seed string) xmlPolicy {
+// qemu on a real host), its own volumes, the instance type's shape and
+// NICs (or --network) and the configured boot files.
+func (b *Backend) policyFor(hostType, overlay, seed string, shape backend.Shape) xmlPolicy {
 	files := []string{overlay}
 	if seed != "" {
 		files = append(files, seed)
 	}
 	return xmlPolicy{
-		Types: []string{hostType}, Files: files, Network: b.cfg.Network,
-		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline,
+		Types: []string{hostType}, Files: files, NICs: resolvedNICs(shape, b.cfg.Network),
+		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Shape: shape,
 	}
 }
 
@@ -56,8 +65,10 @@ func (p xmlPolicy) check(d *libvirtxml.Domain) error {
 	if !strings.HasPrefix(c.Name, "bf-") {
 		bad("name %q lacks the bf- prefix", c.Name)
 	}
-	errs = append(errs, p.checkOS(c.OS), checkFeatures(c.Features), p.checkDevices(c.Devices))
+	errs = append(errs, p.checkOS(c.OS), p.checkFeatures(c.Features), p.checkDevices(c.Devices),
+		p.checkCPU(c.Type, c.CPU), p.checkMemoryBacking(c.MemoryBacking))
 	c.XMLName, c.Type, c.Name, c.Metadata, c.Memory, c.VCPU = xml.Name{}, "", "", nil, nil, nil
+	c.CPU, c.MemoryBacking = nil, nil
 	c.OnPoweroff, c.OnReboot, c.OnCrash = "", "", ""
 	c.OS, c.Features, c.Devices = nil, nil, nil
 	if left := setFields(c); len(left) > 0 {
@@ -86,26 +97,34 @@ func (p xmlPolicy) checkOS(os *libvirtxml.DomainOS) error {
 			errs = append(errs, fmt.Errorf("boot device %q", bd.Dev))
 		}
 	}
+	code, vars := firmwareFiles(p.Shape.Firmware)
 	if c.Type != nil {
 		t := *c.Type
+		if code != "" && t.Machine == uefiMachine {
+			t.Machine = ""
+		}
 		t.Type = ""
 		if left := setFields(t); len(left) > 0 {
 			errs = append(errs, fmt.Errorf("os type sets %s", strings.Join(left, ", ")))
 		}
 	}
-	c.Type, c.Kernel, c.Initrd, c.Cmdline, c.BootDevices = nil, "", "", "", nil
+	errs = append(errs, checkFirmware(p.Shape.Firmware, code, vars, c.Loader, c.NVRam))
+	c.Type, c.Kernel, c.Initrd, c.Cmdline, c.BootDevices, c.Loader, c.NVRam = nil, "", "", "", nil, nil, nil
 	if left := setFields(c); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("os sets %s", strings.Join(left, ", ")))
 	}
 	return errors.Join(errs...)
 }
 
-func checkFeatures(f *libvirtxml.DomainFeatureList) error {
+func (p xmlPolicy) checkFeatures(f *libvirtxml.DomainFeatureList) error {
 	if f == nil {
 		return nil
 	}
 	c := *f
 	c.ACPI = nil
+	if p.Shape.Firmware == backend.FirmwareUEFISecure && c.SMM != nil && *c.SMM == (libvirtxml.DomainFeatureSMM{State: "on"}) {
+		c.SMM = nil // Secure Boot's
+	}
 	if left := setFields(c); len(left) > 0 {
 		return fmt.Errorf("features set %s", strings.Join(left, ", "))
 	}
@@ -133,7 +152,8 @@ func (p xmlPolicy) checkDevices(dv *libvirtxml.DomainDeviceList) error {
 	for _, co := range c.Consoles {
 		errs = append(errs, checkConsole(co))
 	}
-	c.Disks, c.Interfaces, c.Channels, c.Serials, c.Consoles = nil, nil, nil, nil, nil
+	errs = append(errs, p.checkTPMs(c.TPMs))
+	c.Disks, c.Interfaces, c.Channels, c.Serials, c.Consoles, c.TPMs = nil, nil, nil, nil, nil, nil
 	if left := setFields(c); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("devices include %s", strings.Join(left, ", ")))
 	}
@@ -173,17 +193,94 @@ func (p xmlPolicy) checkDisk(d libvirtxml.DomainDisk) error {
 	return nil
 }
 
+// checkInterface allows a NIC on one of the policy's networks or bridges,
+// of the model the type gives it there, and nothing else of a NIC.
 func (p xmlPolicy) checkInterface(n libvirtxml.DomainInterface) error {
-	if p.Network == "" || n.Source == nil || n.Source.Network == nil || n.Source.Network.Network != p.Network {
-		return fmt.Errorf("a NIC that is not on network %q", p.Network)
+	var on backend.NIC
+	var left []string
+	if n.Source != nil {
+		src := *n.Source
+		switch {
+		case src.Network != nil:
+			net := *src.Network
+			on.Network, net.Network, src.Network = net.Network, "", nil
+			left = setFields(net)
+		case src.Bridge != nil:
+			on.Bridge, src.Bridge = src.Bridge.Bridge, nil
+		}
+		left = append(left, setFields(src)...)
 	}
-	c, src, net := n, *n.Source, *n.Source.Network
-	c.Source, c.Model, src.Network, net.Network = nil, nil, nil, ""
-	if n.Model != nil && n.Model.Type != "virtio" {
-		return fmt.Errorf("a NIC of model %q", n.Model.Type)
+	model := "virtio"
+	if n.Model != nil {
+		model = n.Model.Type
 	}
-	if left := append(append(setFields(c), setFields(src)...), setFields(net)...); len(left) > 0 {
+	ok := on != (backend.NIC{}) && slices.ContainsFunc(p.NICs, func(a backend.NIC) bool {
+		return a.Network == on.Network && a.Bridge == on.Bridge && nicModel(a) == model
+	})
+	if !ok {
+		return fmt.Errorf("a NIC (network %q, bridge %q, model %q) that is none of the instance type's %v", on.Network, on.Bridge, model, p.NICs)
+	}
+	c := n
+	c.Source, c.Model = nil, nil
+	if left = append(left, setFields(c)...); len(left) > 0 {
 		return fmt.Errorf("a NIC that sets %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// checkFirmware allows UEFI only as the shape asks: Debian's OVMF build
+// of that firmware, read-only pflash (secure for Secure Boot), and a
+// variable store copied from its template to a path libvirt chooses.
+func checkFirmware(fw, code, vars string, l *libvirtxml.DomainLoader, nv *libvirtxml.DomainNVRam) error {
+	if code == "" {
+		if l != nil || nv != nil {
+			return errors.New("a firmware loader or NVRAM the instance type does not ask for")
+		}
+		return nil
+	}
+	want := libvirtxml.DomainLoader{Path: code, Readonly: "yes", Type: "pflash"}
+	if fw == backend.FirmwareUEFISecure {
+		want.Secure = "yes"
+	}
+	if l == nil || *l != want {
+		return fmt.Errorf("a firmware loader other than %s's %s", fw, code)
+	}
+	if nv == nil || nv.Source != nil || nv.NVRam != "" || nv.Template != vars || nv.Format != "" || nv.TemplateFormat != "" {
+		return fmt.Errorf("NVRAM other than a copy of %s made by libvirt", vars)
+	}
+	return nil
+}
+
+// checkTPMs allows the shape's swtpm TPM 2.0 (tpm()) and no other TPM.
+func (p xmlPolicy) checkTPMs(ts []libvirtxml.DomainTPM) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	want := tpm()
+	if !p.Shape.TPM || len(ts) > 1 || !reflect.DeepEqual(ts[0], want) {
+		return errors.New("a TPM the instance type does not ask for (only one emulated TPM 2.0, tpm-crb)")
+	}
+	return nil
+}
+
+// checkCPU allows a <cpu> element only as the shape renders it.
+func (p xmlPolicy) checkCPU(domType string, c *libvirtxml.DomainCPU) error {
+	if c == nil {
+		return nil
+	}
+	if want := cpuSection(domainParams{Type: domType, Shape: p.Shape}); want == nil || !reflect.DeepEqual(*c, *want) {
+		return fmt.Errorf("a cpu element (mode %q) other than the instance type's", c.Mode)
+	}
+	return nil
+}
+
+// checkMemoryBacking allows huge pages of the shape's size, nothing else.
+func (p xmlPolicy) checkMemoryBacking(m *libvirtxml.DomainMemoryBacking) error {
+	if m == nil {
+		return nil
+	}
+	if want := memoryBacking(p.Shape); want == nil || !reflect.DeepEqual(*m, *want) {
+		return errors.New("memory backing other than the instance type's huge pages")
 	}
 	return nil
 }

@@ -5,17 +5,19 @@ import (
 	"testing"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 func policyParams() (domainParams, xmlPolicy) {
 	p := domainParams{
 		Name: "bf-p-m1-0a1b2c3d", Type: "kvm", VCPU: 2, MemoryMiB: 512,
 		Overlay: "/var/lib/libvirt/pool/bf-p-m1-0a1b2c3d.qcow2", OverlayFmt: "qcow2",
-		Seed: "/var/lib/libvirt/pool/bf-p-m1-0a1b2c3d-seed.iso", Network: "bigfleet",
+		Seed: "/var/lib/libvirt/pool/bf-p-m1-0a1b2c3d-seed.iso", NICs: []backend.NIC{{Network: "bigfleet"}},
 		Kernel: "/boot/guest/vmlinuz", Initrd: "/boot/guest/initrd.img", Cmdline: "console=ttyS0",
 		Metadata: `<instance xmlns="urn:x"/>`,
 	}
-	pol := xmlPolicy{Types: []string{"kvm", "qemu"}, Files: []string{p.Overlay, p.Seed}, Network: p.Network,
+	pol := xmlPolicy{Types: []string{"kvm", "qemu"}, Files: []string{p.Overlay, p.Seed}, NICs: p.NICs,
 		Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline}
 	return p, pol
 }
@@ -26,8 +28,8 @@ func TestPolicyAcceptsWhatWeGenerate(t *testing.T) {
 	if err := pol.check(buildDomain(p)); err != nil {
 		t.Fatal(err)
 	}
-	p.Kernel, p.Initrd, p.Cmdline, p.Seed, p.Network = "", "", "", "", ""
-	pol.Kernel, pol.Initrd, pol.Cmdline, pol.Network = "", "", "", ""
+	p.Kernel, p.Initrd, p.Cmdline, p.Seed, p.NICs = "", "", "", "", nil
+	pol.Kernel, pol.Initrd, pol.Cmdline, pol.NICs = "", "", "", nil
 	if err := pol.check(buildDomain(p)); err != nil {
 		t.Fatalf("disk boot, no seed, no NIC: %v", err)
 	}
@@ -66,10 +68,10 @@ func TestPolicyRefusesTamperedDefinitions(t *testing.T) {
 		}, "Filesystems"},
 		"direct NIC": {func(p *domainParams, d *libvirtxml.Domain) {
 			d.Devices.Interfaces[0].Source = &libvirtxml.DomainInterfaceSource{Direct: &libvirtxml.DomainInterfaceSourceDirect{Dev: "eth0"}}
-		}, "not on network"},
+		}, "that is none of the instance type's"},
 		"other network": {func(p *domainParams, d *libvirtxml.Domain) {
 			d.Devices.Interfaces[0].Source.Network.Network = "host-lan"
-		}, "not on network"},
+		}, "that is none of the instance type's"},
 		"agent socket path": {func(p *domainParams, d *libvirtxml.Domain) {
 			d.Devices.Channels[0].Source.UNIX.Path = "/run/libvirt/libvirt-sock"
 		}, "other than the guest agent's"},

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // testdata/migratable-qemu.xml is the migratable XML the system libvirtd
@@ -24,7 +26,7 @@ func renderedQEMU(t *testing.T) (*libvirtxml.Domain, xmlPolicy) {
 	return &d, xmlPolicy{
 		Types:    []string{"kvm"},
 		Files:    []string{"/var/lib/libvirt/bigfleet-pool/bf-realxml-polx1-297b0d63.qcow2"},
-		Network:  "bigfleet",
+		NICs:     []backend.NIC{{Network: "bigfleet"}},
 		Kernel:   "/var/lib/libvirt/bigfleet-boot/vmlinuz",
 		Initrd:   "/var/lib/libvirt/bigfleet-boot/initrd.img",
 		Cmdline:  "console=ttyS0 panic=-1 quiet",

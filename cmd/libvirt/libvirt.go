@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/hostsfile"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
+	"github.com/bigfleet/libvirt-provider/server/capacity"
 )
 
 // openLibvirt builds the libvirt backend from the flags: --connect (a bare
@@ -22,24 +24,29 @@ import (
 // flag; a host that is down is not: it is retried in the background and
 // its zone reports unavailable until it answers.
 func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Backend, error) {
-	_ = ctx // libvirt.New does not wait for any host
 	hosts, err := libvirtHosts(cfg)
 	if err != nil {
 		return nil, err
 	}
 	policy, _ := placement.ParsePolicy(cfg.Placement) // validated
+	shapes, typeMemory, err := capacity.LoadShapes(cfg.InstanceTypes)
+	if err != nil {
+		return nil, err
+	}
 	be, err := libvirt.New(libvirt.Config{
-		Hosts:        hosts,
-		Policy:       policy,
-		Provider:     cfg.Provider,
-		Image:        cfg.Image,
-		Pool:         cfg.StoragePool,
-		Network:      cfg.Network,
-		BaseUserData: cfg.BaseUserData,
-		Kernel:       cfg.Kernel,
-		Initrd:       cfg.Initrd,
-		Cmdline:      cfg.Cmdline,
-		DomainType:   cfg.DomainType,
+		Shapes:         shapes,
+		ShapeMemoryMiB: typeMemory,
+		Hosts:          hosts,
+		Policy:         policy,
+		Provider:       cfg.Provider,
+		Image:          cfg.Image,
+		Pool:           cfg.StoragePool,
+		Network:        cfg.Network,
+		BaseUserData:   cfg.BaseUserData,
+		Kernel:         cfg.Kernel,
+		Initrd:         cfg.Initrd,
+		Cmdline:        cfg.Cmdline,
+		DomainType:     cfg.DomainType,
 		// Bounds the credential paths of --connect and --hosts URIs alike.
 		CredentialsDir:  cfg.CredentialsDir,
 		MigratePlain:    !cfg.MigrateTLS,
@@ -58,6 +65,16 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 	if err != nil {
 		// Each cause names its own flag; the prefix says which part failed.
 		return nil, fmt.Errorf("--connect: libvirt backend not started: %w", err)
+	}
+	// What the instance types' shapes need of the hosts (firmware, TPM,
+	// huge pages, networks, a golden image no larger than disk_gib) is
+	// checked on every host that answers within the call bound; a shape a
+	// host cannot give stops the process here, naming type and field.
+	sctx, cancel := context.WithTimeout(ctx, cfg.LibvirtCallTimeout+5*time.Second)
+	defer cancel()
+	if err := be.CheckShapes(sctx); err != nil {
+		be.Close()
+		return nil, err
 	}
 	if !cfg.MigrateTLS {
 		// Plain migration is only ever chosen by this flag: say so once, loudly.

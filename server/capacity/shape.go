@@ -169,23 +169,22 @@ func (it InstanceType) Shape() backend.Shape {
 }
 
 // LoadShapes reads the --instance-types file (path "" = built-ins only)
-// and returns each type's shape by name, for the backend at startup. The
-// file is validated exactly as Load does.
-func LoadShapes(path string) (map[string]backend.Shape, error) {
+// and returns each type's shape and memory_mib by name, for the backend
+// at startup. The file is validated exactly as Load does.
+func LoadShapes(path string) (shapes map[string]backend.Shape, memoryMiB map[string]int, err error) {
 	var data []byte
 	if path != "" {
-		var err error
 		if data, err = os.ReadFile(path); err != nil {
-			return nil, fmt.Errorf("--instance-types: %w", err)
+			return nil, nil, fmt.Errorf("--instance-types: %w", err)
 		}
 	}
 	types, err := buildCatalog(data)
 	if err != nil {
-		return nil, fmt.Errorf("--instance-types: %w", err)
+		return nil, nil, fmt.Errorf("--instance-types: %w", err)
 	}
-	out := make(map[string]backend.Shape, len(types))
+	shapes, memoryMiB = make(map[string]backend.Shape, len(types)), make(map[string]int, len(types))
 	for name, it := range types {
-		out[name] = it.Shape()
+		shapes[name], memoryMiB[name] = it.Shape(), it.MemoryMiB
 	}
-	return out, nil
+	return shapes, memoryMiB, nil
 }

@@ -105,17 +105,17 @@ func TestLoadShapes(t *testing.T) {
 	if err := os.WriteFile(p, []byte(fullShapeJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	shapes, err := LoadShapes(p)
+	shapes, mem, err := LoadShapes(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shapes["kvm.node"].Firmware != "uefi-secure" || !reflect.DeepEqual(shapes["kvm.small"], backend.Shape{}) {
+	if shapes["kvm.node"].Firmware != "uefi-secure" || mem["kvm.node"] != 8192 || !reflect.DeepEqual(shapes["kvm.small"], backend.Shape{}) {
 		t.Fatalf("shapes %+v", shapes)
 	}
 	if err := os.WriteFile(p, []byte(`[{"name":"t","vcpu":1,"memory_mib":1,"firmware":"coreboot"}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadShapes(p); err == nil || !strings.Contains(err.Error(), `--instance-types: instance_types[0]: instance type "t": firmware "coreboot"`) {
+	if _, _, err := LoadShapes(p); err == nil || !strings.Contains(err.Error(), `--instance-types: instance_types[0]: instance type "t": firmware "coreboot"`) {
 		t.Fatalf("bad firmware: %v", err)
 	}
 }

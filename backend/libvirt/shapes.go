@@ -1,0 +1,283 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+)
+
+// OVMF as Debian's ovmf package ships it (2022.11 in bookworm, the same
+// names in trixie): the 4 MiB builds, since the 2 MiB ones cannot hold
+// the Secure Boot key databases. uefi-secure boots the Secure Boot build
+// from a variable store with Microsoft's and Debian's keys enrolled
+// (OVMF_VARS_4M.ms.fd), so a distribution's signed shim boots with
+// Secure Boot on. Each domain gets its own NVRAM copy of the template,
+// which libvirt makes and names itself; Delete removes it
+// (VIR_DOMAIN_UNDEFINE_NVRAM).
+const (
+	OVMFCode       = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	OVMFVars       = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	OVMFSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	OVMFSecureVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
+)
+
+// firmwareFiles returns the loader and NVRAM template of a UEFI firmware
+// ("" for BIOS and the default).
+func firmwareFiles(fw string) (code, vars string) {
+	switch fw {
+	case backend.FirmwareUEFI:
+		return OVMFCode, OVMFVars
+	case backend.FirmwareUEFISecure:
+		return OVMFSecureCode, OVMFSecureVars
+	}
+	return "", ""
+}
+
+// uefiMachine is the machine type of UEFI domains: q35, which Secure Boot
+// needs (SMM), for both UEFI firmwares so they differ only in the files.
+const uefiMachine = "q35"
+
+// shapeOf is the shape of the machine's instance type (zero for a type
+// without one, or one the backend was not told about).
+func (b *Backend) shapeOf(spec backend.MachineSpec) backend.Shape {
+	return b.cfg.Shapes[spec.InstanceType]
+}
+
+// hugePageSizes lists the huge page sizes the instance types use.
+func hugePageSizes(shapes map[string]backend.Shape) []uint64 {
+	var out []uint64
+	for _, s := range shapes {
+		if s.HugePageKiB != 0 && !slices.Contains(out, s.HugePageKiB) {
+			out = append(out, s.HugePageKiB)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hostOffers is what one host offers the shapes: read by probeHost.
+type hostOffers struct {
+	// Loaders are the firmware files QEMU can load for UEFI domains of
+	// the host's type (domain capabilities of a q35 machine).
+	Loaders []string
+	// TPMEmulator: the host can emulate a TPM 2.0 (swtpm); TPMKnown says
+	// the domain capabilities answered the question at all.
+	TPMEmulator, TPMKnown bool
+	// HugePages by size (KiB), for the sizes the types use.
+	HugePages map[uint64]hostconn.HugePages
+	// Networks are the active libvirt networks.
+	Networks []string
+	// GoldenBytes is the golden image's virtual size (0: not read).
+	GoldenBytes uint64
+}
+
+// needs says which probes the shapes call for.
+type needs struct{ uefi, tpm, networks bool }
+
+func needsOf(shapes map[string]backend.Shape) needs {
+	var n needs
+	for _, s := range shapes {
+		n.uefi = n.uefi || s.UEFI()
+		n.tpm = n.tpm || s.TPM
+		n.networks = n.networks || slices.ContainsFunc(s.NICs, func(c backend.NIC) bool { return c.Network != "" })
+	}
+	return n
+}
+
+// probeHost reads what the host offers for the shapes given.
+func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backend.Shape) (hostOffers, error) {
+	var o hostOffers
+	n := needsOf(shapes)
+	if n.uefi || n.tpm {
+		x, err := conn.GetDomainCapabilities("", "x86_64", uefiMachine, h.DomainType().Type, 0)
+		if err != nil {
+			return o, fmt.Errorf("domain capabilities: %w", err)
+		}
+		var dc libvirtxml.DomainCaps
+		if err := dc.Unmarshal(x); err != nil {
+			return o, fmt.Errorf("domain capabilities: %w", err)
+		}
+		o.Loaders, o.TPMEmulator, o.TPMKnown = offersOf(&dc)
+	}
+	if sizes := hugePageSizes(shapes); len(sizes) > 0 {
+		hp, err := hostconn.HugePageSizes(conn, sizes)
+		if err != nil {
+			return o, fmt.Errorf("capabilities: %w", err)
+		}
+		o.HugePages = hp
+	}
+	if n.networks {
+		nets, err := conn.ListNetworks()
+		if err != nil {
+			return o, fmt.Errorf("list networks: %w", err)
+		}
+		o.Networks = nets
+	}
+	if slices.ContainsFunc(slices.Collect(maps.Values(shapes)), func(s backend.Shape) bool { return s.DiskGiB > 0 }) {
+		pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
+		if err != nil {
+			return o, fmt.Errorf("--storage-pool %s: %w", b.cfg.Pool, err)
+		}
+		defer pool.Free()
+		g, err := readGolden(pool, b.cfg.Image)
+		if err != nil {
+			return o, fmt.Errorf("--image: %w", err)
+		}
+		o.GoldenBytes = g.Capacity
+	}
+	return o, nil
+}
+
+// offersOf reads the firmware and TPM a host's domain capabilities list.
+func offersOf(dc *libvirtxml.DomainCaps) (loaders []string, tpmEmulator, tpmKnown bool) {
+	if dc.OS != nil && dc.OS.Loader != nil && dc.OS.Loader.Supported == "yes" {
+		loaders = dc.OS.Loader.Values
+	}
+	if dc.Devices != nil && dc.Devices.TPM != nil {
+		t := dc.Devices.TPM
+		tpmKnown = true
+		tpmEmulator = t.Supported == "yes"
+		for _, e := range t.Enums {
+			switch e.Name {
+			case "backendModel":
+				tpmEmulator = tpmEmulator && slices.Contains(e.Values, "emulator")
+			case "backendVersion":
+				tpmEmulator = tpmEmulator && (len(e.Values) == 0 || slices.Contains(e.Values, "2.0"))
+			}
+		}
+	}
+	return loaders, tpmEmulator, tpmKnown
+}
+
+// checkOffers reports every shape the host cannot give, each naming the
+// instance type and the field. memory is each type's memory_mib (for the
+// huge page total).
+func checkOffers(hostName string, shapes map[string]backend.Shape, memory map[string]int, netFlag string, o hostOffers) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(shapes)) {
+		s := shapes[name]
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("--instance-types: instance type %q: %s (host %s)", name, fmt.Sprintf(format, args...), hostName))
+		}
+		if code, _ := firmwareFiles(s.Firmware); code != "" && !slices.Contains(o.Loaders, code) {
+			bad("firmware %s: the host's QEMU offers no %s (install Debian's ovmf package; it offers %s)",
+				s.Firmware, code, listOrNone(o.Loaders))
+		}
+		if s.TPM && o.TPMKnown && !o.TPMEmulator {
+			bad("tpm: the host cannot emulate a TPM 2.0 (install swtpm and swtpm-tools)")
+		}
+		if s.HugePageKiB != 0 {
+			hp := o.HugePages[s.HugePageKiB]
+			switch {
+			case !hp.Supported:
+				bad("hugepages: the host's CPU has no %s pages", pageName(s.HugePageKiB))
+			case hp.TotalKiB < uint64(max(memory[name], 0))<<10:
+				bad("hugepages: the host has %d MiB of %s pages reserved, less than one machine's memory_mib %d (vm.nr_hugepages or the kernel's hugepages= parameter)",
+					hp.TotalKiB>>10, pageName(s.HugePageKiB), memory[name])
+			}
+		}
+		for i, n := range s.NICs {
+			if n.Network != "" && !slices.Contains(o.Networks, n.Network) {
+				bad("network[%d]: no active libvirt network %q (active: %s)", i, n.Network, listOrNone(o.Networks))
+			}
+		}
+		if s.NICs == nil && netFlag != "" && needsOf(shapes).networks && !slices.Contains(o.Networks, netFlag) {
+			bad("--network %q: no active libvirt network of that name", netFlag)
+		}
+		if s.DiskGiB > 0 && o.GoldenBytes > 0 && uint64(s.DiskGiB)<<30 < o.GoldenBytes {
+			bad("disk_gib %d is smaller than the golden image's virtual size (%s)", s.DiskGiB, gib(o.GoldenBytes))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}
+
+func pageName(kib uint64) string {
+	switch {
+	case kib >= 1<<20 && kib%(1<<20) == 0:
+		return fmt.Sprintf("%dG", kib>>20)
+	case kib >= 1<<10 && kib%(1<<10) == 0:
+		return fmt.Sprintf("%dM", kib>>10)
+	}
+	return fmt.Sprintf("%dK", kib)
+}
+
+func gib(b uint64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+
+// CheckShapes checks every instance type's shape against every host that
+// is connected (waiting for each host's first connection attempt, within
+// ctx): the firmware files, TPM emulation, huge pages, networks and the
+// golden image's size the shapes need. A host that is not connected is
+// not checked here: a Create on it then fails with the same message. An
+// error names the instance type, the field and the host.
+func (b *Backend) CheckShapes(ctx context.Context) error {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(b.cfg.Shapes)), shapeNeedsProbe) {
+		return nil
+	}
+	b.AwaitFirstAttempts(ctx)
+	var errs []error
+	for _, h := range b.list {
+		if h.Ready() != nil {
+			b.log.Warn("instance type shapes not checked on a host that is not connected; a Create there checks its own", "host", h.name)
+			continue
+		}
+		err := h.With(func(conn hostconn.Conn) error {
+			o, err := b.probeHost(h, conn, b.cfg.Shapes)
+			if err != nil {
+				return fmt.Errorf("--instance-types: probing host %s for the machine shapes: %w", h.name, err)
+			}
+			return checkOffers(h.name, b.cfg.Shapes, b.cfg.ShapeMemoryMiB, b.cfg.Network, o)
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// checkShapeOn is CheckShapes for one Create's shape on its host.
+func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.MachineSpec, s backend.Shape) error {
+	if s.CPU.Model == backend.CPUHostPassthrough && h.DomainType().Type != DomainTypeKVM {
+		return fmt.Errorf("instance type %q: cpu.model %s needs KVM, and host %s runs %s domains (leave cpu.model out for the hypervisor's default under TCG)",
+			spec.InstanceType, s.CPU.Model, h.name, h.DomainType().Type)
+	}
+	one := map[string]backend.Shape{spec.InstanceType: s}
+	o, err := b.probeHost(h, conn, one)
+	if err != nil {
+		return err
+	}
+	return checkOffers(h.name, one, map[string]int{spec.InstanceType: spec.MemoryMiB}, b.cfg.Network, o)
+}
+
+// sizedGolden gives the overlay the shape's disk size: never smaller than
+// the golden image's virtual size, which the guest's partition table and
+// file systems were made for.
+func sizedGolden(g golden, typeName string, s backend.Shape) (golden, error) {
+	if s.DiskGiB <= 0 {
+		return g, nil
+	}
+	want := uint64(s.DiskGiB) << 30
+	if want < g.Capacity {
+		return g, fmt.Errorf("instance type %q: disk_gib %d is smaller than the golden image's virtual size (%s)",
+			typeName, s.DiskGiB, gib(g.Capacity))
+	}
+	g.Capacity = want
+	return g, nil
+}
+
+// shapeNeedsProbe: a shape with anything a host may lack.
+func shapeNeedsProbe(s backend.Shape) bool {
+	return s.UEFI() || s.TPM || s.HugePageKiB != 0 || len(s.NICs) > 0 || s.DiskGiB > 0
+}

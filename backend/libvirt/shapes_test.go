@@ -1,0 +1,285 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+)
+
+// fullShape is every shape field at once.
+func fullShape() backend.Shape {
+	return backend.Shape{DiskGiB: 8, Firmware: backend.FirmwareUEFISecure, TPM: true,
+		CPU:         backend.CPUShape{Sockets: 1, Cores: 2, Threads: 1},
+		HugePageKiB: 2048,
+		NICs:        []backend.NIC{{Network: "bigfleet"}, {Bridge: "br0", Model: "e1000e"}}}
+}
+
+func shapedParams() (domainParams, xmlPolicy) {
+	p, pol := policyParams()
+	p.Kernel, p.Initrd, p.Cmdline = "", "", ""
+	pol.Kernel, pol.Initrd, pol.Cmdline = "", "", ""
+	p.Shape, pol.Shape = fullShape(), fullShape()
+	p.NICs, pol.NICs = resolvedNICs(p.Shape, "ignored"), resolvedNICs(pol.Shape, "ignored")
+	return p, pol
+}
+
+// The XML a shape renders, element by element, as libvirt reads it.
+func TestShapeRendersXML(t *testing.T) {
+	t.Parallel()
+	p, pol := shapedParams()
+	d := buildDomain(p)
+	if err := pol.check(d); err != nil {
+		t.Fatalf("the policy refuses the shape's own domain: %v", err)
+	}
+	x, err := d.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`<type machine="q35">hvm</type>`,
+		`<loader readonly="yes" secure="yes" type="pflash">/usr/share/OVMF/OVMF_CODE_4M.secboot.fd</loader>`,
+		`<nvram template="/usr/share/OVMF/OVMF_VARS_4M.ms.fd"></nvram>`,
+		`<smm state="on"></smm>`,
+		`<cpu mode="host-passthrough">`, `<topology sockets="1" cores="2" threads="1"></topology>`,
+		`<hugepages>`, `<page size="2048" unit="KiB"></page>`,
+		`<tpm model="tpm-crb">`, `<backend type="emulator" version="2.0">`,
+		`<source network="bigfleet"></source>`, `<model type="virtio"></model>`,
+		`<source bridge="br0"></source>`, `<model type="e1000e"></model>`,
+	} {
+		if !strings.Contains(x, want) {
+			t.Errorf("domain XML lacks %s:\n%s", want, x)
+		}
+	}
+	// Plain UEFI: no secure flag, no SMM, the plain template.
+	p.Shape.Firmware = backend.FirmwareUEFI
+	x, _ = buildDomain(p).Marshal()
+	if !strings.Contains(x, `<loader readonly="yes" type="pflash">/usr/share/OVMF/OVMF_CODE_4M.fd</loader>`) ||
+		!strings.Contains(x, `template="/usr/share/OVMF/OVMF_VARS_4M.fd"`) || strings.Contains(x, "smm") {
+		t.Errorf("uefi:\n%s", x)
+	}
+	// Under TCG a CPU without a model is the hypervisor's (no host-passthrough).
+	p.Type = "qemu"
+	if c := cpuSection(p); c.Mode != "" || c.Topology == nil {
+		t.Errorf("qemu cpu = %+v", c)
+	}
+	p.Shape.CPU = backend.CPUShape{Model: "Haswell-noTSX"}
+	if c := cpuSection(p); c.Mode != "custom" || c.Match != "exact" || c.Model.Value != "Haswell-noTSX" || c.Model.Fallback != "forbid" || c.Topology != nil {
+		t.Errorf("named model cpu = %+v", c)
+	}
+	// The zero shape renders as before shapes: one virtio NIC on --network.
+	p.Shape = backend.Shape{}
+	p.NICs = resolvedNICs(p.Shape, "default")
+	d = buildDomain(p)
+	if d.CPU != nil || d.MemoryBacking != nil || d.OS.Loader != nil || d.OS.NVRam != nil || d.Features.SMM != nil ||
+		d.Devices.TPMs != nil || len(d.Devices.Interfaces) != 1 || d.OS.Type.Machine != "" {
+		t.Errorf("zero shape renders %+v", d)
+	}
+	if n := resolvedNICs(backend.Shape{NICs: []backend.NIC{}}, "default"); len(n) != 0 {
+		t.Errorf(`"network": [] gives NICs %v`, n)
+	}
+}
+
+// The allow-list takes a shape's elements only exactly as the shape
+// renders them: anything else of those kinds is still refused, and a
+// plain type's policy refuses all of them.
+func TestPolicyRefusesOutsideTheShape(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		tamper func(d *libvirtxml.Domain)
+		want   string
+	}{
+		"loader from a host file": {func(d *libvirtxml.Domain) { d.OS.Loader.Path = "/etc/shadow" }, "firmware loader other than"},
+		"loader writable":         {func(d *libvirtxml.Domain) { d.OS.Loader.Readonly = "no" }, "firmware loader other than"},
+		"nvram at a chosen path":  {func(d *libvirtxml.Domain) { d.OS.NVRam.NVRam = "/root/.ssh/authorized_keys" }, "NVRAM other than"},
+		"nvram from a host file":  {func(d *libvirtxml.Domain) { d.OS.NVRam.Template = "/etc/shadow" }, "NVRAM other than"},
+		"other machine type":      {func(d *libvirtxml.Domain) { d.OS.Type.Machine = "pc-i440fx-7.2" }, "os type sets Machine"},
+		"tpm passthrough": {func(d *libvirtxml.Domain) {
+			d.Devices.TPMs[0].Backend = &libvirtxml.DomainTPMBackend{Passthrough: &libvirtxml.DomainTPMBackendPassthrough{
+				Device: &libvirtxml.DomainTPMBackendDevice{Path: "/dev/tpm0"}}}
+		}, "a TPM the instance type does not ask for"},
+		"two TPMs":  {func(d *libvirtxml.Domain) { d.Devices.TPMs = append(d.Devices.TPMs, tpm()) }, "a TPM the instance"},
+		"other cpu": {func(d *libvirtxml.Domain) { d.CPU.Mode = "host-model" }, "a cpu element"},
+		"cpu with features": {func(d *libvirtxml.Domain) {
+			d.CPU.Features = []libvirtxml.DomainCPUFeature{{Policy: "disable", Name: "smep"}}
+		}, "a cpu element"},
+		"other huge pages":      {func(d *libvirtxml.Domain) { d.MemoryBacking.MemoryHugePages.Hugepages[0].Size = 1 << 20 }, "memory backing"},
+		"locked memory":         {func(d *libvirtxml.Domain) { d.MemoryBacking.MemoryLocked = &libvirtxml.DomainMemoryLocked{} }, "memory backing"},
+		"NIC on another bridge": {func(d *libvirtxml.Domain) { d.Devices.Interfaces[1].Source.Bridge.Bridge = "virbr9" }, `bridge "virbr9"`},
+		"NIC of another model":  {func(d *libvirtxml.Domain) { d.Devices.Interfaces[0].Model.Type = "e1000" }, `model "e1000"`},
+		"direct NIC": {func(d *libvirtxml.Domain) {
+			d.Devices.Interfaces[0].Source = &libvirtxml.DomainInterfaceSource{Direct: &libvirtxml.DomainInterfaceSourceDirect{Dev: "eth0"}}
+		}, "none of the instance type's"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p, pol := shapedParams()
+			d := buildDomain(p)
+			tc.tamper(d)
+			if err := pol.check(d); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	// A plain type's policy refuses a shaped domain outright.
+	p, _ := shapedParams()
+	_, plain := policyParams()
+	plain.Kernel, plain.Initrd, plain.Cmdline = "", "", ""
+	err := plain.check(buildDomain(p))
+	for _, want := range []string{"firmware loader or NVRAM", "features set SMM", "a TPM", "a cpu element", "memory backing", `bridge "br0"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("plain policy on a shaped domain: %v, want %q", err, want)
+		}
+	}
+	// SMM without Secure Boot is not the shape's either.
+	p.Shape.Firmware = backend.FirmwareUEFI
+	pol := xmlPolicy{Types: []string{"kvm"}, Files: []string{p.Overlay, p.Seed}, NICs: p.NICs, Shape: p.Shape}
+	d := buildDomain(p)
+	d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
+	if err := pol.check(d); err == nil || !strings.Contains(err.Error(), "SMM") {
+		t.Errorf("SMM on plain uefi: %v", err)
+	}
+}
+
+// Each shape a host cannot give fails naming the type, the field and the
+// host: what CheckShapes stops the process with at startup.
+func TestCheckOffersRefuses(t *testing.T) {
+	t.Parallel()
+	offers := hostOffers{
+		Loaders: []string{OVMFCode}, TPMKnown: true, TPMEmulator: false,
+		HugePages: map[uint64]hostconn.HugePages{2048: {Supported: true, TotalKiB: 512 << 10}, 1 << 20: {}},
+		Networks:  []string{"default"}, GoldenBytes: 10 << 30,
+	}
+	shapes := map[string]backend.Shape{
+		"fw":    {Firmware: backend.FirmwareUEFISecure},
+		"uefi":  {Firmware: backend.FirmwareUEFI},
+		"tpm":   {TPM: true},
+		"hp1g":  {HugePageKiB: 1 << 20},
+		"hp2m":  {HugePageKiB: 2048},
+		"net":   {NICs: []backend.NIC{{Network: "default"}, {Network: "lab-net"}}},
+		"disk":  {DiskGiB: 8},
+		"disk2": {DiskGiB: 10},
+		"plain": {},
+	}
+	mem := map[string]int{"hp1g": 1024, "hp2m": 1024}
+	err := checkOffers("h1", shapes, mem, "", offers)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`instance type "fw": firmware uefi-secure: the host's QEMU offers no /usr/share/OVMF/OVMF_CODE_4M.secboot.fd (install Debian's ovmf package; it offers /usr/share/OVMF/OVMF_CODE_4M.fd) (host h1)`,
+		`instance type "tpm": tpm: the host cannot emulate a TPM 2.0`,
+		`instance type "hp1g": hugepages: the host's CPU has no 1G pages`,
+		`instance type "hp2m": hugepages: the host has 512 MiB of 2M pages reserved, less than one machine's memory_mib 1024`,
+		`instance type "net": network[1]: no active libvirt network "lab-net" (active: default)`,
+		`instance type "disk": disk_gib 8 is smaller than the golden image's virtual size (10.00 GiB)`,
+	} {
+		if !strings.Contains(err.Error(), "--instance-types: "+want) {
+			t.Errorf("missing %q in\n%v", want, err)
+		}
+	}
+	for _, fine := range []string{`"uefi"`, `"disk2"`, `"plain"`, "network[0]"} {
+		if strings.Contains(err.Error(), fine) {
+			t.Errorf("%s refused:\n%v", fine, err)
+		}
+	}
+	// A host whose domain capabilities say nothing of TPMs is not refused
+	// for one (an older libvirt): the start then says what is missing.
+	if err := checkOffers("h1", map[string]backend.Shape{"tpm": {TPM: true}}, nil, "", hostOffers{}); err != nil {
+		t.Errorf("TPM unknown: %v", err)
+	}
+}
+
+func TestSizedGolden(t *testing.T) {
+	t.Parallel()
+	g := golden{Capacity: 3 << 30}
+	if got, err := sizedGolden(g, "t", backend.Shape{}); err != nil || got.Capacity != 3<<30 {
+		t.Fatalf("no disk_gib: %+v %v", got, err)
+	}
+	if got, err := sizedGolden(g, "t", backend.Shape{DiskGiB: 8}); err != nil || got.Capacity != 8<<30 {
+		t.Fatalf("disk_gib 8: %+v %v", got, err)
+	}
+	if _, err := sizedGolden(g, "t", backend.Shape{DiskGiB: 2}); err == nil ||
+		!strings.Contains(err.Error(), `instance type "t": disk_gib 2 is smaller than the golden image's virtual size (3.00 GiB)`) {
+		t.Fatalf("disk_gib 2: %v", err)
+	}
+}
+
+func TestOffersOfDomainCaps(t *testing.T) {
+	t.Parallel()
+	const x = `<domainCapabilities><path>/usr/bin/qemu-system-x86_64</path><domain>kvm</domain><arch>x86_64</arch>
+<os supported='yes'><loader supported='yes'><value>/usr/share/OVMF/OVMF_CODE_4M.fd</value><value>/usr/share/OVMF/OVMF_CODE_4M.secboot.fd</value></loader></os>
+<devices><tpm supported='yes'><enum name='model'><value>tpm-tis</value><value>tpm-crb</value></enum>
+<enum name='backendModel'><value>passthrough</value><value>emulator</value></enum>
+<enum name='backendVersion'><value>1.2</value><value>2.0</value></enum></tpm></devices></domainCapabilities>`
+	var dc libvirtxml.DomainCaps
+	if err := dc.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	l, emu, known := offersOf(&dc)
+	if len(l) != 2 || l[1] != OVMFSecureCode || !emu || !known {
+		t.Fatalf("loaders %v emulator %v known %v", l, emu, known)
+	}
+	dc.Devices.TPM.Enums[1].Values = []string{"passthrough"} // no swtpm on the host
+	if _, emu, _ := offersOf(&dc); emu {
+		t.Fatal("TPM emulation offered without the emulator backend")
+	}
+}
+
+// CheckShapes on a connected host (the test driver, which has the
+// network "default" and a 64 MiB golden image) names an unknown network;
+// a disk_gib type gets an overlay of that size.
+func TestCheckShapesAndDiskSize(t *testing.T) {
+	t.Parallel()
+	shapes := map[string]backend.Shape{
+		"big":   {DiskGiB: 2, NICs: []backend.NIC{{Network: "default"}}},
+		"nonet": {NICs: []backend.NIC{{Network: "nowhere"}}},
+	}
+	b, _ := newTestBackend(t, func(c *Config) { c.Shapes = shapes })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := b.CheckShapes(ctx)
+	if err == nil || !strings.Contains(err.Error(), `--instance-types: instance type "nonet": network[0]: no active libvirt network "nowhere" (active: default) (host z1)`) ||
+		strings.Contains(err.Error(), `"big"`) {
+		t.Fatalf("CheckShapes: %v", err)
+	}
+	delete(b.cfg.Shapes, "nonet")
+	if err := b.CheckShapes(ctx); err != nil {
+		t.Fatalf("good shapes refused: %v", err)
+	}
+	spec := backend.MachineSpec{MachineID: "m1", OperationID: "op1", Zone: "z1", InstanceType: "big", VCPU: 1, MemoryMiB: 256}
+	if _, err := b.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	conn := testConn(t, b, "z1")
+	pool, err := conn.LookupStoragePoolByName("bigfleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Free()
+	vol, err := pool.LookupStorageVolByName(overlayName(DomainName(b.cfg.Provider, "m1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Free()
+	info, err := vol.GetInfo()
+	if err != nil || info.Capacity != 2<<30 {
+		t.Fatalf("overlay capacity %v (%v), want 2 GiB", info, err)
+	}
+	// A type whose network is gone fails its Create with the same words.
+	b.cfg.Shapes["nonet"] = backend.Shape{NICs: []backend.NIC{{Network: "nowhere"}}}
+	spec = backend.MachineSpec{MachineID: "m2", OperationID: "op2", Zone: "z1", InstanceType: "nonet", VCPU: 1, MemoryMiB: 256}
+	_, err = b.Create(ctx, spec)
+	if err == nil || !strings.Contains(err.Error(), `create: instance type shape: --instance-types: instance type "nonet": network[0]`) {
+		t.Fatalf("create on a missing network: %v", err)
+	}
+	if errors.Is(err, backend.ErrHostUnavailable) {
+		t.Fatal("a shape the host lacks is not a host outage")
+	}
+}
