@@ -41,7 +41,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
 	qemu-system-x86 qemu-utils pkg-config busybox-static qemu-guest-agent cpio
-	gzip xz-utils zstd util-linux procps iproute2 genisoimage)
+	gzip xz-utils zstd util-linux procps iproute2 genisoimage
+	ovmf swtpm swtpm-tools)
 
 log() { echo "libvirt-env: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
