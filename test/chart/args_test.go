@@ -312,6 +312,22 @@ func checkConfigFiles(t *testing.T, r *rendered, args map[string]string) {
 		Name      string `json:"name"`
 		VCPU      int    `json:"vcpu"`
 		MemoryMiB int    `json:"memory_mib"`
+		// Machine shapes (docs/configuration.md), the binary's names.
+		DiskGiB  int    `json:"disk_gib,omitempty"`
+		Firmware string `json:"firmware,omitempty"`
+		TPM      bool   `json:"tpm,omitempty"`
+		CPU      *struct {
+			Model   string `json:"model,omitempty"`
+			Sockets int    `json:"sockets,omitempty"`
+			Cores   int    `json:"cores,omitempty"`
+			Threads int    `json:"threads,omitempty"`
+		} `json:"cpu,omitempty"`
+		HugePages string `json:"hugepages,omitempty"`
+		Network   []struct {
+			Network string `json:"network,omitempty"`
+			Bridge  string `json:"bridge,omitempty"`
+			Model   string `json:"model,omitempty"`
+		} `json:"network,omitempty"`
 	}
 	files := map[string]any{
 		"offerings":      &[]offering{},
