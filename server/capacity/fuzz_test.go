@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -50,7 +51,9 @@ func FuzzDecodeOfferings(f *testing.F) {
 }
 
 func FuzzParseInstanceTypes(f *testing.F) {
-	for _, s := range []string{`[]`, `[{"name":"kvm.huge","vcpu":32,"memory_mib":65536}]`, `[{"name":""}]`, `x`} {
+	for _, s := range []string{`[]`, `[{"name":"kvm.huge","vcpu":32,"memory_mib":65536}]`, `[{"name":""}]`, `x`, fullShapeJSON,
+		`[{"name":"a","vcpu":2,"memory_mib":1,"cpu":{"sockets":2,"cores":1,"threads":1},"network":[]}]`,
+		`[{"name":"a","vcpu":1,"memory_mib":1,"hugepages":"1G","network":[{"bridge":"br0","model":"e1000"}]}]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -61,6 +64,20 @@ func FuzzParseInstanceTypes(f *testing.F) {
 		for _, it := range types {
 			if it.Name == "" || it.VCPU <= 0 || it.MemoryMiB <= 0 {
 				t.Fatalf("accepted invalid %+v", it)
+			}
+			// An accepted shape is one the backend can render as is.
+			s := it.Shape()
+			if c := s.CPU; c.Sockets != 0 && c.Sockets*c.Cores*c.Threads != it.VCPU {
+				t.Fatalf("accepted topology %+v for vcpu %d", c, it.VCPU)
+			}
+			if s.DiskGiB < 0 || (s.Firmware != "" && s.Firmware != "bios" && !s.UEFI()) ||
+				(it.HugePages != "" && s.HugePageKiB == 0) {
+				t.Fatalf("accepted shape %+v from %+v", s, it)
+			}
+			for _, n := range s.NICs {
+				if (n.Network == "") == (n.Bridge == "") || strings.ContainsAny(n.Network+n.Bridge, "/<>'\" \x00") {
+					t.Fatalf("accepted NIC %+v", n)
+				}
 			}
 		}
 	})
