@@ -179,6 +179,9 @@ func checkOffers(hostName string, shapes map[string]backend.Shape, memory map[st
 			switch {
 			case !hp.Supported:
 				bad("hugepages: the host's CPU has no %s pages", pageName(s.HugePageKiB))
+			case hp.TotalKiB == 0:
+				bad("hugepages: the host has no %s pages reserved (vm.nr_hugepages, or the kernel's hugepagesz= and hugepages= parameters)",
+					pageName(s.HugePageKiB))
 			case hp.TotalKiB < uint64(max(memory[name], 0))<<10:
 				bad("hugepages: the host has %d MiB of %s pages reserved, less than one machine's memory_mib %d (vm.nr_hugepages or the kernel's hugepages= parameter)",
 					hp.TotalKiB>>10, pageName(s.HugePageKiB), memory[name])
@@ -189,12 +192,15 @@ func checkOffers(hostName string, shapes map[string]backend.Shape, memory map[st
 				bad("network[%d]: no active libvirt network %q (active: %s)", i, n.Network, listOrNone(o.Networks))
 			}
 		}
-		if s.NICs == nil && netFlag != "" && needsOf(shapes).networks && !slices.Contains(o.Networks, netFlag) {
-			bad("--network %q: no active libvirt network of that name", netFlag)
-		}
 		if s.DiskGiB > 0 && o.GoldenBytes > 0 && uint64(s.DiskGiB)<<30 < o.GoldenBytes {
 			bad("disk_gib %d is smaller than the golden image's virtual size (%s)", s.DiskGiB, gib(o.GoldenBytes))
 		}
+	}
+	// The types without a network list use --network: checked once, when
+	// the networks were listed for the others anyway.
+	plain := slices.ContainsFunc(slices.Collect(maps.Values(shapes)), func(s backend.Shape) bool { return s.NICs == nil })
+	if plain && netFlag != "" && o.Networks != nil && !slices.Contains(o.Networks, netFlag) {
+		errs = append(errs, fmt.Errorf("--network: no active libvirt network %q, which the instance types without a network list use (host %s)", netFlag, hostName))
 	}
 	return errors.Join(errs...)
 }

@@ -154,7 +154,7 @@ func TestCheckOffersRefuses(t *testing.T) {
 	t.Parallel()
 	offers := hostOffers{
 		Loaders: []string{OVMFCode}, TPMKnown: true, TPMEmulator: false,
-		HugePages: map[uint64]hostconn.HugePages{2048: {Supported: true, TotalKiB: 512 << 10}, 1 << 20: {}},
+		HugePages: map[uint64]hostconn.HugePages{2048: {Supported: true, TotalKiB: 512 << 10}, 1 << 20: {}, 16 << 10: {Supported: true}},
 		Networks:  []string{"default"}, GoldenBytes: 10 << 30,
 	}
 	shapes := map[string]backend.Shape{
@@ -163,6 +163,7 @@ func TestCheckOffersRefuses(t *testing.T) {
 		"tpm":   {TPM: true},
 		"hp1g":  {HugePageKiB: 1 << 20},
 		"hp2m":  {HugePageKiB: 2048},
+		"hp16m": {HugePageKiB: 16 << 10},
 		"net":   {NICs: []backend.NIC{{Network: "default"}, {Network: "lab-net"}}},
 		"disk":  {DiskGiB: 8},
 		"disk2": {DiskGiB: 10},
@@ -178,6 +179,7 @@ func TestCheckOffersRefuses(t *testing.T) {
 		`instance type "tpm": tpm: the host cannot emulate a TPM 2.0`,
 		`instance type "hp1g": hugepages: the host's CPU has no 1G pages`,
 		`instance type "hp2m": hugepages: the host has 512 MiB of 2M pages reserved, less than one machine's memory_mib 1024`,
+		`instance type "hp16m": hugepages: the host has no 16M pages reserved`,
 		`instance type "net": network[1]: no active libvirt network "lab-net" (active: default)`,
 		`instance type "disk": disk_gib 8 is smaller than the golden image's virtual size (10.00 GiB)`,
 	} {
@@ -321,5 +323,19 @@ func TestUndefineRemovesTPMStateWhereLibvirtCan(t *testing.T) {
 	bare := &flagDomain{refuse: func(libvirt.DomainUndefineFlagsValues) bool { return true }}
 	if err := undefine(bare); err != nil || len(bare.calls) != 2 || !bare.plain {
 		t.Fatalf("no flags: %v calls %v plain %v", err, bare.calls, bare.plain)
+	}
+}
+
+// --network is checked once, for the types without a network list, when
+// the host's networks were read for the others.
+func TestCheckOffersNetworkFlag(t *testing.T) {
+	t.Parallel()
+	shapes := map[string]backend.Shape{"a": {}, "b": {}, "nics": {NICs: []backend.NIC{{Network: "default"}}}}
+	err := checkOffers("h1", shapes, nil, "gone", hostOffers{Networks: []string{"default"}})
+	if err == nil || strings.Count(err.Error(), "--network") != 1 || !strings.Contains(err.Error(), `--network: no active libvirt network "gone"`) {
+		t.Fatalf("got %v", err)
+	}
+	if err := checkOffers("h1", shapes, nil, "default", hostOffers{Networks: []string{"default"}}); err != nil {
+		t.Fatal(err)
 	}
 }

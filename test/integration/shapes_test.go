@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,5 +223,26 @@ func TestShapeRefusedAtStartup(t *testing.T) {
 				t.Fatalf("exit %v without naming the field (%q):\n%s", err, tc.want, out)
 			}
 		})
+	}
+}
+
+// Placement reads the host's free huge pages (virNodeGetFreePages): on a
+// host with none of 2M reserved, a type backed by them fits no host, and
+// its Create fails for capacity without touching libvirt.
+func TestShapeHugePagesPlacement(t *testing.T) {
+	e := loadEnv(t)
+	if b, err := os.ReadFile("/proc/sys/vm/nr_hugepages"); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Skipf("the host has 2M huge pages reserved (%q, %v): this test needs none", b, err)
+	}
+	shapes := map[string]backend.Shape{"huge": {HugePageKiB: 2048}}
+	b := newBackendWith(t, e, "it-shape-huge", func(c *libvirt.Config) { c.Shapes = shapes })
+	id := uniq("huge")
+	spec := backend.MachineSpec{MachineID: id, OperationID: "op-" + id, Zone: "local", InstanceType: "huge", VCPU: 1, MemoryMiB: 128}
+	_, err := b.Create(t.Context(), spec)
+	if !errors.Is(err, backend.ErrNoCapacity) || !strings.Contains(err.Error(), "of 2048 KiB huge pages") {
+		t.Fatalf("Create of a 2M huge page type on a host without them: %v", err)
+	}
+	if err := b.CheckShapes(t.Context()); err == nil || !strings.Contains(err.Error(), `instance type "huge": hugepages: the host has no 2M pages reserved`) {
+		t.Fatalf("CheckShapes: %v", err)
 	}
 }
