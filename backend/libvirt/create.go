@@ -135,7 +135,7 @@ func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name s
 
 func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) error {
 	shape := b.shapeOf(spec)
-	if probe := shape; shapeNeedsProbe(probe) || probe.CPU.Model == backend.CPUHostPassthrough {
+	if probe := shape; shapeNeedsProbe(probe) {
 		probe.DiskGiB = 0 // checked against the golden image buildVolumes reads anyway
 		if err := a.step("instance type shape", b.checkShapeOn(h, a.conn, spec, probe)); err != nil {
 			return err

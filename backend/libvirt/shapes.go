@@ -75,18 +75,26 @@ type hostOffers struct {
 	HugePages map[uint64]hostconn.HugePages
 	// Networks are the active libvirt networks.
 	Networks []string
+	// DomainType is the type the host's domains get (kvm, qemu).
+	DomainType string
+	// CPUModes are the CPU modes the host's QEMU supports, CPUModels its
+	// named models with libvirt's usable verdict ("yes", "no", "unknown");
+	// both nil when not read.
+	CPUModes  map[string]bool
+	CPUModels map[string]string
 	// GoldenBytes is the golden image's virtual size (0: not read).
 	GoldenBytes uint64
 }
 
 // needs says which probes the shapes call for.
-type needs struct{ uefi, tpm, networks bool }
+type needs struct{ uefi, tpm, networks, cpu bool }
 
 func needsOf(shapes map[string]backend.Shape) needs {
 	var n needs
 	for _, s := range shapes {
 		n.uefi = n.uefi || s.UEFI()
 		n.tpm = n.tpm || s.TPM
+		n.cpu = n.cpu || s.CPU.Model != ""
 		n.networks = n.networks || slices.ContainsFunc(s.NICs, func(c backend.NIC) bool { return c.Network != "" })
 	}
 	return n
@@ -94,9 +102,9 @@ func needsOf(shapes map[string]backend.Shape) needs {
 
 // probeHost reads what the host offers for the shapes given.
 func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backend.Shape) (hostOffers, error) {
-	var o hostOffers
+	o := hostOffers{DomainType: h.DomainType().Type}
 	n := needsOf(shapes)
-	if n.uefi || n.tpm {
+	if n.uefi || n.tpm || n.cpu {
 		x, err := conn.GetDomainCapabilities("", "x86_64", uefiMachine, h.DomainType().Type, 0)
 		if err != nil {
 			return o, fmt.Errorf("domain capabilities: %w", err)
@@ -106,6 +114,7 @@ func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backe
 			return o, fmt.Errorf("domain capabilities: %w", err)
 		}
 		o.Loaders, o.TPMEmulator, o.TPMKnown = offersOf(&dc)
+		o.CPUModes, o.CPUModels = cpuOffersOf(&dc)
 	}
 	if sizes := hugePageSizes(shapes); len(sizes) > 0 {
 		hp, err := hostconn.HugePageSizes(conn, sizes)
@@ -157,6 +166,47 @@ func offersOf(dc *libvirtxml.DomainCaps) (loaders []string, tpmEmulator, tpmKnow
 	return loaders, tpmEmulator, tpmKnown
 }
 
+// cpuOffersOf reads the CPU modes and named models of domain capabilities.
+func cpuOffersOf(dc *libvirtxml.DomainCaps) (modes map[string]bool, models map[string]string) {
+	if dc.CPU == nil {
+		return nil, nil
+	}
+	modes, models = map[string]bool{}, map[string]string{}
+	for _, m := range dc.CPU.Modes {
+		modes[m.Name] = m.Supported == "yes"
+		if m.Name == "custom" {
+			for _, x := range m.Models {
+				models[x.Name] = x.Usable
+			}
+		}
+	}
+	return modes, models
+}
+
+// checkCPU reports a CPU model the host cannot give.
+func (o hostOffers) checkCPU(c backend.CPUShape) string {
+	switch m := c.Model; {
+	case m == "":
+		return ""
+	case m == backend.CPUHostPassthrough && o.DomainType != DomainTypeKVM:
+		return fmt.Sprintf("cpu.model %s needs KVM, and the host runs %s domains (leave cpu.model out for the hypervisor's default under TCG)", m, o.DomainType)
+	case m == backend.CPUHostPassthrough || m == backend.CPUHostModel:
+		if o.CPUModes != nil && !o.CPUModes[m] {
+			return fmt.Sprintf("cpu.model %s: the host's QEMU does not support that mode", m)
+		}
+	case o.CPUModels == nil:
+	default:
+		usable, ok := o.CPUModels[m]
+		switch {
+		case !ok:
+			return fmt.Sprintf("cpu.model %q: the host's QEMU has no such CPU model (virsh domcapabilities lists them)", m)
+		case usable == "no":
+			return fmt.Sprintf("cpu.model %q: not usable on this host (libvirt reports usable=no: the host CPU lacks some of its features)", m)
+		}
+	}
+	return ""
+}
+
 // checkOffers reports every shape the host cannot give, each naming the
 // instance type and the field. memory is each type's memory_mib (for the
 // huge page total).
@@ -170,6 +220,9 @@ func checkOffers(hostName string, shapes map[string]backend.Shape, memory map[st
 		if code, _ := firmwareFiles(s.Firmware); code != "" && !slices.Contains(o.Loaders, code) {
 			bad("firmware %s: the host's QEMU offers no %s (install Debian's ovmf package; it offers %s)",
 				s.Firmware, code, listOrNone(o.Loaders))
+		}
+		if why := o.checkCPU(s.CPU); why != "" {
+			bad("%s", why)
 		}
 		if s.TPM && o.TPMKnown && !o.TPMEmulator {
 			bad("tpm: the host cannot emulate a TPM 2.0 (install swtpm and swtpm-tools)")
@@ -255,10 +308,6 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 
 // checkShapeOn is CheckShapes for one Create's shape on its host.
 func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.MachineSpec, s backend.Shape) error {
-	if s.CPU.Model == backend.CPUHostPassthrough && h.DomainType().Type != DomainTypeKVM {
-		return fmt.Errorf("instance type %q: cpu.model %s needs KVM, and host %s runs %s domains (leave cpu.model out for the hypervisor's default under TCG)",
-			spec.InstanceType, s.CPU.Model, h.name, h.DomainType().Type)
-	}
 	one := map[string]backend.Shape{spec.InstanceType: s}
 	o, err := b.probeHost(h, conn, one)
 	if err != nil {
@@ -285,5 +334,5 @@ func sizedGolden(g golden, typeName string, s backend.Shape) (golden, error) {
 
 // shapeNeedsProbe: a shape with anything a host may lack.
 func shapeNeedsProbe(s backend.Shape) bool {
-	return s.UEFI() || s.TPM || s.HugePageKiB != 0 || len(s.NICs) > 0 || s.DiskGiB > 0
+	return s.UEFI() || s.TPM || s.HugePageKiB != 0 || len(s.NICs) > 0 || s.DiskGiB > 0 || s.CPU.Model != ""
 }

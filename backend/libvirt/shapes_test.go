@@ -339,3 +339,38 @@ func TestCheckOffersNetworkFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A CPU model the host cannot give is refused naming the field: host-
+// passthrough off KVM, a model QEMU does not know or the host CPU cannot
+// run.
+func TestCheckOffersCPU(t *testing.T) {
+	t.Parallel()
+	const x = `<domainCapabilities><cpu><mode name='host-passthrough' supported='yes'/><mode name='host-model' supported='no'/>
+<mode name='custom' supported='yes'><model usable='yes'>qemu64</model><model usable='no'>Icelake-Server</model></mode></cpu></domainCapabilities>`
+	var dc libvirtxml.DomainCaps
+	if err := dc.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	o := hostOffers{DomainType: "qemu"}
+	o.CPUModes, o.CPUModels = cpuOffersOf(&dc)
+	for model, want := range map[string]string{
+		"host-passthrough": "cpu.model host-passthrough needs KVM, and the host runs qemu domains",
+		"host-model":       "cpu.model host-model: the host's QEMU does not support that mode",
+		"Haswell":          `cpu.model "Haswell": the host's QEMU has no such CPU model`,
+		"Icelake-Server":   `cpu.model "Icelake-Server": not usable on this host`,
+		"qemu64":           "",
+		"":                 "",
+	} {
+		err := checkOffers("h1", map[string]backend.Shape{"t": {CPU: backend.CPUShape{Model: model}}}, nil, "", o)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q refused: %v", model, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), `instance type "t": `+want)):
+			t.Errorf("%q: %v, want %q", model, err, want)
+		}
+	}
+	o.DomainType = "kvm"
+	if err := checkOffers("h1", map[string]backend.Shape{"t": {CPU: backend.CPUShape{Model: "host-passthrough"}}}, nil, "", o); err != nil {
+		t.Errorf("host-passthrough on kvm: %v", err)
+	}
+}

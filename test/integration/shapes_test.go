@@ -135,7 +135,7 @@ func TestShapeUEFIAndTPM(t *testing.T) {
 		t.Fatalf("scripts/libvirt-env.sh installs swtpm: %v", err)
 	}
 	shapes := map[string]backend.Shape{
-		"uefi-tpm": {Firmware: backend.FirmwareUEFI, TPM: true},
+		"uefi-tpm": {Firmware: backend.FirmwareUEFI, TPM: true, CPU: backend.CPUShape{Sockets: 1, Cores: 1, Threads: 1}},
 		"secure":   {Firmware: backend.FirmwareUEFISecure, TPM: true},
 	}
 	b := newBackendWith(t, e, "it-shape-uefi", func(c *libvirt.Config) { c.Shapes = shapes })
@@ -151,6 +151,12 @@ func TestShapeUEFIAndTPM(t *testing.T) {
 	if d.OS.Loader == nil || d.OS.Loader.Path != libvirt.OVMFCode || d.OS.NVRam == nil || d.OS.NVRam.NVRam == "" ||
 		len(d.Devices.TPMs) != 1 || d.Devices.TPMs[0].Model != "tpm-crb" {
 		t.Fatalf("domain: loader %+v nvram %+v tpms %+v", d.OS.Loader, d.OS.NVRam, d.Devices.TPMs)
+	}
+	// No cpu.model: host-passthrough on KVM, the hypervisor's model on TCG.
+	wantMode := map[string]string{"kvm": "host-passthrough", "qemu": ""}[e.DomainType]
+	if d.CPU == nil || d.CPU.Topology == nil || d.CPU.Topology.Sockets != 1 || d.CPU.Topology.Cores != 1 ||
+		(e.DomainType != "auto" && d.CPU.Mode != wantMode && !(wantMode == "" && d.CPU.Mode == "custom")) {
+		t.Fatalf("domain cpu %+v (domain type %s)", d.CPU, e.DomainType)
 	}
 	nvram := d.OS.NVRam.NVRam
 	tpmState := filepath.Join("/var/lib/libvirt/swtpm", d.UUID)
@@ -202,7 +208,9 @@ func TestShapeRefusedAtStartup(t *testing.T) {
 		"unknown network": {`"network": [{"network": "bf-no-such-net"}]`,
 			`instance type "bad": network[0]: no active libvirt network "bf-no-such-net"`},
 		"hugepages the host lacks": {`"hugepages": "1G"`, `instance type "bad": hugepages: the host`},
-		"unknown firmware":         {`"firmware": "coreboot"`, `instance type "bad": firmware "coreboot": want bios, uefi or uefi-secure`},
+		"unknown CPU model": {`"cpu": {"model": "NoSuchCPU-v9"}`,
+			`instance type "bad": cpu.model "NoSuchCPU-v9": the host's QEMU has no such CPU model`},
+		"unknown firmware": {`"firmware": "coreboot"`, `instance type "bad": firmware "coreboot": want bios, uefi or uefi-secure`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			types := filepath.Join(t.TempDir(), "types.json")
