@@ -14,14 +14,16 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
-// OVMF as Debian's ovmf package ships it (2022.11 in bookworm, the same
-// names in trixie): the 4 MiB builds, since the 2 MiB ones cannot hold
-// the Secure Boot key databases. uefi-secure boots the Secure Boot build
-// from a variable store with Microsoft's and Debian's keys enrolled
-// (OVMF_VARS_4M.ms.fd), so a distribution's signed shim boots with
-// Secure Boot on. Each domain gets its own NVRAM copy of the template,
-// which libvirt makes and names itself; Delete removes it
-// (VIR_DOMAIN_UNDEFINE_NVRAM).
+// OVMF as Debian's ovmf package ships it (2022.11-6 in bookworm: 2 MiB
+// and 4 MiB builds, plain and Secure Boot, and variable stores blank,
+// with Microsoft's keys enrolled (.ms) and with test keys (.snakeoil)).
+// These are the 4 MiB ones libvirt's firmware descriptors in
+// /usr/share/qemu/firmware name. uefi-secure boots the Secure Boot build
+// from the store with Microsoft's keys (OVMF_VARS_4M.ms.fd): its db holds
+// the UEFI CA that signs the distributions' shim, so an image booting
+// through shim boots with Secure Boot on. Each domain gets its own NVRAM
+// copy of the template, which libvirt makes and names itself; Delete
+// removes it (VIR_DOMAIN_UNDEFINE_NVRAM).
 const (
 	OVMFCode       = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 	OVMFVars       = "/usr/share/OVMF/OVMF_VARS_4M.fd"
