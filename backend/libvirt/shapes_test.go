@@ -374,3 +374,15 @@ func TestCheckOffersCPU(t *testing.T) {
 		t.Errorf("host-passthrough on kvm: %v", err)
 	}
 }
+
+func TestShapedDomainsAreSeen(t *testing.T) {
+	t.Parallel()
+	p, _ := shapedParams()
+	if !shaped(buildDomain(p)) {
+		t.Fatal("a shaped domain not seen as shaped")
+	}
+	p, _ = policyParams()
+	if shaped(buildDomain(p)) {
+		t.Fatal("a plain domain seen as shaped")
+	}
+}
