@@ -66,18 +66,20 @@ func (m *migration) checkXML(x string, files ...string) error {
 	}
 	if err := p.checkRendered(&d); err != nil {
 		if shaped(&d) {
-			return fmt.Errorf("migrate %s to host %s: a machine with a UEFI, TPM or huge page shape is not live-migrated: %w", m.name, m.dst.name, err)
+			return fmt.Errorf("migrate %s to host %s: a machine with a UEFI, TPM, huge page or CPU shape is not live-migrated: %w", m.name, m.dst.name, err)
 		}
 		return fmt.Errorf("migrate %s to host %s: %w", m.name, m.dst.name, err)
 	}
 	return nil
 }
 
-// shaped: the domain has firmware, a TPM or memory backing of an instance
-// type's shape, which the migration policy (the zero shape) refuses.
+// shaped: the domain has firmware, a TPM, memory backing or a CPU of an
+// instance type's shape, which the migration policy (the zero shape)
+// refuses.
 func shaped(d *libvirtxml.Domain) bool {
 	return (d.OS != nil && (d.OS.Loader != nil || d.OS.NVRam != nil)) || d.MemoryBacking != nil ||
-		(d.Devices != nil && len(d.Devices.TPMs) > 0)
+		(d.Devices != nil && len(d.Devices.TPMs) > 0) ||
+		(d.CPU != nil && (d.CPU.Topology != nil || d.CPU.Mode == backend.CPUHostPassthrough || d.CPU.Mode == backend.CPUHostModel))
 }
 
 // defaultEmulator is the emulator libvirt on conn gives a domain of type
