@@ -32,6 +32,7 @@ type Metrics struct {
 	restarts    *prometheus.CounterVec
 	gaveUp      *prometheus.CounterVec
 	duplicates  *prometheus.CounterVec
+	recoveries  *prometheus.CounterVec
 	hot         map[string]*atomic.Pointer[rpcSeries] // rpcmetrics.go
 	hostCache   atomic.Pointer[HostCache]             // hostmetrics.go; nil: no host gauges
 }
@@ -91,10 +92,14 @@ func NewMetrics(counts CountsFunc) *Metrics {
 			Name: "duplicate_domains_total",
 			Help: "Copies of one machine's domain found on a second host of its zone by reconcile, by zone and outcome: removed (never bound, the kept copy running), kept (no such proof: reported each pass until an operator acts), failed (the removal did not finish).",
 		}, []string{"zone", "outcome"}),
+		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "migration_recoveries_total",
+			Help: "Live migrations interrupted by a provider stop that reconcile recovered from libvirt's state, by zone and outcome: completed (the destination ran the guest; the source's copy was removed), resumed (the paused source was resumed), running (a running copy was kept).",
+		}, []string{"zone", "outcome"}),
 		hot: newHotSeries(),
 	}
 	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
-		m.notRunning, m.restarts, m.gaveUp, m.duplicates,
+		m.notRunning, m.restarts, m.gaveUp, m.duplicates, m.recoveries,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if counts != nil {
@@ -144,6 +149,11 @@ func (m *Metrics) RestartGaveUp(zone string) { m.gaveUp.WithLabelValues(zone).In
 // DuplicateDomain implements lifecycle.DuplicateObserver.
 func (m *Metrics) DuplicateDomain(zone, outcome string) {
 	m.duplicates.WithLabelValues(zone, outcome).Inc()
+}
+
+// MigrationRecovered implements lifecycle.MigrationRecoveryObserver.
+func (m *Metrics) MigrationRecovered(zone, outcome string) {
+	m.recoveries.WithLabelValues(zone, outcome).Inc()
 }
 
 // StoreCommitted is shaped for the bbolt store's OnCommit hook: one call

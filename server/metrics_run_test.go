@@ -69,6 +69,22 @@ func TestNotRunningMetrics(t *testing.T) {
 	}
 }
 
+// TestMigrationRecoveryMetrics: each recovery counts once by zone and
+// outcome, and the metrics are the engine's MigrationRecoveryObserver.
+func TestMigrationRecoveryMetrics(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(nil)
+	var _ lifecycle.MigrationRecoveryObserver = m
+	m.MigrationRecovered("a", "completed")
+	m.MigrationRecovered("a", "resumed")
+	m.MigrationRecovered("a", "resumed")
+	for outcome, want := range map[string]float64{"completed": 1, "resumed": 2} {
+		if got, ok := seriesValue(t, m, "migration_recoveries_total", map[string]string{"zone": "a", "outcome": outcome}); !ok || got != want {
+			t.Errorf("migration_recoveries_total{a,%s} = %v (present %v), want %v", outcome, got, ok, want)
+		}
+	}
+}
+
 // TestDuplicateMetrics: each duplicate reconcile meets counts once by
 // zone and outcome, and the metrics are the engine's DuplicateObserver.
 func TestDuplicateMetrics(t *testing.T) {

@@ -19,6 +19,25 @@ import (
 // Outcomes of a recovery, in history entries.
 const migRecovered = "migration_recovered"
 
+// MigrationRecoveryObserver is told of each interrupted migration reconcile
+// recovered, by zone and outcome: "completed" (the destination ran the
+// guest; the source's copy went), "resumed" (the paused source was
+// resumed) or "running" (a copy was already running and was kept). An
+// Observer that also implements it gets these calls.
+type MigrationRecoveryObserver interface {
+	MigrationRecovered(zone, outcome string)
+}
+
+func recoveryOutcome(res backend.MigrationRecovery) string {
+	switch {
+	case res.Completed:
+		return "completed"
+	case res.Resumed:
+		return "resumed"
+	}
+	return "running"
+}
+
 // interrupted returns, by machine, the listed copies of each machine one
 // of whose copies a migration paused.
 func interrupted(obs []backend.Observed) map[string][]backend.Observed {
@@ -96,6 +115,9 @@ func (e *Engine) recordRecovery(m *Machine, res backend.MigrationRecovery) {
 	note := recoveryNote(m, res)
 	e.log.Warn("reconcile: interrupted migration recovered", "machine", m.ID, "zone", m.Zone,
 		"from", m.HostName, "runs_on", res.Live.Host, "completed", res.Completed, "resumed", res.Resumed, "note", note)
+	if o, ok := e.cfg.Observer.(MigrationRecoveryObserver); ok {
+		o.MigrationRecovered(m.Zone, recoveryOutcome(res))
+	}
 	unlock := e.locks.Lock(m.ID)
 	defer unlock()
 	cur, ok := e.idx.get(m.ID)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 )
@@ -68,13 +70,13 @@ var pausedByMigration = backend.RunState{State: backend.RunPaused, Reason: "migr
 
 // recFixture: m000 CONFIGURED on h1 of zone-a, its copy there paused by a
 // migration, and (if dst is set) a copy on h2 in state dst.
-func recFixture(t *testing.T, dst *backend.RunState) (*fixture, *recBackend, *bytes.Buffer) {
+func recFixture(t *testing.T, dst *backend.RunState, tweak ...func(*Config)) (*fixture, *recBackend, *bytes.Buffer) {
 	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
 	rb := &recBackend{testBackend: f.be}
 	f.wrap = rb
 	logs := &bytes.Buffer{}
 	var mu sync.Mutex
-	f.start(2, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, logs}, nil)) })
+	f.start(2, append([]func(*Config){func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, logs}, nil)) }}, tweak...)...)
 	f.toConfigured("m000", "c1")
 	f.be.mu.Lock()
 	o := f.be.vms["m000"]
@@ -156,5 +158,42 @@ func TestRecoverMigrationSkipsAMoveUnderWay(t *testing.T) {
 	f.e.Reconcile(context.Background())
 	if calls := rb.seen(); len(calls) != 0 {
 		t.Fatalf("recovered during a migration: %v", calls)
+	}
+}
+
+// recoveryCounter is an Observer that counts recoveries by zone/outcome.
+type recoveryCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *recoveryCounter) TransitionFinished(OpKind, string, string, time.Duration) {}
+
+func (r *recoveryCounter) MigrationRecovered(zone, outcome string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n[zone+"/"+outcome]++
+}
+
+// Each recovery reaches the observer once, with its outcome.
+func TestRecoverMigrationObserved(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		dst  *backend.RunState
+		want string
+	}{
+		{&backend.RunState{State: backend.RunRunning, Reason: "migrated"}, "zone-a/completed"},
+		{&pausedByMigration, "zone-a/resumed"},
+	} {
+		obs := &recoveryCounter{n: map[string]int{}}
+		f, _, _ := recFixture(t, tc.dst, func(c *Config) { c.Observer = obs })
+		f.e.Reconcile(context.Background())
+		f.e.Reconcile(context.Background())
+		obs.mu.Lock()
+		got := maps.Clone(obs.n)
+		obs.mu.Unlock()
+		if len(got) != 1 || got[tc.want] != 1 {
+			t.Errorf("observed %v, want %s once", got, tc.want)
+		}
 	}
 }
