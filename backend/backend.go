@@ -414,3 +414,14 @@ type MigrationRecovery struct {
 type MigrationRecoverer interface {
 	RecoverMigration(ctx context.Context, machineID string, recorded Placement, copies []Placement) (MigrationRecovery, error)
 }
+
+// GuestAddresser is implemented by backends that can read a running
+// guest's network addresses through its agent ("eth0 192.0.2.10/24", global
+// addresses only). The engine reads them once a Configure succeeded: the
+// agent has just answered, so the call costs one agent round trip. An agent
+// that refuses the command is not an error: nil, nil (addresses unknown).
+// The addresses are for people (admin API, libvirtctl, history), not for
+// BigFleet's wire, which has no field for them.
+type GuestAddresser interface {
+	GuestAddresses(ctx context.Context, machineID string, pl Placement) ([]string, error)
+}
