@@ -82,6 +82,9 @@ func (e *Engine) record(cur *Machine, r result) error {
 		if r.err == nil && cur.OpKind == OpCreate && r.placement.Why != "" {
 			h.Note = r.placement.Why // the host chosen and why, kept with the machine
 		}
+		if r.err == nil && cur.OpKind == OpConfigure && len(r.addresses) > 0 {
+			h.Note = noteAddresses(r.addresses)
+		}
 	}
 	if err := e.commit(context.Background(), n.ID, "", nil, &n); err != nil {
 		return err

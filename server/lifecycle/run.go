@@ -13,6 +13,7 @@ import (
 type result struct {
 	placement backend.Placement
 	err       error
+	addresses []string // a Configure's guest addresses (see readAddresses)
 }
 
 // launch runs an accepted transition in the background. blob is only set
@@ -113,10 +114,14 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attem
 	case OpCreate:
 		return e.create(ctx, m, st)
 	case OpConfigure:
-		return result{err: e.be.Configure(ctx, backend.ConfigureSpec{
+		err := e.be.Configure(ctx, backend.ConfigureSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,
 			BootstrapBlob: blob, ShardMetadata: cloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID),
-		})}
+		})
+		if err != nil {
+			return result{err: err}
+		}
+		return result{addresses: e.readAddresses(ctx, m.ID, pl)}
 	case OpDrain:
 		return result{err: e.be.Drain(ctx, backend.DrainSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,

@@ -1,0 +1,128 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// addrBackend is the test backend plus backend.GuestAddresser.
+type addrBackend struct {
+	*testBackend
+	mu    sync.Mutex
+	addrs []string
+	err   error
+	calls int
+}
+
+func (b *addrBackend) GuestAddresses(_ context.Context, id string, pl backend.Placement) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	if pl.Domain == "" {
+		return nil, errors.New("no placement")
+	}
+	return slices.Clone(b.addrs), b.err
+}
+
+func (b *addrBackend) set(addrs []string, err error) {
+	b.mu.Lock()
+	b.addrs, b.err = addrs, err
+	b.mu.Unlock()
+}
+
+func newAddrFixture(t *testing.T) (*fixture, *addrBackend) {
+	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
+	ab := &addrBackend{testBackend: f.be}
+	f.wrap = ab
+	f.start(1)
+	return f, ab
+}
+
+func TestConfigureRecordsGuestAddresses(t *testing.T) {
+	t.Parallel()
+	f, ab := newAddrFixture(t)
+	ab.set([]string{"eth0 192.0.2.10/24", "eth0 2001:db8::10/64"}, nil)
+	f.toIdle("m000")
+	if m, _ := f.e.Get(t.Context(), "m000"); m.GuestAddresses() != nil || ab.calls != 0 {
+		t.Fatalf("IDLE after Create: addresses %q, %d reads; want none (read at Configure)", m.GuestAddresses(), ab.calls)
+	}
+	f.toConfigured2("m000", "c1")
+	m, _ := f.e.Get(t.Context(), "m000")
+	if want := []string{"eth0 192.0.2.10/24", "eth0 2001:db8::10/64"}; !slices.Equal(m.GuestAddresses(), want) {
+		t.Fatalf("addresses %q, want %q", m.GuestAddresses(), want)
+	}
+	last := m.History[len(m.History)-1]
+	if last.Kind != OpConfigure || last.Note != "addresses: eth0 192.0.2.10/24, eth0 2001:db8::10/64" {
+		t.Fatalf("history entry %+v", last)
+	}
+	if st := f.st.stored("m000"); st.History[len(st.History)-1].Note != last.Note {
+		t.Fatalf("stored history note %q", st.History[len(st.History)-1].Note)
+	}
+
+	// A refreshed reading replaces it; an unreadable one leaves it unknown
+	// and the Configure still succeeds.
+	drainTo(f, "m000")
+	ab.set(nil, errors.New("agent gone"))
+	f.toConfigured2("m000", "c1")
+	if m, _ := f.e.Get(t.Context(), "m000"); m.GuestAddresses() != nil || m.History[len(m.History)-1].Note != "" {
+		t.Fatalf("after failed read: %q, note %q", m.GuestAddresses(), m.History[len(m.History)-1].Note)
+	}
+
+	// Delete forgets them.
+	drainTo(f, "m000")
+	ab.set([]string{"eth0 192.0.2.11/24"}, nil)
+	f.toConfigured2("m000", "c1")
+	drainTo(f, "m000")
+	if _, err := f.e.Delete(t.Context(), DeleteRequest{MachineID: "m000"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.waitState("m000", Speculative); m.GuestAddresses() != nil {
+		t.Fatalf("deleted machine keeps addresses %q", m.GuestAddresses())
+	}
+}
+
+func (f *fixture) toConfigured2(id, c string) {
+	f.t.Helper()
+	if _, err := f.e.Configure(context.Background(), ConfigureRequest{MachineID: id, ClusterID: c}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.waitState(id, Configured)
+}
+
+func drainTo(f *fixture, id string) {
+	f.t.Helper()
+	if _, err := f.e.Drain(context.Background(), DrainRequest{MachineID: id}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.waitState(id, Idle)
+}
+
+func TestGuestAddressesFromHistory(t *testing.T) {
+	t.Parallel()
+	cfg := func(outcome, note string) Transition {
+		return Transition{Kind: OpConfigure, Outcome: outcome, Note: note}
+	}
+	for _, tc := range []struct {
+		name string
+		h    []Transition
+		want []string
+	}{
+		{"none", nil, nil},
+		{"configured", []Transition{{Kind: OpCreate, Outcome: "succeeded"}, cfg("succeeded", "addresses: eth0 192.0.2.1/24, eth1 198.51.100.2/24")},
+			[]string{"eth0 192.0.2.1/24", "eth1 198.51.100.2/24"}},
+		{"drained keeps", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), {Kind: OpDrain, Outcome: "succeeded"}}, []string{"eth0 192.0.2.1/24"}},
+		{"failed configure skipped", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), cfg("failed", "")}, []string{"eth0 192.0.2.1/24"}},
+		{"unread", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), cfg("succeeded", "")}, nil},
+		{"new VM", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), {Kind: OpDelete, Outcome: "succeeded"}, {Kind: OpCreate, Outcome: "succeeded"}}, nil},
+	} {
+		m := Machine{History: tc.h}
+		if got := m.GuestAddresses(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
