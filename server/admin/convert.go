@@ -40,6 +40,7 @@ func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
 		StateSince:    ts(m.StateSince),
 		Revision:      m.Revision,
 		Host:          machineHost(m),
+		Addresses:     m.GuestAddresses(),
 	}
 	if !m.StateSince.IsZero() {
 		out.TimeInState = durationpb.New(max(now.Sub(m.StateSince), 0))

@@ -938,7 +938,12 @@ type AdminMachine struct {
 	Revision uint64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
 	// The name of the host its VM is on (Host.name); empty while no VM
 	// exists.
-	Host          string `protobuf:"bytes,9,opt,name=host,proto3" json:"host,omitempty"`
+	Host string `protobuf:"bytes,9,opt,name=host,proto3" json:"host,omitempty"`
+	// The guest's global addresses ("eth0 192.0.2.10/24"), as its agent
+	// reported them when the latest Configure succeeded; empty while unknown
+	// (never configured since its Create, or the agent refused the
+	// guest-network-get-interfaces command). Not on BigFleet's wire.
+	Addresses     []string `protobuf:"bytes,10,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1034,6 +1039,13 @@ func (x *AdminMachine) GetHost() string {
 		return x.Host
 	}
 	return ""
+}
+
+func (x *AdminMachine) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
 }
 
 type ListMachinesRequest struct {
@@ -2476,7 +2488,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\bmachines\x18\r \x01(\x05R\bmachines\"\x12\n" +
 	"\x10ListHostsRequest\"I\n" +
 	"\x11ListHostsResponse\x124\n" +
-	"\x05hosts\x18\x01 \x03(\v2\x1e.libvirtprovider.admin.v1.HostR\x05hosts\"\x9d\x03\n" +
+	"\x05hosts\x18\x01 \x03(\v2\x1e.libvirtprovider.admin.v1.HostR\x05hosts\"\xbb\x03\n" +
 	"\fAdminMachine\x124\n" +
 	"\amachine\x18\x01 \x01(\v2\x1a.bigfleet.v1alpha1.MachineR\amachine\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12!\n" +
@@ -2487,7 +2499,9 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\rtime_in_state\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vtimeInState\x12I\n" +
 	"\x12operation_deadline\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x11operationDeadline\x12\x1a\n" +
 	"\brevision\x18\b \x01(\x04R\brevision\x12\x12\n" +
-	"\x04host\x18\t \x01(\tR\x04host\"\x9b\x01\n" +
+	"\x04host\x18\t \x01(\tR\x04host\x12\x1c\n" +
+	"\taddresses\x18\n" +
+	" \x03(\tR\taddresses\"\x9b\x01\n" +
 	"\x13ListMachinesRequest\x127\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x1f.bigfleet.v1alpha1.MachineStateR\x06states\x12\x14\n" +
 	"\x05zones\x18\x02 \x03(\tR\x05zones\x12\x1f\n" +
