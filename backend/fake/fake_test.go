@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -277,5 +278,25 @@ func TestRunStateAndStart(t *testing.T) {
 	}
 	if err := b.Start(ctx, "nope", backend.Placement{}); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("start of a missing VM: %v", err)
+	}
+}
+
+func TestGuestAddresses(t *testing.T) {
+	t.Parallel()
+	b := New(Options{})
+	pl, err := b.Create(t.Context(), backend.MachineSpec{MachineID: "m1", Zone: DefaultZones[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ga backend.GuestAddresser = b
+	a1, err := ga.GuestAddresses(t.Context(), "m1", pl)
+	if err != nil || len(a1) != 1 || !strings.HasPrefix(a1[0], "eth0 198.51.100.") {
+		t.Fatalf("addresses %q, %v", a1, err)
+	}
+	if a2, _ := ga.GuestAddresses(t.Context(), "m1", pl); a2[0] != a1[0] {
+		t.Fatalf("addresses changed: %q then %q", a1, a2)
+	}
+	if _, err := ga.GuestAddresses(t.Context(), "nope", backend.Placement{Zone: DefaultZones[0]}); err == nil {
+		t.Fatal("no VM: want an error")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -62,6 +63,7 @@ func cmdGet(ctx context.Context, c *clients, o *opts, id string, w io.Writer) er
 	t.row("price per hour", strconv.FormatFloat(pm.GetPricePerHour(), 'f', -1, 64))
 	t.row("host", pm.GetHost().GetProvider()+" "+pm.GetHost().GetRef())
 	t.row("domain", m.GetDomain())
+	t.row("addresses", strings.Join(m.GetAddresses(), ", "))
 	t.row("cluster", pm.GetCluster())
 	t.row("operation", m.GetOperationKind()+" "+m.GetOperationId())
 	if m.GetOperationDeadline() != nil {
@@ -95,10 +97,10 @@ func cmdHistory(ctx context.Context, c *clients, o *opts, id string, w io.Writer
 	if o.output == "json" {
 		return writeJSON(w, res.Msg)
 	}
-	t := newTable(w, "STARTED", "KIND", "FROM", "TO", "DURATION", "OUTCOME", "OPERATION", "LAST ERROR")
+	t := newTable(w, "STARTED", "KIND", "FROM", "TO", "DURATION", "OUTCOME", "OPERATION", "LAST ERROR", "NOTE")
 	for _, h := range res.Msg.GetTransitions() {
 		t.row(stamp(h.GetStarted()), h.GetKind(), stateName(h.GetFromState()), stateName(h.GetToState()),
-			dur(h.GetDuration()), h.GetOutcome(), h.GetOperationId(), truncate(h.GetLastError(), 60))
+			dur(h.GetDuration()), h.GetOutcome(), h.GetOperationId(), truncate(h.GetLastError(), 60), h.GetNote())
 	}
 	return t.flush()
 }

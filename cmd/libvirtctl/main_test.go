@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,14 @@ func TestLifecycleThroughCLI(t *testing.T) {
 			if m, _ := s.Engine.Get(t.Context(), "m-000"); m.ShardMetadata["pool"] != "a=b" || m.Cluster != "c1" {
 				t.Errorf("configured = %+v", m)
 			}
+			// The guest's addresses, read at Configure, in get and history
+			// (the fake's guest has one on eth0 in 198.51.100.0/24).
+			if out = mustCtl(t, s, append([]string{"get", "m-000"}, p...)...); !regexp.MustCompile(`(?m)^addresses +eth0 198\.51\.100\.\d+/24$`).MatchString(out) {
+				t.Errorf("get lacks the addresses:\n%s", out)
+			}
+			if out = mustCtl(t, s, append([]string{"history", "m-000"}, p...)...); !strings.Contains(out, "addresses: eth0 198.51.100.") {
+				t.Errorf("history lacks the addresses:\n%s", out)
+			}
 
 			// A stale token is fenced: FailedPrecondition, nothing applied.
 			_, err := ctl(t, s, append(append([]string{"drain", "m-000", "--grace", "5"}, p...), tok("2")...)...)
@@ -161,6 +170,9 @@ func TestListAndGet(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &gj); err != nil || !strings.HasPrefix(gj.Op, "op-") {
 		t.Errorf("get -o json:\n%s", out)
+	}
+	if strings.Contains(out, "198.51.100.") {
+		t.Errorf("IDLE machine shows addresses before any Configure:\n%s", out)
 	}
 	if _, err := ctl(t, s, "get", "nope"); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("get nope: %v", err)
