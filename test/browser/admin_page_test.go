@@ -107,6 +107,11 @@ func TestAdminPage(t *testing.T) {
 	step("detail m-002", p.eval(ctx, `location.hash = "#/machine/m-002"`, nil))
 	step("timeline", p.waitFor(ctx, `[...document.querySelectorAll("#detail ol.timeline li strong")].map(e => e.textContent)`,
 		[]string{"configure", "create"}))
+	// The guest's addresses, read at Configure (the fake's guest has one on
+	// eth0 in TEST-NET-2), in the detail and in the configure's entry.
+	step("addresses", p.waitFor(ctx, `/^eth0 198\.51\.100\.\d+\/24$/.test(document.querySelector("#detail .addresses")?.textContent ?? "")`, true))
+	step("addresses in timeline", p.waitFor(ctx, `[...document.querySelectorAll("#detail ol.timeline li .note")].map(e => e.textContent).filter(s => s.startsWith("addresses")).map(s => s.replace(/\d+\/24$/, "N"))`,
+		[]string{"addresses: eth0 198.51.100.N"}))
 	step("settle", p.eval(ctx, `new Promise(r => setTimeout(r, 1300))`, nil)) // let the change highlight fade
 
 	png := shot(t, ctx, p, "admin.png")

@@ -230,6 +230,7 @@ async function renderDetail(force: boolean) {
   row("capacity", `${(CapacityType[pm.capacityType] ?? "?").toLowerCase().replace("_", " ")} · $${pm.pricePerHour}/h`);
   row("host", pm.host ? `${pm.host.provider} ${pm.host.ref}` : "–");
   row("domain", m.domain || "–");
+  row("addresses", m.addresses.length ? el("span", { class: "mono addresses", text: m.addresses.join(", ") }) : "–");
   row("cluster", pm.cluster || "–");
   row("shard metadata", kv(pm.shardMetadata) || "–");
   row("operation", `${m.operationKind || "–"} ${m.operationId}`);
@@ -264,6 +265,7 @@ async function renderDetail(force: boolean) {
       el("div", {}, el("strong", { text: t.kind }), " ", badge(t.fromState), " → ", badge(t.toState),
         el("span", { class: "muted", text: ` ${t.outcome} · ${human(durMillis(t.duration))}` })),
       el("div", { class: "muted small", text: `${clock(tsMillis(t.started))} · ${t.operationId}` }),
+      ...(t.note ? [el("div", { class: "small note", text: t.note })] : []),
       ...(t.lastError ? [el("pre", { class: "err", text: t.lastError })] : []),
     ));
     timeline.replaceChildren(...(items.length ? items : [el("li", { class: "muted", text: "no transitions yet" })]));
