@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 )
@@ -21,6 +22,18 @@ func (e *Engine) readAddresses(ctx context.Context, id string, pl backend.Placem
 	ga, ok := e.be.(backend.GuestAddresser)
 	if !ok {
 		return nil
+	}
+	// The reading must never cost the Configure its deadline (a run that
+	// outlives it ends timed_out): it ends a little before (a tenth of
+	// what is left, at most a second), and is skipped when too little is.
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left < 100*time.Millisecond {
+			return nil
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, left-min(left/10, time.Second))
+		defer cancel()
 	}
 	addrs, err := ga.GuestAddresses(ctx, id, pl)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 )
@@ -124,5 +125,30 @@ func TestGuestAddressesFromHistory(t *testing.T) {
 		if got := m.GuestAddresses(); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// blockingAddrBackend's reading never answers on its own: it returns only
+// when its context ends, as an agent that hangs would under the
+// per-command timeout.
+type blockingAddrBackend struct{ *testBackend }
+
+func (b blockingAddrBackend) GuestAddresses(ctx context.Context, _ string, _ backend.Placement) ([]string, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestSlowAddressReadKeepsConfigureInTime: a reading that hangs ends
+// before the Configure's deadline, which succeeds with addresses unknown.
+func TestSlowAddressReadKeepsConfigureInTime(t *testing.T) {
+	t.Parallel()
+	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
+	f.wrap = blockingAddrBackend{f.be}
+	f.start(1, func(c *Config) { c.ConfigureTimeout = 500 * time.Millisecond })
+	f.toIdle("m000")
+	f.toConfigured2("m000", "c1")
+	m, _ := f.e.Get(t.Context(), "m000")
+	if last := m.History[len(m.History)-1]; last.Outcome != "succeeded" || m.GuestAddresses() != nil {
+		t.Fatalf("configure entry %+v, addresses %q", last, m.GuestAddresses())
 	}
 }
