@@ -17,6 +17,29 @@ source "$ENV_FILE"
 domain_type=${BIGFLEET_DOMAIN_TYPE_OVERRIDE:-$BIGFLEET_DOMAIN_TYPE}
 echo "accelerator: $BIGFLEET_ACCEL (provider --domain-type=$domain_type)"
 
+# IMAGE=debian12|debian13|path/to.qcow2 (make demo IMAGE=debian12): the golden
+# image of scripts/golden/build.sh (built first if needed) instead of the
+# initramfs test guest, booted from its own disk (no --kernel), with longer
+# budgets for a full distribution's first boot under TCG.
+boot=(--kernel "$BIGFLEET_KERNEL" --initrd "$BIGFLEET_INITRD" --cmdline "$BIGFLEET_CMDLINE")
+budgets=(--create-timeout 3m --configure-timeout 3m --drain-timeout 2m --delete-timeout 2m)
+image=$BIGFLEET_IMAGE
+case "${IMAGE:-}" in
+"") ;;
+debian12 | debian13 | *.qcow2)
+	golden=$IMAGE
+	if [ "${IMAGE%.qcow2}" = "$IMAGE" ]; then
+		golden=$(scripts/golden/build.sh "$IMAGE" | sed -n 's/^IMAGE=//p' | tail -n1)
+	fi
+	[ -f "$golden" ] || { echo "demo: no golden image ${golden:-for $IMAGE}" >&2; exit 1; }
+	image=$(scripts/golden/pool-volume.sh "$BIGFLEET_LIBVIRT_URI" "$BIGFLEET_POOL" "$golden")
+	boot=()
+	budgets=(--create-timeout 5m --configure-timeout 10m --agent-wait 8m --drain-timeout 3m --delete-timeout 3m)
+	echo "image: $golden (volume $image, disk boot)"
+	;;
+*) echo "demo: IMAGE=$IMAGE: want debian12, debian13 or a .qcow2 path" >&2; exit 2 ;;
+esac
+
 work=$(mktemp -d)
 addr=127.0.0.1:${DEMO_PORT:-9400}
 name=demo # --provider: its domains are bf-demo-*
@@ -100,10 +123,10 @@ trap cleanup EXIT
 
 bin/libvirt --addr "$addr" --metrics-addr= --provider "$name" \
 	--connect "$BIGFLEET_LIBVIRT_URI" --default-zone local --domain-type "$domain_type" \
-	--storage-pool "$BIGFLEET_POOL" --image "$BIGFLEET_IMAGE" --network "$BIGFLEET_NETWORK" \
-	--kernel "$BIGFLEET_KERNEL" --initrd "$BIGFLEET_INITRD" --cmdline "$BIGFLEET_CMDLINE" \
+	--storage-pool "$BIGFLEET_POOL" --image "$image" --network "$BIGFLEET_NETWORK" \
+	"${boot[@]}" \
 	--seed-count 2 --state "$work/state.db" --reconcile-interval 30s \
-	--create-timeout 3m --configure-timeout 3m --drain-timeout 2m --delete-timeout 2m \
+	"${budgets[@]}" \
 	>"$work/provider.out" 2>"$work/provider.log" &
 pid=$!
 for _ in $(seq 600); do ctl list >/dev/null 2>&1 && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

@@ -1,0 +1,310 @@
+//go:build integration && golden
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+)
+
+// make test-golden: the Debian golden image of `make golden-image`
+// (BIGFLEET_GOLDEN_IMAGE) as bin/libvirt's --image, booted from its own disk
+// (no --kernel, BIOS), driven over gRPC as BigFleet does: Create → IDLE,
+// Configure (the image's bootstrap hook runs under systemd; the blob's
+// sha256 it records in the guest must be the one sent) → Drain → Delete
+// with the domain and its volumes gone. The same flow on the initramfs test
+// guest gives the Configure time to compare with. Times go to
+// out/test-golden-times.txt.
+
+type goldenRun struct {
+	name     string
+	image    string   // volume in the pool
+	boot     []string // extra flags (direct kernel boot for the initramfs guest)
+	systemd  bool     // the real image: check systemd, the hooks' records
+	agentMax time.Duration
+}
+
+func TestGoldenImageLifecycle(t *testing.T) {
+	e := loadEnv(t)
+	img := os.Getenv("BIGFLEET_GOLDEN_IMAGE")
+	if img == "" {
+		t.Fatal("BIGFLEET_GOLDEN_IMAGE is not set (make test-golden sets it from make golden-image)")
+	}
+	vol := goldenPoolVolume(t, e, img)
+	bin := filepath.Join(t.TempDir(), "libvirt")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/libvirt").CombinedOutput(); err != nil {
+		t.Fatalf("build bin/libvirt: %v\n%s", err, out)
+	}
+	runs := []goldenRun{
+		{name: "debian12-bios", image: vol, systemd: true, agentMax: 8 * time.Minute},
+		{name: "initramfs", image: e.Image, agentMax: 3 * time.Minute,
+			boot: []string{"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + e.Cmdline}},
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) { goldenLifecycle(t, e, bin, r) })
+	}
+}
+
+func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
+	types := filepath.Join(t.TempDir(), "types.json")
+	if err := os.WriteFile(types, []byte(`[{"name": "golden", "vcpu": 1, "memory_mib": 1024}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	offerings := filepath.Join(t.TempDir(), "offerings.json")
+	if err := os.WriteFile(offerings, []byte(`[{"instance_type": "golden", "zone": "local", "capacity_type": "on_demand", "count": 1}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startGoldenBinary(t, e, bin, "it-golden", append([]string{"--image=" + r.image,
+		"--instance-types=" + types, "--offerings=" + offerings, "--agent-wait=" + r.agentMax.String()}, r.boot...))
+	ctx, cancel := context.WithTimeout(t.Context(), r.agentMax+6*time.Minute)
+	defer cancel()
+
+	id := p.slot(t, "local").GetId()
+	t0 := time.Now()
+	m := p.transition(t, ctx, "Create", &pb.CreateRequest{MachineId: id}, pb.MachineState_MACHINE_STATE_IDLE)
+	domain := strings.TrimPrefix(m.GetHost().GetRef(), "local/")
+	t.Cleanup(func() { cleanupDomain(t, e, domain) })
+	created := time.Since(t0)
+
+	// Boot to agent: from Create's start until guest-ping answers.
+	for {
+		if _, err := agentCommand(e, domain, "guest-ping", nil); err == nil {
+			break
+		}
+		if time.Since(t0) > r.agentMax {
+			t.Fatalf("the guest agent did not answer within %s%s", r.agentMax, qemuLogTail(domain))
+		}
+		time.Sleep(time.Second)
+	}
+	bootToAgent := time.Since(t0)
+
+	blob := make([]byte, 100<<10) // more than two 48 KiB chunks, binary
+	if _, err := rand.Read(blob); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	m = p.transition(t, ctx, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-golden",
+		BootstrapBlob: blob}, pb.MachineState_MACHINE_STATE_CONFIGURED)
+	configured := time.Since(t1)
+	if m.GetCluster() != "c-golden" {
+		t.Fatalf("configured machine %+v", m)
+	}
+	if r.systemd {
+		// Read-only diagnostics in the guest: the hook's record of the blob
+		// and its mode, PID 1, the agent as a systemd unit, containerd.
+		out := guestShell(t, e, domain, `printf '%s|%s|%s|%s|%s|%s\n' "$(cat /var/lib/bigfleet/blob.sha256)" `+
+			`"$(stat -c %a /var/lib/bigfleet/join.blob)" "$(cat /proc/1/comm)" "$(systemctl is-active qemu-guest-agent)" `+
+			`"$(systemctl is-active containerd)" "$(cat /var/lib/bigfleet/cluster)"`)
+		want := fmt.Sprintf("%s|600|systemd|active|active|c-golden", sha(blob))
+		if out != want {
+			t.Fatalf("in the guest after Configure: %q, want %q", out, want)
+		}
+		// The agent refuses what the provider does not use.
+		if res, err := agentCommand(e, domain, "guest-get-time", nil); err == nil {
+			t.Fatalf("guest-get-time answered (%s): qemu-ga is not limited to the provider's RPCs", res)
+		} else if !strings.Contains(err.Error(), "disabled") && !strings.Contains(err.Error(), "not allowed") {
+			t.Fatalf("guest-get-time refused for another reason: %v", err)
+		}
+	}
+	t2 := time.Now()
+	p.transition(t, ctx, "Drain", &pb.DrainRequest{MachineId: id, GracePeriodSeconds: 5}, pb.MachineState_MACHINE_STATE_IDLE)
+	drained := time.Since(t2)
+	if r.systemd {
+		out := guestShell(t, e, domain, `test ! -e /var/lib/bigfleet/cluster && test ! -e /var/lib/bigfleet/join.blob && tail -n1 /var/lib/bigfleet/drain.log`)
+		if out != "drained c-golden (force=0)" {
+			t.Fatalf("after Drain the guest says %q", out)
+		}
+	}
+	p.transition(t, ctx, "Delete", &pb.DeleteRequest{MachineId: id}, pb.MachineState_MACHINE_STATE_SPECULATIVE)
+	if strings.Contains(virsh(t, e, "list", "--all", "--name"), domain) ||
+		strings.Contains(virsh(t, e, "vol-list", e.Pool), domain) {
+		t.Fatal("Delete left the domain or its volumes")
+	}
+	line := fmt.Sprintf("%s (accel %s): create→IDLE %s, boot-to-agent %s, Configure→CONFIGURED %s, Drain %s",
+		r.name, e.Accel, created.Round(100*time.Millisecond), bootToAgent.Round(100*time.Millisecond),
+		configured.Round(100*time.Millisecond), drained.Round(100*time.Millisecond))
+	t.Log("TIMING " + line)
+	_ = os.MkdirAll("../../out", 0o755)
+	f, err := os.OpenFile("../../out/test-golden-times.txt", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		fmt.Fprintln(f, line)
+		f.Close()
+	}
+}
+
+// goldenPoolVolume copies the image into the env's pool once per content
+// (named after its sha256, read from the builder's .sha256 file).
+func goldenPoolVolume(t *testing.T, e env, image string) string {
+	t.Helper()
+	sum, err := os.ReadFile(image + ".sha256")
+	if err != nil || len(sum) < 16 {
+		t.Fatalf("%s.sha256: %v", image, err)
+	}
+	name := "bigfleet-golden-" + string(sum[:16]) + ".qcow2"
+	dir := strings.TrimSpace(virshXPath(t, e, "pool-dumpxml", e.Pool))
+	dst := filepath.Join(dir, name)
+	if _, err := os.Stat(dst); err != nil {
+		if out, err := exec.Command("cp", "--sparse=always", image, dst+".tmp").CombinedOutput(); err != nil {
+			t.Fatalf("copy the image into the pool: %v %s", err, out)
+		}
+		if err := os.Chmod(dst+".tmp", 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dst+".tmp", dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	virsh(t, e, "pool-refresh", e.Pool)
+	return name
+}
+
+// virshXPath is the pool's target path.
+func virshXPath(t *testing.T, e env, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("virsh", append([]string{"-q", "-c", e.URI}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("virsh %v: %v", args, err)
+	}
+	s := string(out)
+	i := strings.Index(s, "<path>")
+	j := strings.Index(s, "</path>")
+	if i < 0 || j < i {
+		t.Fatalf("no target path in the pool's XML")
+	}
+	return s[i+len("<path>") : j]
+}
+
+// agentCommand sends one command to the guest agent through libvirt.
+func agentCommand(e env, domain, cmd string, args any) (json.RawMessage, error) {
+	req := map[string]any{"execute": cmd}
+	if args != nil {
+		req["arguments"] = args
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var stderr bytes.Buffer
+	c := exec.Command("virsh", "-q", "-c", e.URI, "qemu-agent-command", domain, string(b), "--timeout", "10")
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %s", cmd, err, strings.TrimSpace(stderr.String()))
+	}
+	var res struct {
+		Return json.RawMessage `json:"return"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return nil, fmt.Errorf("%s: %v: %s", cmd, err, out)
+	}
+	return res.Return, nil
+}
+
+// guestShell runs a read-only shell line in the guest (guest-exec, argv)
+// and returns its trimmed stdout; a non-zero exit fails the test.
+func guestShell(t *testing.T, e env, domain, line string) string {
+	t.Helper()
+	ret, err := agentCommand(e, domain, "guest-exec", map[string]any{
+		"path": "/bin/sh", "arg": []string{"-c", line}, "capture-output": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started struct{ PID int }
+	if err := json.Unmarshal(ret, &started); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ret, err := agentCommand(e, domain, "guest-exec-status", map[string]any{"pid": started.PID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Exited   bool   `json:"exited"`
+			ExitCode int    `json:"exitcode"`
+			Out      string `json:"out-data"`
+			Err      string `json:"err-data"`
+		}
+		if err := json.Unmarshal(ret, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Exited {
+			out, _ := base64.StdEncoding.DecodeString(st.Out)
+			errb, _ := base64.StdEncoding.DecodeString(st.Err)
+			if st.ExitCode != 0 {
+				t.Fatalf("in the guest %q: exit %d: %s %s", line, st.ExitCode, out, errb)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in the guest %q: still running after a minute", line)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startGoldenBinary runs bin/libvirt on the env's host with extra flags.
+func startGoldenBinary(t *testing.T, e env, bin, provider string, extra []string) *binProc {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logs := &bytes.Buffer{}
+	args := append([]string{"--addr=" + addr, "--metrics-addr=", "--provider=" + provider,
+		"--connect=local=" + e.URI, "--storage-pool=" + e.Pool, "--network=" + e.Network,
+		"--seed-count=1", "--reconcile-interval=5s", "--log-format=text", "--domain-type=" + e.DomainType,
+		"--state=" + filepath.Join(t.TempDir(), "state.db"), callTimeoutArg}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &binProc{cmd: cmd, conn: conn, logs: logs}
+	t.Cleanup(func() {
+		conn.Close()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("bin/libvirt output:\n%s", logs)
+		}
+	})
+	waitUntil(t, 60*time.Second, "bin/libvirt to serve", func() bool {
+		var l pb.MachineList
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return p.call(ctx, "List", &pb.ListFilter{}, &l) == nil
+	})
+	p.awaitHostConnected(t, "local")
+	return p
+}
