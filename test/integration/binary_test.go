@@ -89,6 +89,21 @@ func startBinary(t *testing.T, e env) *binProc {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/libvirt").CombinedOutput(); err != nil {
 		t.Fatalf("build bin/libvirt: %v\n%s", err, out)
 	}
+	return serveBinary(t, bin, func(addr string) []string {
+		return []string{"--addr=" + addr, "--metrics-addr=", "--provider=it-bin",
+			"--connect=local=" + e.URI + ",dead=qemu+unix:///system?socket=/nonexistent/libvirt-sock",
+			"--image=" + e.Image, "--storage-pool=" + e.Pool, "--network=" + e.Network,
+			"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + e.Cmdline,
+			"--seed-count=4", "--reconcile-interval=1s", "--log-format=text", "--domain-type=" + e.DomainType, callTimeoutArg}
+	})
+}
+
+// serveBinary starts bin with the flags args gives for a free loopback
+// address, dials it, and waits until it serves List and its host "local"
+// is connected; the process gets SIGTERM (then SIGKILL) at cleanup, and
+// its output is logged if the test failed.
+func serveBinary(t *testing.T, bin string, args func(addr string) []string) *binProc {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -96,11 +111,7 @@ func startBinary(t *testing.T, e env) *binProc {
 	addr := l.Addr().String()
 	l.Close()
 	logs := &bytes.Buffer{}
-	cmd := exec.Command(bin, "--addr="+addr, "--metrics-addr=", "--provider=it-bin",
-		"--connect=local="+e.URI+",dead=qemu+unix:///system?socket=/nonexistent/libvirt-sock",
-		"--image="+e.Image, "--storage-pool="+e.Pool, "--network="+e.Network,
-		"--kernel="+e.Kernel, "--initrd="+e.Initrd, "--cmdline="+e.Cmdline,
-		"--seed-count=4", "--reconcile-interval=1s", "--log-format=text", "--domain-type="+e.DomainType, callTimeoutArg)
+	cmd := exec.Command(bin, args(addr)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -127,7 +138,9 @@ func startBinary(t *testing.T, e env) *binProc {
 	})
 	waitUntil(t, 60*time.Second, "bin/libvirt to serve", func() bool {
 		var l pb.MachineList
-		return p.call(t.Context(), "List", &pb.ListFilter{}, &l) == nil
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		return p.call(ctx, "List", &pb.ListFilter{}, &l) == nil
 	})
 	p.awaitHostConnected(t, "local")
 	return p

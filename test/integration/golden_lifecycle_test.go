@@ -9,17 +9,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
@@ -263,48 +259,10 @@ func guestShell(t *testing.T, e env, domain, line string) string {
 // startGoldenBinary runs bin/libvirt on the env's host with extra flags.
 func startGoldenBinary(t *testing.T, e env, bin, provider string, extra []string) *binProc {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	logs := &bytes.Buffer{}
-	args := append([]string{"--addr=" + addr, "--metrics-addr=", "--provider=" + provider,
-		"--connect=local=" + e.URI, "--storage-pool=" + e.Pool, "--network=" + e.Network,
-		"--seed-count=1", "--reconcile-interval=5s", "--log-format=text", "--domain-type=" + e.DomainType,
-		"--state=" + filepath.Join(t.TempDir(), "state.db"), callTimeoutArg}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &binProc{cmd: cmd, conn: conn, logs: logs}
-	t.Cleanup(func() {
-		conn.Close()
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("bin/libvirt output:\n%s", logs)
-		}
+	return serveBinary(t, bin, func(addr string) []string {
+		return append([]string{"--addr=" + addr, "--metrics-addr=", "--provider=" + provider,
+			"--connect=local=" + e.URI, "--storage-pool=" + e.Pool, "--network=" + e.Network,
+			"--seed-count=1", "--reconcile-interval=5s", "--log-format=text", "--domain-type=" + e.DomainType,
+			"--state=" + filepath.Join(t.TempDir(), "state.db"), callTimeoutArg}, extra...)
 	})
-	waitUntil(t, 60*time.Second, "bin/libvirt to serve", func() bool {
-		var l pb.MachineList
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return p.call(ctx, "List", &pb.ListFilter{}, &l) == nil
-	})
-	p.awaitHostConnected(t, "local")
-	return p
 }
