@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
