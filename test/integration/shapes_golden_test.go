@@ -157,10 +157,12 @@ func TestGoldenShapes(t *testing.T) {
 	t.Run("secure", func(t *testing.T) {
 		pl := boot(t, "secure")
 		// The SecureBoot variable: 4 bytes of attributes, then 1 = enabled.
-		sb := guestPoll(t, b, pl, "od -An -tu1 /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d0-aa0d-00e098032b8c", time.Minute,
+		sb := guestPoll(t, b, pl, "od -An -tu1 /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c", time.Minute,
 			func(s string) bool { return s != "" })
 		if f := strings.Fields(sb); len(f) != 5 || f[4] != "1" {
-			t.Fatalf("SecureBoot efivar %q, want enabled", sb)
+			diag := guestPoll(t, b, pl, "ls /sys/firmware/efi/efivars | grep -i secure; dmesg | grep -i -e secureboot -e lockdown",
+				time.Minute, func(string) bool { return true })
+			t.Fatalf("SecureBoot efivar %q, want enabled; in the guest:\n%s", sb, diag)
 		}
 		if tpm := guestPoll(t, b, pl, "ls /sys/class/tpm", time.Minute, func(s string) bool { return s != "" }); !strings.Contains(tpm, "tpm0") {
 			t.Fatalf("guest TPMs %q", tpm)
