@@ -6,7 +6,8 @@
 #                  under BIOS and UEFI (Secure Boot through Debian's signed
 #                  shim), cached by recipe + mirror snapshot under
 #                  /var/cache/bigfleet-libvirt/golden/<key>/; prints IMAGE=...
-# make test-golden the CI stage: builds (or reuses) the Debian 12 image and
+# make test-golden [GOLDEN=debian12|debian13]
+#                  the CI stage: builds (or reuses) the Debian 12 image and
 #                  runs it through bin/libvirt over gRPC on the real libvirtd,
 #                  BIOS, from its own disk: Create → Configure (hook under
 #                  systemd, blob sha256 checked in the guest) → Drain → Delete,
@@ -24,7 +25,7 @@ golden-image:
 
 test-golden: build env-up
 	@mkdir -p out && rm -f out/test-golden-times.txt
-	@image=$$(scripts/golden/build.sh debian12 | sed -n 's/^IMAGE=//p' | tail -n1); \
+	@image=$$(scripts/golden/build.sh $(GOLDEN) | sed -n 's/^IMAGE=//p' | tail -n1); \
 	[ -f "$$image" ] || { echo "test-golden: no golden image" >&2; exit 1; }; \
 	echo "test-golden: image $$image"; \
 	source $(ENV_FILE) && export BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) BIGFLEET_GOLDEN_IMAGE="$$image" && \

@@ -48,7 +48,7 @@ func TestGoldenImageLifecycle(t *testing.T) {
 		t.Fatalf("build bin/libvirt: %v\n%s", err, out)
 	}
 	runs := []goldenRun{
-		{name: "debian12-bios", image: vol, systemd: true, agentMax: 8 * time.Minute},
+		{name: strings.TrimSuffix(filepath.Base(img), ".qcow2") + "-bios", image: vol, systemd: true, agentMax: 8 * time.Minute},
 		{name: "initramfs", image: e.Image, agentMax: 3 * time.Minute,
 			boot: []string{"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + e.Cmdline}},
 	}
@@ -158,48 +158,6 @@ func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
 		fmt.Fprintln(f, line)
 		f.Close()
 	}
-}
-
-// goldenPoolVolume copies the image into the env's pool once per content
-// (named after its sha256, read from the builder's .sha256 file).
-func goldenPoolVolume(t *testing.T, e env, image string) string {
-	t.Helper()
-	sum, err := os.ReadFile(image + ".sha256")
-	if err != nil || len(sum) < 16 {
-		t.Fatalf("%s.sha256: %v", image, err)
-	}
-	name := "bigfleet-golden-" + string(sum[:16]) + ".qcow2"
-	dir := strings.TrimSpace(virshXPath(t, e, "pool-dumpxml", e.Pool))
-	dst := filepath.Join(dir, name)
-	if _, err := os.Stat(dst); err != nil {
-		if out, err := exec.Command("cp", "--sparse=always", image, dst+".tmp").CombinedOutput(); err != nil {
-			t.Fatalf("copy the image into the pool: %v %s", err, out)
-		}
-		if err := os.Chmod(dst+".tmp", 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(dst+".tmp", dst); err != nil {
-			t.Fatal(err)
-		}
-	}
-	virsh(t, e, "pool-refresh", e.Pool)
-	return name
-}
-
-// virshXPath is the pool's target path.
-func virshXPath(t *testing.T, e env, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", e.URI}, args...)...).Output()
-	if err != nil {
-		t.Fatalf("virsh %v: %v", args, err)
-	}
-	s := string(out)
-	i := strings.Index(s, "<path>")
-	j := strings.Index(s, "</path>")
-	if i < 0 || j < i {
-		t.Fatalf("no target path in the pool's XML")
-	}
-	return s[i+len("<path>") : j]
 }
 
 // agentCommand sends one command to the guest agent through libvirt.

@@ -6,15 +6,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
@@ -24,34 +21,6 @@ import (
 // Debian 12 with systemd and qemu-guest-agent) booted from disk, no direct
 // kernel, with three instance types. The times go to
 // out/test-shapes-times.txt, which the make target prints.
-
-// goldenVolume copies the image into the env's pool (once per image
-// content: the volume is named after its size and mtime) and returns the
-// volume's name.
-func goldenVolume(t *testing.T, e env, image string) string {
-	t.Helper()
-	fi, err := os.Stat(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pool libvirtxml.StoragePool
-	if err := pool.Unmarshal(virsh(t, e, "pool-dumpxml", e.Pool)); err != nil || pool.Target == nil {
-		t.Fatalf("pool %s: %v", e.Pool, err)
-	}
-	name := fmt.Sprintf("shapes-golden-%d-%d.qcow2", fi.Size(), fi.ModTime().Unix())
-	dst := filepath.Join(pool.Target.Path, name)
-	if _, err := os.Stat(dst); err != nil {
-		if out, err := exec.Command("cp", "--sparse=always", image, dst+".tmp").CombinedOutput(); err != nil {
-			t.Fatalf("copy the image into the pool: %v %s", err, out)
-		}
-		if err := os.Rename(dst+".tmp", dst); err != nil {
-			t.Fatal(err)
-		}
-		_ = os.Chmod(dst, 0o644)
-	}
-	virsh(t, e, "pool-refresh", e.Pool)
-	return name
-}
 
 var shapeTimes struct {
 	sync.Mutex
@@ -99,7 +68,7 @@ func TestGoldenShapes(t *testing.T) {
 	if image == "" {
 		t.Skip("BIGFLEET_SHAPES_IMAGE is not set: run make test-shapes")
 	}
-	golden := goldenVolume(t, e, image)
+	golden := goldenPoolVolume(t, e, image)
 	userData := filepath.Join(t.TempDir(), "user-data")
 	if err := os.WriteFile(userData, []byte("#cloud-config\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -180,4 +149,24 @@ func TestGoldenShapes(t *testing.T) {
 		}
 		recordTime("test-shapes: twonic  guest NICs %s", nics)
 	})
+}
+
+// A disk smaller than the golden image cannot hold it: the check bin/libvirt
+// runs at startup (CheckShapes) refuses the type, naming it and the field.
+func TestGoldenShapesRefuseSmallDisk(t *testing.T) {
+	e := loadEnv(t)
+	image := os.Getenv("BIGFLEET_SHAPES_IMAGE")
+	if image == "" {
+		t.Skip("BIGFLEET_SHAPES_IMAGE is not set: run make test-shapes")
+	}
+	golden := goldenPoolVolume(t, e, image)
+	b := newBackendWith(t, e, "it-shapes-small", func(c *libvirt.Config) {
+		c.Image, c.Kernel, c.Initrd, c.Cmdline = golden, "", "", ""
+		c.Shapes = map[string]backend.Shape{"small": {DiskGiB: 2}}
+	})
+	err := b.CheckShapes(t.Context())
+	want := `instance type "small": disk_gib 2 is smaller than the golden image's virtual size`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CheckShapes = %v, want %q", err, want)
+	}
 }
