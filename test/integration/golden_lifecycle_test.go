@@ -57,6 +57,13 @@ func TestGoldenImageLifecycle(t *testing.T) {
 	}
 }
 
+// goldenUserData is the --base-user-data of the real image's run.
+const goldenUserData = `#cloud-config
+write_files:
+  - path: /etc/bigfleet/base-user-data.marker
+    content: from the NoCloud seed
+`
+
 func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
 	types := filepath.Join(t.TempDir(), "types.json")
 	if err := os.WriteFile(types, []byte(`[{"name": "golden", "vcpu": 1, "memory_mib": 1024}]`), 0o600); err != nil {
@@ -66,8 +73,18 @@ func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
 	if err := os.WriteFile(offerings, []byte(`[{"instance_type": "golden", "zone": "local", "capacity_type": "on_demand", "count": 1}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startGoldenBinary(t, e, bin, "it-golden", append([]string{"--image=" + r.image,
-		"--instance-types=" + types, "--offerings=" + offerings, "--agent-wait=" + r.agentMax.String()}, r.boot...))
+	args := append([]string{"--image=" + r.image, "--instance-types=" + types, "--offerings=" + offerings,
+		"--agent-wait=" + r.agentMax.String()}, r.boot...)
+	if r.systemd {
+		// The generic part of a node's setup: cloud-init runs the operator's
+		// --base-user-data from the NoCloud seed on first boot.
+		userData := filepath.Join(t.TempDir(), "user-data")
+		if err := os.WriteFile(userData, []byte(goldenUserData), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--base-user-data="+userData)
+	}
+	p := startGoldenBinary(t, e, bin, "it-golden", args)
 	ctx, cancel := context.WithTimeout(t.Context(), r.agentMax+6*time.Minute)
 	defer cancel()
 
@@ -111,6 +128,11 @@ func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
 		want := fmt.Sprintf("%s|600|systemd|active|active|c-golden", sha(blob))
 		if out != want {
 			t.Fatalf("in the guest after Configure: %q, want %q", out, want)
+		}
+		// cloud-init's marker from --base-user-data is there too.
+		out = guestShell(t, e, domain, `cat /etc/bigfleet/base-user-data.marker`)
+		if out != "from the NoCloud seed" {
+			t.Fatalf("the base user-data's file in the guest: %q", out)
 		}
 		// The agent refuses what the provider does not use.
 		if res, err := agentCommand(e, domain, "guest-get-time", nil); err == nil {
