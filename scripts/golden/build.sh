@@ -14,8 +14,8 @@
 # the release, the mirror and the suite's InRelease (the mirror snapshot: it
 # changes at a Debian point release), so a rebuild happens only when the
 # recipe or the archive changed. SOURCE_DATE_EPOCH is the InRelease date and
-# the disk/filesystem UUIDs derive from the key (reproducible-ish: same
-# packages, same layout, same ids). Needs root (chroot, bind mounts); no loop
+# the disk/filesystem UUIDs derive from the key: two builds with one key give
+# the same qcow2, bit for bit. Needs root (chroot, bind mounts); no loop
 # devices (mkfs.ext4 -d, mtools).
 set -euo pipefail
 
@@ -25,6 +25,25 @@ cache=${BIGFLEET_GOLDEN_CACHE:-/var/cache/bigfleet-libvirt/golden}
 size=${BIGFLEET_GOLDEN_SIZE:-3G}
 log() { echo "golden-build: $*" >&2; }
 die() { log "$*"; exit 1; }
+# used_inodes FS: the numbers of the ext4 inodes in use (the root directory
+# and 11 onwards; 1 and 3-10 are reserved), from dumpe2fs's free ranges.
+used_inodes() {
+	dumpe2fs "$1" 2>/dev/null | awk '
+	/^Inodes per group:/ { ipg = $4 }
+	/^Group [0-9]+:/ { g = $2 + 0 }
+	/^  Free inodes:/ {
+		delete free
+		sub(/^  Free inodes: */, "")
+		n = split($0, r, /, */)
+		for (k = 1; k <= n; k++) {
+			if (r[k] == "") continue
+			m = split(r[k], ab, "-")
+			for (i = ab[1]; i <= (m > 1 ? ab[2] : ab[1]); i++) free[i] = 1
+		}
+		for (i = g * ipg + 1; i <= (g + 1) * ipg; i++)
+			if (!(i in free) && (i == 2 || i >= 11)) print i
+	}'
+}
 
 case "$golden" in
 debian12) suite=bookworm ;;
@@ -206,8 +225,11 @@ rootend=$(sgdisk -i 3 "$raw" | sed -n 's/^Last sector: \([0-9]*\).*/\1/p')
 # ESP: vfat in a file, then copied in at its sector.
 esp="$work/esp.img"
 truncate -s $((260096 * 512)) "$esp"
-mkfs.vfat -F 32 -n ESP -i "$esp_id" "$esp" >&2
+# --invariant: the label's directory entry gets a fixed time, not the clock's.
+# It also fixes the serial, so -i must come after it (fstab mounts by it).
+mkfs.vfat --invariant -F 32 -n ESP -i "$esp_id" "$esp" >&2
 export MTOOLS_SKIP_CHECK=1
+minfo -i "$esp" :: | grep -qi "serial number: $esp_id" || die "the ESP's serial is not $esp_id"
 mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/EFI/debian
 for d in BOOT debian; do
 	mcopy -i "$esp" "$grubefi" ::/EFI/$d/grubx64.efi
@@ -223,6 +245,12 @@ rootfs="$work/root.img"
 truncate -s $(((rootend - rootstart + 1) * 512)) "$rootfs"
 E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mkfs.ext4 -q -L root -U "$root_uuid" -E hash_seed="$root_uuid" -d "$t" "$rootfs" >&2
 rm -rf --one-file-system "$t"
+# mkfs.ext4 -d copies each file's ctime and atime, which no touch can set:
+# the build's own clock (every file the build touched or read). Set both to
+# SOURCE_DATE_EPOCH on every inode in use, so two builds match bit for bit.
+used_inodes "$rootfs" | sed "s/.*/sif <&> ctime @$SOURCE_DATE_EPOCH\nsif <&> atime @$SOURCE_DATE_EPOCH/" >"$work/times.debugfs"
+E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH debugfs -w -f "$work/times.debugfs" "$rootfs" >/dev/null 2>&1 ||
+	die "debugfs could not set the inode times"
 e2fsck -fn "$rootfs" >&2 || die "the root filesystem does not check clean"
 dd if="$rootfs" of="$raw" bs=1M seek=$((rootstart * 512 / 1048576)) conv=notrunc,sparse status=none
 rm -f "$rootfs"
