@@ -6,17 +6,15 @@
 # uefi-secure + tpm (the guest reports Secure Boot enabled and has tpm0),
 # and two NICs (the guest has both). Prints each type's boot-to-agent time.
 # It touches the real libvirtd: on a shared machine run it under
-# `flock /tmp/bf-realvirt.lock make test-shapes`. IMAGE=path skips the build.
+# `flock /tmp/bf-realvirt.lock make test-shapes`. IMAGE=path skips the build;
+# GOLDEN=debian13 boots Debian 13's.
 
 .PHONY: test-shapes
 
 test-shapes: deps env-up
 	@mkdir -p out && rm -f out/test-shapes-times.txt
 	@image="$(IMAGE)"; \
-	if [ -z "$$image" ]; then \
-		$(MAKE) -n golden-image >/dev/null 2>&1 || { echo "test-shapes: no make golden-image target yet (issue 23's image builder); give IMAGE=path/to/debian12.qcow2" >&2; exit 1; }; \
-		image=$$($(MAKE) -s --no-print-directory golden-image | sed -n 's/^IMAGE=//p' | tail -n1); \
-	fi; \
+	[ -n "$$image" ] || image=$$(scripts/golden/build.sh $(GOLDEN) | sed -n 's/^IMAGE=//p' | tail -n1); \
 	[ -f "$$image" ] || { echo "test-shapes: golden image '$$image' not found" >&2; exit 1; }; \
 	echo "test-shapes: image $$image"; \
 	source $(ENV_FILE) && export BIGFLEET_LIBVIRT_ENV=$(ENV_FILE) BIGFLEET_SHAPES_IMAGE="$$image" && \

@@ -10,7 +10,7 @@
 #        BIGFLEET_GOLDEN_MIRROR  Debian mirror (default: the host's deb.debian.org entry)
 #        BIGFLEET_GOLDEN_SIZE    virtual disk size (default 3G)
 #
-# Cached under $CACHE/<key>/ where key hashes every file in this directory,
+# Cached under $CACHE/<key>/ where key hashes the recipe (this directory but its helpers),
 # the release, the mirror and the suite's InRelease (the mirror snapshot: it
 # changes at a Debian point release), so a rebuild happens only when the
 # recipe or the archive changed. SOURCE_DATE_EPOCH is the InRelease date and
@@ -80,7 +80,9 @@ else
 fi
 key=$({
 	cd "$here"
-	find . -type f ! -name '*.md' | LC_ALL=C sort | while read -r f; do
+	# the recipe: every file here but the docs and the two helpers that use
+	# an image (pool-volume.sh, boot-times.sh) without shaping it
+	find . -type f ! -name '*.md' ! -name pool-volume.sh ! -name boot-times.sh | LC_ALL=C sort | while read -r f; do
 		printf '%s %s ' "$f" "$(stat -c %a "$f")"
 		sha256sum <"$f"
 	done

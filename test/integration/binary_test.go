@@ -7,7 +7,6 @@ import (
 	"context"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,11 +84,7 @@ type binProc struct {
 
 func startBinary(t *testing.T, e env) *binProc {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "libvirt")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/libvirt").CombinedOutput(); err != nil {
-		t.Fatalf("build bin/libvirt: %v\n%s", err, out)
-	}
-	return serveBinary(t, bin, func(addr string) []string {
+	return serveBinary(t, providerBinary(t), func(addr string) []string {
 		return []string{"--addr=" + addr, "--metrics-addr=", "--provider=it-bin",
 			"--connect=local=" + e.URI + ",dead=qemu+unix:///system?socket=/nonexistent/libvirt-sock",
 			"--image=" + e.Image, "--storage-pool=" + e.Pool, "--network=" + e.Network,

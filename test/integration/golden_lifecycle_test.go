@@ -3,19 +3,16 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -43,10 +40,7 @@ func TestGoldenImageLifecycle(t *testing.T) {
 		t.Fatal("BIGFLEET_GOLDEN_IMAGE is not set (make test-golden sets it from make golden-image)")
 	}
 	vol := goldenPoolVolume(t, e, img)
-	bin := filepath.Join(t.TempDir(), "libvirt")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/libvirt").CombinedOutput(); err != nil {
-		t.Fatalf("build bin/libvirt: %v\n%s", err, out)
-	}
+	bin := providerBinary(t)
 	runs := []goldenRun{
 		{name: strings.TrimSuffix(filepath.Base(img), ".qcow2") + "-bios", image: vol, systemd: true, agentMax: 8 * time.Minute},
 		{name: "initramfs", image: e.Image, agentMax: 3 * time.Minute,
@@ -95,17 +89,25 @@ func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
 	t.Cleanup(func() { cleanupDomain(t, e, domain) })
 	created := time.Since(t0)
 
-	// Boot to agent: from Create's start until guest-ping answers.
-	for {
-		if _, err := agentCommand(e, domain, "guest-ping", nil); err == nil {
-			break
-		}
-		if time.Since(t0) > r.agentMax {
-			t.Fatalf("the guest agent did not answer within %s%s", r.agentMax, qemuLogTail(domain))
-		}
-		time.Sleep(time.Second)
+	// Boot to agent: from Create's start until the agent answers, through
+	// a backend of our own on the same host (guest-exec diagnostics only).
+	diag := newBackend(t, e, "it-golden")
+	pl := backend.Placement{Zone: "local", Domain: domain}
+	agent, err := diag.AgentClient(pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithDeadline(ctx, t0.Add(r.agentMax))
+	err = agent.WaitReady(wctx)
+	wcancel()
+	if err != nil {
+		t.Fatalf("%v%s", err, qemuLogTail(domain))
 	}
 	bootToAgent := time.Since(t0)
+	guestShell := func(line string) string {
+		t.Helper()
+		return strings.TrimSpace(guestRun(t, diag, pl, "/bin/sh", "-c", line))
+	}
 
 	blob := make([]byte, 100<<10) // more than two 48 KiB chunks, binary
 	if _, err := rand.Read(blob); err != nil {
@@ -122,34 +124,34 @@ func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
 	if r.systemd {
 		// Read-only diagnostics in the guest: the hook's record of the blob
 		// and its mode, PID 1, the agent as a systemd unit, containerd.
-		out := guestShell(t, e, domain, `printf '%s|%s|%s|%s|%s|%s\n' "$(cat /var/lib/bigfleet/blob.sha256)" `+
-			`"$(stat -c %a /var/lib/bigfleet/join.blob)" "$(cat /proc/1/comm)" "$(systemctl is-active qemu-guest-agent)" `+
+		out := guestShell(`printf '%s|%s|%s|%s|%s|%s\n' "$(cat /var/lib/bigfleet/blob.sha256)" ` +
+			`"$(stat -c %a /var/lib/bigfleet/join.blob)" "$(cat /proc/1/comm)" "$(systemctl is-active qemu-guest-agent)" ` +
 			`"$(systemctl is-active containerd)" "$(cat /var/lib/bigfleet/cluster)"`)
 		want := fmt.Sprintf("%s|600|systemd|active|active|c-golden", sha(blob))
 		if out != want {
 			t.Fatalf("in the guest after Configure: %q, want %q", out, want)
 		}
 		// cloud-init's marker from --base-user-data is there too.
-		out = guestShell(t, e, domain, `cat /etc/bigfleet/base-user-data.marker`)
+		out = guestShell(`cat /etc/bigfleet/base-user-data.marker`)
 		if out != "from the NoCloud seed" {
 			t.Fatalf("the base user-data's file in the guest: %q", out)
 		}
 		// The agent refuses what the provider does not use.
-		if res, err := agentCommand(e, domain, "guest-get-time", nil); err == nil {
-			t.Fatalf("guest-get-time answered (%s): qemu-ga is not limited to the provider's RPCs", res)
-		} else if !strings.Contains(err.Error(), "disabled") && !strings.Contains(err.Error(), "not allowed") {
-			t.Fatalf("guest-get-time refused for another reason: %v", err)
+		if out := virsh(t, e, "qemu-agent-command", domain, `{"execute":"guest-get-time"}`); strings.Contains(out, `"return"`) {
+			t.Fatalf("guest-get-time answered (%s): qemu-ga is not limited to the provider's RPCs", out)
+		} else if !strings.Contains(out, "disabled") && !strings.Contains(out, "not allowed") {
+			t.Fatalf("guest-get-time refused for another reason: %s", out)
 		}
 		// Where the boot's time went (the readiness hook waits for it, so
 		// it bounds Configure on a freshly created machine).
-		bootInfo = "; guest: " + strings.ReplaceAll(guestShell(t, e, domain,
+		bootInfo = "; guest: " + strings.ReplaceAll(guestShell(
 			`systemd-analyze time | head -n1; systemd-analyze blame --no-pager | head -n3 | sed 's/^ *//'`), "\n", ", ")
 	}
 	t2 := time.Now()
 	p.transition(t, ctx, "Drain", &pb.DrainRequest{MachineId: id, GracePeriodSeconds: 5}, pb.MachineState_MACHINE_STATE_IDLE)
 	drained := time.Since(t2)
 	if r.systemd {
-		out := guestShell(t, e, domain, `test ! -e /var/lib/bigfleet/cluster && test ! -e /var/lib/bigfleet/join.blob && tail -n1 /var/lib/bigfleet/drain.log`)
+		out := guestShell(`test ! -e /var/lib/bigfleet/cluster && test ! -e /var/lib/bigfleet/join.blob && tail -n1 /var/lib/bigfleet/drain.log`)
 		if out != "drained c-golden (force=0)" {
 			t.Fatalf("after Drain the guest says %q", out)
 		}
@@ -179,75 +181,6 @@ func goldenLifecycle(t *testing.T, e env, bin string, r goldenRun) {
 	if err == nil {
 		fmt.Fprintln(f, line)
 		f.Close()
-	}
-}
-
-// agentCommand sends one command to the guest agent through libvirt.
-func agentCommand(e env, domain, cmd string, args any) (json.RawMessage, error) {
-	req := map[string]any{"execute": cmd}
-	if args != nil {
-		req["arguments"] = args
-	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	var stderr bytes.Buffer
-	c := exec.Command("virsh", "-q", "-c", e.URI, "qemu-agent-command", domain, string(b), "--timeout", "10")
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v: %s", cmd, err, strings.TrimSpace(stderr.String()))
-	}
-	var res struct {
-		Return json.RawMessage `json:"return"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		return nil, fmt.Errorf("%s: %v: %s", cmd, err, out)
-	}
-	return res.Return, nil
-}
-
-// guestShell runs a read-only shell line in the guest (guest-exec, argv)
-// and returns its trimmed stdout; a non-zero exit fails the test.
-func guestShell(t *testing.T, e env, domain, line string) string {
-	t.Helper()
-	ret, err := agentCommand(e, domain, "guest-exec", map[string]any{
-		"path": "/bin/sh", "arg": []string{"-c", line}, "capture-output": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var started struct{ PID int }
-	if err := json.Unmarshal(ret, &started); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ret, err := agentCommand(e, domain, "guest-exec-status", map[string]any{"pid": started.PID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct {
-			Exited   bool   `json:"exited"`
-			ExitCode int    `json:"exitcode"`
-			Out      string `json:"out-data"`
-			Err      string `json:"err-data"`
-		}
-		if err := json.Unmarshal(ret, &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Exited {
-			out, _ := base64.StdEncoding.DecodeString(st.Out)
-			errb, _ := base64.StdEncoding.DecodeString(st.Err)
-			if st.ExitCode != 0 {
-				t.Fatalf("in the guest %q: exit %d: %s %s", line, st.ExitCode, out, errb)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("in the guest %q: still running after a minute", line)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -64,11 +64,7 @@ func guestPoll(t *testing.T, b *libvirt.Backend, pl backend.Placement, line stri
 
 func TestGoldenShapes(t *testing.T) {
 	e := loadEnv(t)
-	image := os.Getenv("BIGFLEET_SHAPES_IMAGE")
-	if image == "" {
-		t.Skip("BIGFLEET_SHAPES_IMAGE is not set: run make test-shapes")
-	}
-	golden := goldenPoolVolume(t, e, image)
+	golden := shapesGolden(t, e)
 	userData := filepath.Join(t.TempDir(), "user-data")
 	if err := os.WriteFile(userData, []byte("#cloud-config\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -155,11 +151,7 @@ func TestGoldenShapes(t *testing.T) {
 // runs at startup (CheckShapes) refuses the type, naming it and the field.
 func TestGoldenShapesRefuseSmallDisk(t *testing.T) {
 	e := loadEnv(t)
-	image := os.Getenv("BIGFLEET_SHAPES_IMAGE")
-	if image == "" {
-		t.Skip("BIGFLEET_SHAPES_IMAGE is not set: run make test-shapes")
-	}
-	golden := goldenPoolVolume(t, e, image)
+	golden := shapesGolden(t, e)
 	b := newBackendWith(t, e, "it-shapes-small", func(c *libvirt.Config) {
 		c.Image, c.Kernel, c.Initrd, c.Cmdline = golden, "", "", ""
 		c.Shapes = map[string]backend.Shape{"small": {DiskGiB: 2}}
@@ -169,4 +161,15 @@ func TestGoldenShapesRefuseSmallDisk(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("CheckShapes = %v, want %q", err, want)
 	}
+}
+
+// shapesGolden is the pool volume of make test-shapes' image
+// (BIGFLEET_SHAPES_IMAGE); the test is skipped without one.
+func shapesGolden(t *testing.T, e env) string {
+	t.Helper()
+	image := os.Getenv("BIGFLEET_SHAPES_IMAGE")
+	if image == "" {
+		t.Skip("BIGFLEET_SHAPES_IMAGE is not set: run make test-shapes")
+	}
+	return goldenPoolVolume(t, e, image)
 }
