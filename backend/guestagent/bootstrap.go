@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
 // Defaults of the image contract (docs/image-contract.md).
@@ -174,7 +176,7 @@ func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, forms s
 		return nil
 	}
 	argv := []string{b.cfg.ReadyHook, "--", clusterID}
-	delay := b.cfg.ReadyPollStart
+	delay := backoff.New(b.cfg.ReadyPollStart, b.cfg.ReadyPollMax)
 	var last error
 	checks := 0
 	for {
@@ -189,10 +191,9 @@ func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, forms s
 		if last = err; err == nil {
 			last = forms.redactResult(res).Err("ready hook")
 		}
-		if ctx.Err() != nil || b.c.clock.Sleep(ctx, delay) != nil {
+		if ctx.Err() != nil || b.c.clock.Sleep(ctx, delay.Next()) != nil {
 			break
 		}
-		delay = min(delay*2, b.cfg.ReadyPollMax)
 	}
 	return fmt.Errorf("node did not become ready (%d checks, %v): %w", checks, ctx.Err(), last)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
 const (
@@ -19,7 +21,7 @@ const (
 // answers or ctx ends. A guest that answers with an agent error is up too.
 func (c *Client) WaitReady(ctx context.Context) error {
 	start := c.clock.Now()
-	delay := 100 * time.Millisecond
+	delay := backoff.New(100*time.Millisecond, 2*time.Second)
 	var last error
 	for {
 		err := c.Ping(ctx)
@@ -27,10 +29,9 @@ func (c *Client) WaitReady(ctx context.Context) error {
 			return nil
 		}
 		last = err
-		if ctx.Err() != nil || c.clock.Sleep(ctx, delay) != nil {
+		if ctx.Err() != nil || c.clock.Sleep(ctx, delay.Next()) != nil {
 			break
 		}
-		delay = min(delay*2, 2*time.Second)
 	}
 	waited := c.clock.Now().Sub(start)
 	if dl, ok := ctx.Deadline(); ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
+	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
 // Backend implements backend.Backend and backend.ZoneReadiness over libvirt.
@@ -206,7 +207,7 @@ func writeMetadata(dom hostconn.Domain, md Metadata) error {
 
 // waitRunning polls the domain state with backoff until it runs or ctx ends.
 func waitRunning(ctx context.Context, dom hostconn.Domain) error {
-	delay := 20 * time.Millisecond
+	delay := backoff.New(20*time.Millisecond, time.Second)
 	for {
 		st, reason, err := dom.GetState()
 		if err != nil {
@@ -218,12 +219,9 @@ func waitRunning(ctx context.Context, dom hostconn.Domain) error {
 		if st == libvirt.DOMAIN_SHUTOFF || st == libvirt.DOMAIN_CRASHED {
 			return fmt.Errorf("domain stopped while starting (%s)", stopReason(st, reason))
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
+		if err := delay.Wait(ctx); err != nil {
+			return err
 		}
-		delay = min(delay*2, time.Second)
 	}
 }
 

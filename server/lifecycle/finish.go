@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
 // errStale says an outcome was not recorded because its operation is no
@@ -21,7 +22,7 @@ var errStale = errors.New("operation no longer current")
 // shutdown the retry stops and the record stays transitional, to be resumed
 // by the next start.
 func (e *Engine) finish(op Machine, r result) {
-	backoff := 50 * time.Millisecond
+	delay := backoff.New(50*time.Millisecond, 5*time.Second)
 	giveUp := time.Now().Add(e.cfg.CommitRetry)
 	for attempt := 1; ; attempt++ {
 		err := e.finishOnce(op, r)
@@ -37,12 +38,9 @@ func (e *Engine) finish(op Machine, r result) {
 		if attempt == 1 {
 			e.log.Warn("cannot record transition outcome; retrying", "machine", op.ID, "op", op.OperationID, "err", err)
 		}
-		select {
-		case <-e.bgCtx.Done():
+		if delay.Wait(e.bgCtx) != nil {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

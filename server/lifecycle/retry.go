@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
 // Bounds of the pause between two attempts of a backend call that failed
@@ -41,10 +42,11 @@ func (f *lastFault) get() error {
 // are idempotent by contract, so a host that drops or freezes mid-call
 // costs time, never the machine.
 func (e *Engine) executeRetrying(ctx context.Context, m *Machine, blob []byte, fault *lastFault) result {
-	delay := e.cfg.RetryMin
-	if delay <= 0 {
-		delay = retryMin
+	first := e.cfg.RetryMin
+	if first <= 0 {
+		first = retryMin
 	}
+	delay := backoff.New(first, retryMax)
 	st := &attemptState{resumed: m.OpKind == OpCreate && m.HostName != ""}
 	for attempt := 1; ; attempt++ {
 		r := e.execute(ctx, m, blob, st)
@@ -54,11 +56,8 @@ func (e *Engine) executeRetrying(ctx context.Context, m *Machine, blob []byte, f
 		fault.set(r.err)
 		e.log.Warn("transient fault; the call runs again within the transition's deadline", "machine", m.ID,
 			"op", m.OperationID, "kind", string(m.OpKind), "attempt", attempt, "err", r.err)
-		select {
-		case <-ctx.Done():
+		if delay.Wait(ctx) != nil {
 			return r
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, retryMax)
 	}
 }

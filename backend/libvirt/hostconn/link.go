@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
 // eventLoop starts libvirt's default event loop once per process. Close
@@ -40,14 +41,14 @@ func StartEventLoop(log *slog.Logger) {
 // together do not redial in lockstep) before dialling again.
 func (h *Host) loop() {
 	defer close(h.done)
-	delay := h.cfg.ReconnectMin
+	delay := backoff.New(h.cfg.ReconnectMin, h.cfg.ReconnectMax)
+	delay.Jitter = true
 	for {
 		if !h.isUp() {
 			err := h.connect()
 			h.markFirst()
 			if err != nil {
-				wait := delay/2 + rand.N(delay/2+1)
-				delay = min(delay*2, h.cfg.ReconnectMax)
+				wait := delay.Next()
 				select {
 				case <-h.stop:
 					return
@@ -55,7 +56,7 @@ func (h *Host) loop() {
 				}
 				continue
 			}
-			delay = h.cfg.ReconnectMin
+			delay.Reset()
 		}
 		select {
 		case <-h.stop:
