@@ -12,6 +12,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // agentTransport is guestagent.Transport over virDomainQemuAgentCommand.
@@ -63,12 +64,12 @@ func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
 }
 
 // setBinding writes md, after checking again that the domain is still ours.
-func (b *Backend) setBinding(h *host, name string, md Metadata) error {
+func (b *Backend) setBinding(h *host, name string, md meta.Metadata) error {
 	return h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		if _, err := b.owned(dom, name, md.MachineID); err != nil {
 			return err
 		}
-		return writeMetadata(dom, md)
+		return meta.Write(dom, md)
 	})
 }
 
@@ -78,8 +79,8 @@ func (b *Backend) setBinding(h *host, name string, md Metadata) error {
 // the newer token on the host, so a provider rebuilt from the hosts after
 // losing its state never accepts an older one. Every later write of md
 // records them too.
-func (b *Backend) recordMarks(h *host, name string, md Metadata, marks map[string]backend.FenceMark) (Metadata, error) {
-	merged := MergeMarks(md.Marks, marks)
+func (b *Backend) recordMarks(h *host, name string, md meta.Metadata, marks map[string]backend.FenceMark) (meta.Metadata, error) {
+	merged := meta.MergeMarks(md.Marks, marks)
 	if maps.Equal(merged, md.Marks) {
 		return md, nil
 	}

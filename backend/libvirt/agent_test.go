@@ -17,6 +17,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // fakeAgent answers like qemu-ga running the image contract's hooks:
@@ -213,7 +214,7 @@ func TestConfigureOnAStrangerOrMissingDomain(t *testing.T) {
 	withFakeAgent(b)
 	ctx := context.Background()
 	c := testConn(t, b, "z1")
-	name := DomainName(b.cfg.Provider, "m1")
+	name := meta.DomainName(b.cfg.Provider, "m1")
 	defineStranger(t, c, name, nil)
 	pl := backend.Placement{Zone: "z1", Domain: name}
 	if err := b.Configure(ctx, configureSpec(pl, "m1", "c1", nil)); !errors.Is(err, backend.ErrNotOurs) {
@@ -222,7 +223,7 @@ func TestConfigureOnAStrangerOrMissingDomain(t *testing.T) {
 	if err := b.Drain(ctx, backend.DrainSpec{MachineID: "m1", Placement: pl, ClusterID: "c"}); !errors.Is(err, backend.ErrNotOurs) {
 		t.Fatalf("stranger drain: %v", err)
 	}
-	pl.Domain = DomainName(b.cfg.Provider, "m2")
+	pl.Domain = meta.DomainName(b.cfg.Provider, "m2")
 	if err := b.Configure(ctx, configureSpec(pl, "m2", "c1", nil)); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
@@ -333,7 +334,7 @@ func TestAbandonConnectingDeadline(t *testing.T) {
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err = b.AbandonConfigure(ctx, "m1", backend.Placement{Zone: "z1", Domain: DomainName(testConfig(t).Provider, "m1")})
+	err = b.AbandonConfigure(ctx, "m1", backend.Placement{Zone: "z1", Domain: meta.DomainName(testConfig(t).Provider, "m1")})
 	if !errors.Is(err, backend.ErrHostConnecting) {
 		t.Fatalf("AbandonConfigure on a connecting host: %v, want ErrHostConnecting", err)
 	}

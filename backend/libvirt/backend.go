@@ -12,6 +12,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
@@ -157,52 +158,21 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// readMetadata returns our metadata element of dom, decoded. found is false
-// when the domain carries none (a stranger's domain).
-func readMetadata(dom hostconn.Domain) (md Metadata, found bool, err error) {
-	s, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, MetadataNS, libvirt.DOMAIN_AFFECT_CURRENT)
-	if isNoMetadata(err) {
-		return Metadata{}, false, nil
-	}
-	if err != nil {
-		return Metadata{}, false, err
-	}
-	md, err = DecodeMetadata(s)
-	if err != nil {
-		return Metadata{}, true, err
-	}
-	return md, true, nil
-}
-
 // owned checks that dom is provider's domain for machineID and returns its
 // metadata; otherwise an error wrapping backend.ErrNotOurs.
-func (b *Backend) owned(dom hostconn.Domain, name, machineID string) (Metadata, error) {
-	md, found, err := readMetadata(dom)
+func (b *Backend) owned(dom hostconn.Domain, name, machineID string) (meta.Metadata, error) {
+	md, found, err := meta.Read(dom)
 	switch {
 	case err != nil && !found:
-		return Metadata{}, fmt.Errorf("read metadata of %s: %w", name, err)
+		return meta.Metadata{}, fmt.Errorf("read metadata of %s: %w", name, err)
 	case err != nil:
-		return Metadata{}, fmt.Errorf("domain %s: unreadable bigfleet metadata (%v): %w", name, err, backend.ErrNotOurs)
+		return meta.Metadata{}, fmt.Errorf("domain %s: unreadable bigfleet metadata (%v): %w", name, err, backend.ErrNotOurs)
 	case !found:
-		return Metadata{}, fmt.Errorf("domain %s has no bigfleet metadata: %w", name, backend.ErrNotOurs)
+		return meta.Metadata{}, fmt.Errorf("domain %s has no bigfleet metadata: %w", name, backend.ErrNotOurs)
 	case !md.Owned(b.cfg.Provider, machineID):
-		return Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
+		return meta.Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
 	}
 	return md, nil
-}
-
-// writeMetadata replaces our element on dom, in the persistent definition
-// and, while it runs, the live one too, so both agree.
-func writeMetadata(dom hostconn.Domain, md Metadata) error {
-	s, err := md.Marshal(false)
-	if err != nil {
-		return err
-	}
-	flags := libvirt.DOMAIN_AFFECT_CONFIG
-	if active, err := dom.IsActive(); err == nil && active {
-		flags |= libvirt.DOMAIN_AFFECT_LIVE
-	}
-	return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, s, MetadataPrefix, MetadataNS, flags)
 }
 
 // waitRunning polls the domain state with backoff until it runs or ctx ends.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 var _ backend.Confirmer = (*Backend)(nil)
@@ -37,7 +38,7 @@ func (b *Backend) confirmEverywhere(ctx context.Context, machineID string, pl ba
 	}
 	name := pl.Domain
 	if name == "" {
-		name = DomainName(b.cfg.Provider, machineID)
+		name = meta.DomainName(b.cfg.Provider, machineID)
 	}
 	for _, h := range hs {
 		gone, err := b.confirmOn(ctx, h, name)

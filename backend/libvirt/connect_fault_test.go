@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 )
@@ -117,7 +118,7 @@ func TestCreateFallsBackToQEMUWhenKVMStartFails(t *testing.T) {
 	if got := b.DomainType("z1"); got != "kvm" {
 		t.Fatalf("domain type %q, want kvm", got)
 	}
-	name := DomainName(b.cfg.Provider, "m1")
+	name := meta.DomainName(b.cfg.Provider, "m1")
 	r := f.add(&fault{op: "dom.Create", name: name, nth: 1, kind: faultError, err: kvmDenied})
 	pl := mustCreate(t, b, "m1")
 	if f.hits(r) != 1 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // Create builds and starts the machine's domain, or adopts the one a
@@ -27,7 +28,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	if err != nil {
 		return backend.Placement{}, err
 	}
-	name := DomainName(b.cfg.Provider, spec.MachineID)
+	name := meta.DomainName(b.cfg.Provider, spec.MachineID)
 	pl := backend.Placement{Zone: h.zone, Host: h.refName(), Domain: name, Why: dec.Why}
 	if err := h.Ready(); err != nil {
 		// Nothing was asked of the host: the engine may place the
@@ -208,7 +209,7 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape)
 	if g, err = sizedGolden(g, typeName, shape); err != nil {
 		return "", "", fmt.Errorf("create: overlay volume: %w", err)
 	}
-	ovName := overlayName(a.name)
+	ovName := meta.OverlayName(a.name)
 	if ovName == b.cfg.Image {
 		return "", "", fmt.Errorf("create: overlay volume: name %q: %w", ovName, errGolden)
 	}
@@ -229,7 +230,7 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape)
 // define renders the domain XML and defines it.
 func (b *Backend) define(h *host, conn hostconn.Conn, name string, spec backend.MachineSpec,
 	overlay, seed string) (hostconn.Domain, error) {
-	md, err := Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
+	md, err := meta.Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
 		Marks: spec.Marks, Host: h.refName(), VCPUs: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64)}.Marshal(true)
 	if err != nil {
 		return nil, err

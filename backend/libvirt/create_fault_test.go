@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"libvirt.org/go/libvirt"
 )
 
@@ -15,9 +16,9 @@ import (
 func strangers(t *testing.T, b *Backend) func() {
 	t.Helper()
 	c := testConn(t, b, "z1")
-	names := []string{DomainName("other-provider", "x"), "unrelated-vm"}
+	names := []string{meta.DomainName("other-provider", "x"), "unrelated-vm"}
 	before := []string{
-		defineStranger(t, c, names[0], &Metadata{Provider: "other-provider", MachineID: "x"}),
+		defineStranger(t, c, names[0], &meta.Metadata{Provider: "other-provider", MachineID: "x"}),
 		defineStranger(t, c, names[1], nil),
 	}
 	pool, err := c.LookupStoragePoolByName("bigfleet")
@@ -63,7 +64,7 @@ func domainXMLString(t *testing.T, c *libvirt.Connect, name string) string {
 // the machine's own objects.
 func onlyOurs(t *testing.T, f *faults, domain string) {
 	t.Helper()
-	ours := map[string]bool{domain: true, overlayName(domain): true, seedName(domain): true}
+	ours := map[string]bool{domain: true, meta.OverlayName(domain): true, meta.SeedName(domain): true}
 	for _, m := range f.mutations() {
 		_, name, _ := strings.Cut(m, " ")
 		if !ours[name] {
@@ -81,7 +82,7 @@ type stepFault struct {
 }
 
 func (s stepFault) rule(kind faultKind, dom string) *fault {
-	name := strings.NewReplacer("$dom", dom, "$overlay", overlayName(dom), "$seed", seedName(dom)).Replace(s.name)
+	name := strings.NewReplacer("$dom", dom, "$overlay", meta.OverlayName(dom), "$seed", meta.SeedName(dom)).Replace(s.name)
 	return &fault{op: s.op, name: name, nth: max(s.nth, 1), kind: kind}
 }
 
@@ -133,7 +134,7 @@ func TestCreateFaultAtEveryStep(t *testing.T) {
 				b, f, _ := newFaultBackend(t, func(c *Config) { c.BaseUserData = ud }, func(f *faults) { f.emulateU = true })
 				same := strangers(t, b)
 				c := testConn(t, b, "z1")
-				name := DomainName(b.cfg.Provider, "m1")
+				name := meta.DomainName(b.cfg.Provider, "m1")
 				r := f.add(s.rule(kind, name))
 				_, err := b.Create(context.Background(), spec("m1"))
 				if f.hits(r) != 1 {
@@ -143,8 +144,8 @@ func TestCreateFaultAtEveryStep(t *testing.T) {
 					t.Fatalf("err = %v, want %q... with the injected cause", err, s.step)
 				}
 				if kind == faultRPC || kind == faultTimeout {
-					if domainExists(t, c, name) || volumeExists(t, c, "bigfleet", overlayName(name)) ||
-						volumeExists(t, c, "bigfleet", seedName(name)) {
+					if domainExists(t, c, name) || volumeExists(t, c, "bigfleet", meta.OverlayName(name)) ||
+						volumeExists(t, c, "bigfleet", meta.SeedName(name)) {
 						t.Fatal("a failed attempt left a piece behind")
 					}
 				}
@@ -153,7 +154,7 @@ func TestCreateFaultAtEveryStep(t *testing.T) {
 				if _, err := b.Create(context.Background(), spec("m1")); err != nil {
 					t.Fatalf("retry after the fault: %v", err)
 				}
-				if st := domainState(t, c, name); st != libvirt.DOMAIN_RUNNING || !volumeExists(t, c, "bigfleet", overlayName(name)) {
+				if st := domainState(t, c, name); st != libvirt.DOMAIN_RUNNING || !volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {
 					t.Fatalf("after the retry: state %d", st)
 				}
 				same()

@@ -10,13 +10,14 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 func TestCreateDomainXML(t *testing.T) {
 	t.Parallel()
 	b, _ := newTestBackend(t, nil)
 	pl := mustCreate(t, b, "m1")
-	if pl.Zone != "z1" || pl.Domain != DomainName(b.cfg.Provider, "m1") {
+	if pl.Zone != "z1" || pl.Domain != meta.DomainName(b.cfg.Provider, "m1") {
 		t.Fatalf("placement %+v", pl)
 	}
 	c := testConn(t, b, "z1")
@@ -67,14 +68,14 @@ func TestCreateWithoutKernelBootsDisk(t *testing.T) {
 	}
 }
 
-func readMD(t *testing.T, c *libvirt.Connect, name string) Metadata {
+func readMD(t *testing.T, c *libvirt.Connect, name string) meta.Metadata {
 	t.Helper()
 	dom, err := c.LookupDomainByName(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dom.Free()
-	md, found, err := readMetadata(dom)
+	md, found, err := meta.Read(dom)
 	if err != nil || !found {
 		t.Fatalf("metadata of %s: found=%v err=%v", name, found, err)
 	}
@@ -110,7 +111,7 @@ func TestCreateOverlayBackedByGolden(t *testing.T) {
 			t.Parallel()
 			b, _ := newTestBackend(t, func(c *Config) { c.Image = tc.image })
 			pl := mustCreate(t, b, "m1")
-			v := volXML(t, testConn(t, b, "z1"), overlayName(pl.Domain))
+			v := volXML(t, testConn(t, b, "z1"), meta.OverlayName(pl.Domain))
 			if v.BackingStore == nil || v.BackingStore.Path != tc.path || v.BackingStore.Format.Type != tc.format {
 				t.Fatalf("backing store %+v", v.BackingStore)
 			}
@@ -146,7 +147,7 @@ func TestCreateAdoptsOwnDomain(t *testing.T) {
 
 // defineStranger defines a domain under the name our machine id derives to,
 // with the given metadata element (or none).
-func defineStranger(t *testing.T, c *libvirt.Connect, name string, md *Metadata) string {
+func defineStranger(t *testing.T, c *libvirt.Connect, name string, md *meta.Metadata) string {
 	t.Helper()
 	x := &libvirtxml.Domain{Type: "test", Name: name,
 		Memory: &libvirtxml.DomainMemory{Value: 64, Unit: "MiB"},
@@ -173,13 +174,13 @@ func TestStrangerDomainIsNeverTouched(t *testing.T) {
 	b, _ := newTestBackend(t, nil)
 	ctx := context.Background()
 	c := testConn(t, b, "z1")
-	others := map[string]*Metadata{
+	others := map[string]*meta.Metadata{
 		"no-metadata":    nil,
 		"other-provider": {Provider: "someone-else", MachineID: "no-meta"},
 		"other-machine":  {Provider: b.cfg.Provider, MachineID: "another"},
 	}
 	for id, md := range others {
-		name := DomainName(b.cfg.Provider, id)
+		name := meta.DomainName(b.cfg.Provider, id)
 		before := defineStranger(t, c, name, md)
 		_, err := b.Create(ctx, spec(id))
 		if !errors.Is(err, backend.ErrNotOurs) {
@@ -199,7 +200,7 @@ func TestStrangerDomainIsNeverTouched(t *testing.T) {
 		if after != before || active {
 			t.Fatalf("%s: stranger's domain changed (active=%v)", id, active)
 		}
-		if volumeExists(t, c, "bigfleet", overlayName(name)) {
+		if volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {
 			t.Fatalf("%s: an overlay was made for a stranger's name", id)
 		}
 	}
@@ -217,8 +218,8 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 			t.Fatalf("err = %v, want create: define domain: ...", err)
 		}
 		c := testConn(t, b, "z1")
-		name := DomainName(b.cfg.Provider, "m1")
-		if volumeExists(t, c, "bigfleet", overlayName(name)) || domainExists(t, c, name) {
+		name := meta.DomainName(b.cfg.Provider, "m1")
+		if volumeExists(t, c, "bigfleet", meta.OverlayName(name)) || domainExists(t, c, name) {
 			t.Fatal("rollback left the overlay or the domain")
 		}
 		if !volumeExists(t, c, "bigfleet", "golden.qcow2") {
@@ -229,21 +230,21 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		t.Parallel()
 		b, _ := newTestBackend(t, nil)
 		c := testConn(t, b, "z1")
-		name := DomainName(b.cfg.Provider, "m1")
+		name := meta.DomainName(b.cfg.Provider, "m1")
 		pool, _ := c.LookupStoragePoolByName("bigfleet")
 		defer pool.Free()
 		g, err := readGolden(lvp(pool), "golden.qcow2")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, created, err := ensureOverlay(lvp(pool), overlayName(name), g); err != nil || !created {
+		if _, created, err := ensureOverlay(lvp(pool), meta.OverlayName(name), g); err != nil || !created {
 			t.Fatal(created, err)
 		}
 		b.hosts["z1"].ForceDomainType("no-such-virt-type")
 		if _, err := b.Create(ctx, spec("m1")); err == nil {
 			t.Fatal("Create succeeded")
 		}
-		if !volumeExists(t, c, "bigfleet", overlayName(name)) {
+		if !volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {
 			t.Fatal("rollback deleted an overlay this attempt did not make")
 		}
 		b.hosts["z1"].ForceDomainType("test")
@@ -253,10 +254,10 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		t.Parallel()
 		b, _ := newTestBackend(t, nil)
 		c := testConn(t, b, "z1")
-		name := DomainName(b.cfg.Provider, "m1")
+		name := meta.DomainName(b.cfg.Provider, "m1")
 		pool, _ := c.LookupStoragePoolByName("bigfleet")
 		defer pool.Free()
-		vol, err := createRawVolume(lvp(pool), overlayName(name), 1<<20)
+		vol, err := createRawVolume(lvp(pool), meta.OverlayName(name), 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +266,7 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		if !errors.Is(err, errForeignVolume) || !strings.HasPrefix(err.Error(), "create: overlay volume: ") {
 			t.Fatalf("err = %v", err)
 		}
-		if !volumeExists(t, c, "bigfleet", overlayName(name)) {
+		if !volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {
 			t.Fatal("foreign volume deleted")
 		}
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // undefineFlags also removes what libvirt keeps beside a definition, so a
@@ -54,7 +55,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	}
 	name := spec.Placement.Domain
 	if name == "" {
-		name = DomainName(b.cfg.Provider, spec.MachineID)
+		name = meta.DomainName(b.cfg.Provider, spec.MachineID)
 	}
 	var errs []error
 	for _, h := range hs {
@@ -78,16 +79,16 @@ func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backe
 		}
 		// Volumes are named after the domain. Without a domain to prove
 		// ownership, only the name derived from this machine is trusted.
-		if gone && name != DomainName(b.cfg.Provider, spec.MachineID) {
+		if gone && name != meta.DomainName(b.cfg.Provider, spec.MachineID) {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
-		if err := b.deleteVolumeIn(conn, overlayName(name)); err != nil {
+		if err := b.deleteVolumeIn(conn, meta.OverlayName(name)); err != nil {
 			return fmt.Errorf("delete: overlay volume: %w", err)
 		}
-		if err := b.deleteVolumeIn(conn, seedName(name)); err != nil {
+		if err := b.deleteVolumeIn(conn, meta.SeedName(name)); err != nil {
 			return fmt.Errorf("delete: seed volume: %w", err)
 		}
 		return nil

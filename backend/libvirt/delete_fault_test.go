@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // TestDeleteFaultAtEveryStep: whatever step of Delete fails and however,
@@ -51,8 +52,8 @@ func TestDeleteFaultAtEveryStep(t *testing.T) {
 				if err := b.Delete(context.Background(), ds); err != nil {
 					t.Fatalf("retry after the fault: %v", err)
 				}
-				if domainExists(t, c, pl.Domain) || volumeExists(t, c, "bigfleet", overlayName(pl.Domain)) ||
-					volumeExists(t, c, "bigfleet", seedName(pl.Domain)) {
+				if domainExists(t, c, pl.Domain) || volumeExists(t, c, "bigfleet", meta.OverlayName(pl.Domain)) ||
+					volumeExists(t, c, "bigfleet", meta.SeedName(pl.Domain)) {
 					t.Fatal("the retried delete left a piece")
 				}
 				same()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 func TestDeleteIsIdempotent(t *testing.T) {
@@ -20,7 +21,7 @@ func TestDeleteIsIdempotent(t *testing.T) {
 		if err := b.Delete(ctx, ds); err != nil {
 			t.Fatalf("Delete #%d: %v", i+1, err)
 		}
-		if domainExists(t, c, pl.Domain) || volumeExists(t, c, "bigfleet", overlayName(pl.Domain)) {
+		if domainExists(t, c, pl.Domain) || volumeExists(t, c, "bigfleet", meta.OverlayName(pl.Domain)) {
 			t.Fatalf("Delete #%d left the domain or its overlay", i+1)
 		}
 	}
@@ -32,7 +33,7 @@ func TestDeleteIsIdempotent(t *testing.T) {
 	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m2", Zone: "z1"}); err != nil {
 		t.Fatal(err)
 	}
-	if domainExists(t, c, DomainName(b.cfg.Provider, "m2")) {
+	if domainExists(t, c, meta.DomainName(b.cfg.Provider, "m2")) {
 		t.Fatal("derived-name delete left the domain")
 	}
 }
@@ -50,7 +51,7 @@ func TestDeleteHalfGone(t *testing.T) {
 	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1", Placement: pl}); err != nil {
 		t.Fatal(err)
 	}
-	if volumeExists(t, c, "bigfleet", overlayName(pl.Domain)) {
+	if volumeExists(t, c, "bigfleet", meta.OverlayName(pl.Domain)) {
 		t.Fatal("overlay left")
 	}
 }
@@ -59,7 +60,7 @@ func TestGoldenImageIsNeverDeleted(t *testing.T) {
 	t.Parallel()
 	// A provider whose machine's overlay name is the golden image's name.
 	provider := "prov-golden"
-	image := overlayName(DomainName(provider, "m1"))
+	image := meta.OverlayName(meta.DomainName(provider, "m1"))
 	b, _ := newTestBackend(t, func(c *Config) { c.Provider = provider; c.Image = image })
 	c := testConn(t, b, "z1")
 	pool, _ := c.LookupStoragePoolByName("bigfleet")

@@ -9,7 +9,7 @@
 //     seed volume, a domain defined from typed XML (libvirtxml, built section
 //     by section) with the qemu-guest-agent channel, then start and wait
 //     until running. The domain name is derived from the provider id and the
-//     machine id (DomainName), so a retried Create finds its own domain; a
+//     machine id (meta.DomainName), so a retried Create finds its own domain; a
 //     domain with that name whose metadata names someone else is never
 //     touched (backend.ErrNotOurs). A failed Create removes only what that
 //     attempt made.
@@ -23,8 +23,8 @@
 //   - Inventory and Hosts list each host in parallel under a per-host timeout.
 //
 // Ownership lives in the domain metadata, in our own XML namespace
-// (MetadataNS): provider instance, machine id, operation id and, once
-// configured, cluster id and shard metadata (Metadata). Bindings can thus be
+// (meta.NS): provider instance, machine id, operation id and, once
+// configured, cluster id and shard metadata (meta.Metadata). Bindings can thus be
 // rebuilt from libvirt alone.
 //
 // Connections are hostconn's: connect, liveness, reconnect with backoff,

@@ -26,9 +26,8 @@ func mayBeConnLoss(err error) bool {
 		libvirt.ERR_INVALID_CONN, libvirt.ERR_OPERATION_TIMEOUT)
 }
 
-func isNoDomain(err error) bool   { return isCode(err, libvirt.ERR_NO_DOMAIN) }
-func isNoVolume(err error) bool   { return isCode(err, libvirt.ERR_NO_STORAGE_VOL) }
-func isNoMetadata(err error) bool { return isCode(err, libvirt.ERR_NO_DOMAIN_METADATA) }
+func isNoDomain(err error) bool { return isCode(err, libvirt.ERR_NO_DOMAIN) }
+func isNoVolume(err error) bool { return isCode(err, libvirt.ERR_NO_STORAGE_VOL) }
 
 // isNotRunning: destroying a domain that is already off is not a failure.
 func isNotRunning(err error) bool { return isCode(err, libvirt.ERR_OPERATION_INVALID) }

@@ -11,6 +11,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // The fault injector wraps the REAL connection (the test driver) and makes
@@ -295,7 +296,7 @@ func (c *faultConn) str(op, name string, call func() (string, error)) (string, e
 	var s string
 	err := c.do(op, name, func() (err error) { s, err = call(); return err })
 	if err == errGarbage {
-		return `<instance xmlns="` + MetadataNS + `"><provider>` + "\x00\x01 damaged", nil
+		return `<instance xmlns="` + meta.NS + `"><provider>` + "\x00\x01 damaged", nil
 	}
 	return s, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // syncBuffer is a log sink safe for the background connection loops.
@@ -50,7 +51,7 @@ func nodeURI(t testing.TB) string {
 func testConfig(t testing.TB) Config {
 	return Config{
 		Hosts:            []Host{{Zone: "z1", URI: nodeURI(t)}},
-		Provider:         "prov-" + sanitize(t.Name(), 40),
+		Provider:         "prov-" + meta.Sanitize(t.Name(), 40),
 		Image:            "golden.qcow2",
 		Pool:             "bigfleet",
 		Network:          "default",

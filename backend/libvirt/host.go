@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -47,7 +48,7 @@ func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planne
 // hostConfig is what every host's connection shares of cfg.
 func (c *Config) hostConfig() hostconn.Config {
 	return hostconn.Config{
-		Logger: c.Logger, DomainType: c.DomainType, ProbeName: namePrefix(c.Provider) + "kvm-probe", Pool: c.Pool,
+		Logger: c.Logger, DomainType: c.DomainType, ProbeName: meta.NamePrefix(c.Provider) + "kvm-probe", Pool: c.Pool,
 		CallTimeout: c.CallTimeout, AgentTimeout: c.AgentTimeout, MigrateTimeout: c.MigrateTimeout,
 		ReconnectMin: c.ReconnectMin, ReconnectMax: c.ReconnectMax,
 		KeepAliveSecs: c.KeepAliveSecs, KeepAliveCount: c.KeepAliveCount,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -95,7 +96,7 @@ func (b *Backend) locate(machineID string, pl backend.Placement, zone string) (*
 	}
 	name := pl.Domain
 	if name == "" {
-		name = DomainName(b.cfg.Provider, machineID)
+		name = meta.DomainName(b.cfg.Provider, machineID)
 	}
 	return h, name, nil
 }

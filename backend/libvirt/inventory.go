@@ -13,6 +13,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -173,7 +174,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 			return fmt.Errorf("list domains: %w", err)
 		}
 		defer freeAll(doms)
-		prefix := namePrefix(b.cfg.Provider)
+		prefix := meta.NamePrefix(b.cfg.Provider)
 		for i := range doms {
 			o, sz, ok, err := b.observeDomain(doms[i], h, prefix)
 			if err != nil {
@@ -209,38 +210,38 @@ func (b *Backend) observeDomain(dom hostconn.Domain, h *host, prefix string) (ba
 	return o, placement.Size{VCPUs: md.VCPUs, MemoryMiB: int64(md.MemoryMiB)}, true, nil
 }
 
-func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.Observed, Metadata, bool, error) {
+func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.Observed, meta.Metadata, bool, error) {
 	name, err := dom.GetName()
 	if isNoDomain(err) {
-		return backend.Observed{}, Metadata{}, false, nil
+		return backend.Observed{}, meta.Metadata{}, false, nil
 	}
 	if err != nil {
-		return backend.Observed{}, Metadata{}, false, fmt.Errorf("name of a listed domain: %w", err)
+		return backend.Observed{}, meta.Metadata{}, false, fmt.Errorf("name of a listed domain: %w", err)
 	}
 	if !strings.HasPrefix(name, prefix) {
-		return backend.Observed{}, Metadata{}, false, nil
+		return backend.Observed{}, meta.Metadata{}, false, nil
 	}
-	md, found, err := readMetadata(dom)
+	md, found, err := meta.Read(dom)
 	switch {
 	case isNoDomain(err):
-		return backend.Observed{}, Metadata{}, false, nil
+		return backend.Observed{}, meta.Metadata{}, false, nil
 	case err != nil && !found:
-		return backend.Observed{}, Metadata{}, false, fmt.Errorf("metadata of %s: %w", name, err)
+		return backend.Observed{}, meta.Metadata{}, false, fmt.Errorf("metadata of %s: %w", name, err)
 	case err != nil:
 		// A damaged element is not trusted as ours (nor listed), but said
 		// so. Its machine is not declared vanished either: ConfirmGone
 		// finds the domain.
 		b.log.Warn("domain with unreadable bigfleet metadata skipped", "zone", zone, "domain", name, "err", err)
-		return backend.Observed{}, Metadata{}, false, nil
+		return backend.Observed{}, meta.Metadata{}, false, nil
 	case !found || md.Provider != b.cfg.Provider:
-		return backend.Observed{}, Metadata{}, false, nil
+		return backend.Observed{}, meta.Metadata{}, false, nil
 	}
 	st, reason, err := dom.GetState()
 	if isNoDomain(err) {
-		return backend.Observed{}, Metadata{}, false, nil
+		return backend.Observed{}, meta.Metadata{}, false, nil
 	}
 	if err != nil {
-		return backend.Observed{}, Metadata{}, false, fmt.Errorf("state of %s: %w", name, err)
+		return backend.Observed{}, meta.Metadata{}, false, fmt.Errorf("state of %s: %w", name, err)
 	}
 	return backend.Observed{
 		MachineID:     md.MachineID,

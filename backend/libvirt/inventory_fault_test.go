@@ -12,6 +12,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 func machineIDs(zi backend.ZoneInventory) []string {
@@ -43,7 +44,7 @@ func TestInventoryFaultMakesListingIncomplete(t *testing.T) {
 				mustCreate(t, b, "m1")
 				mustCreate(t, b, "m2")
 				strangers(t, b)
-				r := f.add(s.rule(kind, DomainName(b.cfg.Provider, "m1")))
+				r := f.add(s.rule(kind, meta.DomainName(b.cfg.Provider, "m1")))
 				inv := b.Inventory(context.Background())
 				if f.hits(r) != 1 || inv[0].Err == nil || !strings.HasPrefix(inv[0].Err.Error(), s.step) ||
 					!strings.Contains(inv[0].Err.Error(), "injected") || inv[0].Machines != nil {
@@ -76,7 +77,7 @@ func TestInventoryBlockedCallTimesOut(t *testing.T) {
 	if !errors.Is(inv[0].Err, backend.ErrHostUnavailable) || !strings.Contains(inv[0].Err.Error(), "no answer within") {
 		t.Fatalf("listing %+v", inv[0])
 	}
-	gone, err := b.ConfirmGone(context.Background(), "m1", backend.Placement{Zone: "z1", Domain: DomainName(b.cfg.Provider, "m1")})
+	gone, err := b.ConfirmGone(context.Background(), "m1", backend.Placement{Zone: "z1", Domain: meta.DomainName(b.cfg.Provider, "m1")})
 	if err != nil || gone {
 		t.Fatalf("ConfirmGone of a present domain: %v %v", gone, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 func TestInventoryListsOnlyOurs(t *testing.T) {
@@ -27,9 +28,9 @@ func TestInventoryListsOnlyOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Strangers, including ones wearing our name prefix.
-	defineStranger(t, c, DomainName(b.cfg.Provider, "no-meta"), nil)
-	defineStranger(t, c, DomainName(b.cfg.Provider, "other"), &Metadata{Provider: "other-provider", MachineID: "other"})
-	defineStranger(t, c, DomainName("other-provider", "x"), &Metadata{Provider: "other-provider", MachineID: "x"})
+	defineStranger(t, c, meta.DomainName(b.cfg.Provider, "no-meta"), nil)
+	defineStranger(t, c, meta.DomainName(b.cfg.Provider, "other"), &meta.Metadata{Provider: "other-provider", MachineID: "other"})
+	defineStranger(t, c, meta.DomainName("other-provider", "x"), &meta.Metadata{Provider: "other-provider", MachineID: "x"})
 	defineStranger(t, c, "unrelated-vm", nil)
 
 	inv := b.Inventory(ctx)

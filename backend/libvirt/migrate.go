@@ -11,6 +11,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -246,7 +247,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 		return nil, fmt.Errorf("migrate: storage pool %s on host %s: %w", m.b.cfg.Pool, m.dst.name, err)
 	}
 	defer dpool.Free()
-	ovName := overlayName(m.name)
+	ovName := meta.OverlayName(m.name)
 	srcOverlay, capacity, err := volumePathSize(spool, ovName)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: overlay on host %s: %w", m.src.name, err)
@@ -282,7 +283,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 // prepareSeed recreates the NoCloud seed on the destination when the
 // source has one.
 func (m *migration) prepareSeed(spool, dpool hostconn.Pool, disks map[string]string) error {
-	sName := seedName(m.name)
+	sName := meta.SeedName(m.name)
 	srcSeed, _, err := volumePathSize(spool, sName)
 	if isNoVolume(err) {
 		return nil

@@ -10,6 +10,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // The test driver has no migration, so a Migrate there is the failure
@@ -28,7 +29,7 @@ func TestMigrateFailureCleansDestination(t *testing.T) {
 	if !domainExists(t, sc, pl.Domain) || domainExists(t, dc, pl.Domain) {
 		t.Fatal("the domain moved although the migration failed")
 	}
-	if !volumeExists(t, sc, "bigfleet", overlayName(pl.Domain)) || volumeExists(t, dc, "bigfleet", overlayName(pl.Domain)) {
+	if !volumeExists(t, sc, "bigfleet", meta.OverlayName(pl.Domain)) || volumeExists(t, dc, "bigfleet", meta.OverlayName(pl.Domain)) {
 		t.Fatal("overlay volumes: want the source's kept and the destination's deleted")
 	}
 	for _, h := range b.Hosts(ctx) {
@@ -74,7 +75,7 @@ func TestDestDomainXML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, _ := Metadata{Provider: "p", MachineID: "x", Host: "b"}.Marshal(true)
+	md, _ := meta.Metadata{Provider: "p", MachineID: "x", Host: "b"}.Marshal(true)
 	out, err := destDomainXML(src, map[string]string{"/src/bf-x.qcow2": "/dst/bf-x.qcow2", "/src/bf-x-seed.iso": "/dst/bf-x-seed.iso"}, md, "qemu")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestDestDomainXML(t *testing.T) {
 	if f := got.Devices.Disks[1].Source.File.File; f != "/dst/bf-x-seed.iso" {
 		t.Errorf("seed disk %s", f)
 	}
-	if back, err := DecodeMetadata(got.Metadata.XML); err != nil || back.Host != "b" || back.MachineID != "x" {
+	if back, err := meta.Decode(got.Metadata.XML); err != nil || back.Host != "b" || back.MachineID != "x" {
 		t.Errorf("metadata %+v %v", back, err)
 	}
 	if _, err := destDomainXML(src, map[string]string{}, md, "qemu"); err == nil || !strings.Contains(err.Error(), "vda") {
@@ -141,14 +142,14 @@ func TestMigrateSuccessAroundTheCall(t *testing.T) {
 	if domainExists(t, sc, pl.Domain) || !domainExists(t, dc, pl.Domain) {
 		t.Fatal("domain not moved")
 	}
-	if volumeExists(t, sc, "bigfleet", overlayName(pl.Domain)) || !volumeExists(t, dc, "bigfleet", overlayName(pl.Domain)) {
+	if volumeExists(t, sc, "bigfleet", meta.OverlayName(pl.Domain)) || !volumeExists(t, dc, "bigfleet", meta.OverlayName(pl.Domain)) {
 		t.Fatal("overlay: want it on the destination only")
 	}
 	d := domainXML(t, dc, pl.Domain)
-	if src := d.Devices.Disks[0].Source.File.File; !strings.HasSuffix(src, "/"+overlayName(pl.Domain)) {
+	if src := d.Devices.Disks[0].Source.File.File; !strings.HasSuffix(src, "/"+meta.OverlayName(pl.Domain)) {
 		t.Errorf("disk %s", src)
 	}
-	if md, err := DecodeMetadata(metadataOf(t, dc, pl.Domain)); err != nil || md.Host != to || md.MachineID != "m1" || md.VCPUs != 1 {
+	if md, err := meta.Decode(metadataOf(t, dc, pl.Domain)); err != nil || md.Host != to || md.MachineID != "m1" || md.VCPUs != 1 {
 		t.Errorf("metadata on the destination %+v, %v", md, err)
 	}
 	used := map[string]int{}
@@ -175,10 +176,10 @@ func TestMigrateLostReplyAfterTheMove(t *testing.T) {
 	if err != nil || np.Host == pl.Host {
 		t.Fatalf("migrate with a lost reply: %+v, %v", np, err)
 	}
-	if dc := hostConn(t, b, np.Host); !domainExists(t, dc, pl.Domain) || !volumeExists(t, dc, "bigfleet", overlayName(pl.Domain)) {
+	if dc := hostConn(t, b, np.Host); !domainExists(t, dc, pl.Domain) || !volumeExists(t, dc, "bigfleet", meta.OverlayName(pl.Domain)) {
 		t.Fatal("the destination lost its domain or volume")
 	}
-	if volumeExists(t, hostConn(t, b, pl.Host), "bigfleet", overlayName(pl.Domain)) {
+	if volumeExists(t, hostConn(t, b, pl.Host), "bigfleet", meta.OverlayName(pl.Domain)) {
 		t.Error("the source kept the overlay of a domain that left it")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // plantOverlay leaves on c, as a crashed migration would, an overlay of
@@ -29,7 +30,7 @@ func plantOverlay(t *testing.T, c *libvirt.Connect, domain string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := overlayXML(overlayName(domain), golden{Path: gp, Format: "qcow2", Capacity: 1 << 20})
+	s, err := overlayXML(meta.OverlayName(domain), golden{Path: gp, Format: "qcow2", Capacity: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +69,12 @@ func TestMigrateDestinationOverlayIsFresh(t *testing.T) {
 	to := map[string]string{"a": "b", "b": "a"}[pl.Host]
 	sc, dc := hostConn(t, b, pl.Host), hostConn(t, b, to)
 	plantOverlay(t, dc, pl.Domain)
-	want := volumeCapacity(t, sc, overlayName(pl.Domain))
+	want := volumeCapacity(t, sc, meta.OverlayName(pl.Domain))
 	np, err := b.Migrate(context.Background(), backend.MigrateSpec{MachineID: "m1", Placement: pl, VCPU: 1, MemoryMiB: 512, ToHost: to})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := volumeCapacity(t, dc, overlayName(np.Domain)); got != want {
+	if got := volumeCapacity(t, dc, meta.OverlayName(np.Domain)); got != want {
 		t.Fatalf("destination overlay is %d bytes, want a fresh one of %d: the leftover was reused", got, want)
 	}
 }
@@ -100,7 +101,7 @@ func TestMigrateRefusesDestinationWithDomain(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "already has a domain named "+pl.Domain) {
 		t.Fatalf("err = %v", err)
 	}
-	if !volumeExists(t, dc, "bigfleet", overlayName(pl.Domain)) || volumeCapacity(t, dc, overlayName(pl.Domain)) != 1<<20 {
+	if !volumeExists(t, dc, "bigfleet", meta.OverlayName(pl.Domain)) || volumeCapacity(t, dc, meta.OverlayName(pl.Domain)) != 1<<20 {
 		t.Fatal("the copy's volume was touched")
 	}
 	if !domainExists(t, sc, pl.Domain) {

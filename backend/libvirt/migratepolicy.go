@@ -6,6 +6,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // A migration defines a domain on the destination from the source's
@@ -44,7 +45,7 @@ func (m *migration) checkSource(srcXML string) error {
 	}
 	defer spool.Free()
 	var files []string
-	for _, v := range []string{overlayName(m.name), seedName(m.name)} {
+	for _, v := range []string{meta.OverlayName(m.name), meta.SeedName(m.name)} {
 		if path, _, err := volumePathSize(spool, v); err == nil {
 			files = append(files, path)
 		} else if !isNoVolume(err) {

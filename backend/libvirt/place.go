@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -19,7 +20,7 @@ func (b *Backend) Place(spec backend.MachineSpec) (backend.Placement, error) {
 	if err != nil {
 		return backend.Placement{}, b.placeErr(spec, err)
 	}
-	return backend.Placement{Zone: h.zone, Host: h.refName(), Domain: DomainName(b.cfg.Provider, spec.MachineID), Why: dec.Why}, nil
+	return backend.Placement{Zone: h.zone, Host: h.refName(), Domain: meta.DomainName(b.cfg.Provider, spec.MachineID), Why: dec.Why}, nil
 }
 
 // Unplace is backend.Placer: it drops a reservation that no Create

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // hasDomain reports whether host name holds domain dom.
@@ -25,7 +26,7 @@ func TestPlaceBooksOnly(t *testing.T) {
 	t.Parallel()
 	b := poolBackend(t, nil)
 	pl, err := b.Place(sized("m1", 1, 512))
-	if err != nil || pl.Host != "b" || pl.Why == "" || pl.Domain != DomainName(b.cfg.Provider, "m1") {
+	if err != nil || pl.Host != "b" || pl.Why == "" || pl.Domain != meta.DomainName(b.cfg.Provider, "m1") {
 		t.Fatalf("Place: %+v %v; want host b (most memory) with a reason", pl, err)
 	}
 	if hasDomain(t, b, "b", pl.Domain) {
@@ -123,7 +124,7 @@ func TestRemoveCopy(t *testing.T) {
 func TestRemoveCopyNeedsEvidence(t *testing.T) {
 	t.Parallel()
 	b, keep, spare := twoCopies(t)
-	md := Metadata{Provider: b.cfg.Provider, MachineID: "m1", ClusterID: "c1"}
+	md := meta.Metadata{Provider: b.cfg.Provider, MachineID: "m1", ClusterID: "c1"}
 	if err := b.setBinding(b.hosts["b"], spare.Domain, md); err != nil {
 		t.Fatal(err)
 	}

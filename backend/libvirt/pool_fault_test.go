@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // A Create whose link to its host drops mid-call keeps its booking: the
@@ -21,7 +22,7 @@ func TestPoolCreateLinkDropKeepsHost(t *testing.T) {
 		}
 	}, nil)
 	ctx := context.Background()
-	name := DomainName(b.cfg.Provider, "m1")
+	name := meta.DomainName(b.cfg.Provider, "m1")
 	r := f.add(&fault{op: "dom.Create", name: name, nth: 1, kind: faultDrop})
 	_, err := b.Create(ctx, sized("m1", 1, 512)) // spread: a (more memory)
 	if f.hits(r) != 1 || !backend.IsTransient(err) {

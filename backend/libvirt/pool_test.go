@@ -12,6 +12,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // sizedNode writes a private test-driver world with the given node size
@@ -101,7 +102,7 @@ func TestPoolSpreadsAndRecordsHost(t *testing.T) {
 	if !domainExists(t, hostConn(t, b, "a"), pa.Domain) || domainExists(t, hostConn(t, b, "b"), pa.Domain) {
 		t.Fatal("domain not on its host only")
 	}
-	md, err := DecodeMetadata(metadataOf(t, hostConn(t, b, "a"), pa.Domain))
+	md, err := meta.Decode(metadataOf(t, hostConn(t, b, "a"), pa.Domain))
 	if err != nil || md.Host != "a" || md.VCPUs != 1 || md.MemoryMiB != 1024 {
 		t.Fatalf("metadata %+v, %v", md, err)
 	}
@@ -134,7 +135,7 @@ func metadataOf(t testing.TB, c *libvirt.Connect, name string) string {
 		t.Fatal(err)
 	}
 	defer dom.Free()
-	s, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, MetadataNS, libvirt.DOMAIN_AFFECT_CONFIG)
+	s, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, meta.NS, libvirt.DOMAIN_AFFECT_CONFIG)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestPoolFullZone(t *testing.T) {
 	if errors.Is(err, backend.ErrHostUnavailable) || errors.Is(err, backend.ErrTransient) {
 		t.Fatalf("a full zone must be permanent: %v", err)
 	}
-	name := DomainName(b.cfg.Provider, "m2")
+	name := meta.DomainName(b.cfg.Provider, "m2")
 	if domainExists(t, hostConn(t, b, "a"), name) || domainExists(t, hostConn(t, b, "b"), name) {
 		t.Fatal("a refused Create defined a domain")
 	}
@@ -212,7 +213,7 @@ func TestPoolHostDown(t *testing.T) {
 	if len(inv) != 1 || inv[0].Err != nil || len(inv[0].Machines) != 1 {
 		t.Fatalf("inventory %+v", inv)
 	}
-	onC := backend.Placement{Zone: "z1", Host: "c", Domain: DomainName(b.cfg.Provider, "old")}
+	onC := backend.Placement{Zone: "z1", Host: "c", Domain: meta.DomainName(b.cfg.Provider, "old")}
 	if gone, err := b.ConfirmGone(ctx, "old", onC); gone || !errors.Is(err, backend.ErrHostUnavailable) {
 		t.Fatalf("confirm on a down host: %v %v", gone, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // ensureSeed serves --base-user-data to the guest as a NoCloud seed: an ISO
@@ -23,7 +24,7 @@ func (b *Backend) ensureSeed(conn hostconn.Conn, pool hostconn.Pool, domain stri
 	if b.cfg.BaseUserData == "" {
 		return "", nil
 	}
-	name := seedName(domain)
+	name := meta.SeedName(domain)
 	if vol, err := pool.LookupStorageVolByName(name); err == nil {
 		defer vol.Free()
 		return vol.GetPath()

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 func needISOTool(t *testing.T) {
@@ -57,7 +59,7 @@ func TestSeedFailureRollsBackBothVolumes(t *testing.T) {
 	b, _ := newTestBackend(t, func(c *Config) { c.BaseUserData = ud })
 	_, err := b.Create(context.Background(), spec("m1"))
 	c := testConn(t, b, "z1")
-	name := DomainName(b.cfg.Provider, "m1")
+	name := meta.DomainName(b.cfg.Provider, "m1")
 	if err == nil {
 		x := domainXML(t, c, name)
 		if len(x.Devices.Disks) != 2 || x.Devices.Disks[1].ReadOnly == nil {
@@ -69,7 +71,7 @@ func TestSeedFailureRollsBackBothVolumes(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "create: seed volume: ") {
 		t.Fatalf("err = %v", err)
 	}
-	if volumeExists(t, c, "bigfleet", seedName(name)) || volumeExists(t, c, "bigfleet", overlayName(name)) {
+	if volumeExists(t, c, "bigfleet", meta.SeedName(name)) || volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {
 		t.Fatal("rollback left a volume")
 	}
 }

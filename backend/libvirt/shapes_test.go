@@ -12,6 +12,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // fullShape is every shape field at once.
@@ -266,7 +267,7 @@ func TestCheckShapesAndDiskSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Free()
-	vol, err := pool.LookupStorageVolByName(overlayName(DomainName(b.cfg.Provider, "m1")))
+	vol, err := pool.LookupStorageVolByName(meta.OverlayName(meta.DomainName(b.cfg.Provider, "m1")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 var _ backend.Starter = (*Backend)(nil)
@@ -55,8 +56,8 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 // backend.ErrNotRunning with its state. Waiting out the agent's timeout
 // for a guest that cannot answer only delays that answer (2 min for a
 // Drain) and hides its cause.
-func (b *Backend) ownedRunning(h *host, name, machineID string) (Metadata, error) {
-	var md Metadata
+func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, error) {
+	var md meta.Metadata
 	err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		var err error
 		if md, err = b.owned(dom, name, machineID); err != nil {
@@ -72,7 +73,7 @@ func (b *Backend) ownedRunning(h *host, name, machineID string) (Metadata, error
 		return nil
 	})
 	if isNoDomain(err) {
-		return Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)
+		return meta.Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)
 	}
 	return md, err
 }

@@ -8,6 +8,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // observed returns the inventory entry of one machine (fails if absent).
@@ -66,8 +67,8 @@ func TestStartIsIdempotent(t *testing.T) {
 			t.Fatalf("after Start: %+v", o.Run)
 		}
 	}
-	name := DomainName(b.cfg.Provider, "other")
-	defineStranger(t, c, name, &Metadata{Provider: "other-provider", MachineID: "other"})
+	name := meta.DomainName(b.cfg.Provider, "other")
+	defineStranger(t, c, name, &meta.Metadata{Provider: "other-provider", MachineID: "other"})
 	if err := b.Start(ctx, "other", backend.Placement{Zone: "z1", Domain: name}); !errors.Is(err, backend.ErrNotOurs) {
 		t.Fatalf("stranger: %v", err)
 	}

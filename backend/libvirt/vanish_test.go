@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -89,7 +90,7 @@ func TestPartialListingNeverVanishes(t *testing.T) {
 			t.Parallel()
 			b, f, _ := newFaultBackend(t, nil, nil)
 			e := newEngine(t, b, "m1", "m2")
-			name := DomainName(b.cfg.Provider, "m1")
+			name := meta.DomainName(b.cfg.Provider, "m1")
 			r := f.add(&fault{op: "dom.GetMetadata", name: name, nth: 1, kind: kind})
 			rep := e.Reconcile(context.Background())
 			if f.hits(r) != 1 {
@@ -119,7 +120,7 @@ func TestDamagedMetadataNeverVanishes(t *testing.T) {
 	t.Parallel()
 	b, f, logs := newFaultBackend(t, nil, nil)
 	e := newEngine(t, b, "m1", "m2")
-	name := DomainName(b.cfg.Provider, "m1")
+	name := meta.DomainName(b.cfg.Provider, "m1")
 	f.add(&fault{op: "dom.GetMetadata", name: name, kind: faultGarbage})
 	for range 2 {
 		rep := e.Reconcile(context.Background())
@@ -141,7 +142,7 @@ func TestVanishNeedsConfirmation(t *testing.T) {
 	b, f, _ := newFaultBackend(t, nil, nil)
 	e := newEngine(t, b, "m1", "m2")
 	c := testConn(t, b, "z1")
-	name := DomainName(b.cfg.Provider, "m1")
+	name := meta.DomainName(b.cfg.Provider, "m1")
 	if err := onDomain(lvc(c), name, func(d hostconn.Domain) error { _ = destroy(d); return undefine(d) }); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -72,7 +72,7 @@ func assertNoLeak(t *testing.T, p *provider, blobs ...secretBlob) {
 // Configure left no cluster binding.
 func assertUnbound(t *testing.T, e env, name, id string) {
 	t.Helper()
-	md := domainMetadata(t, e, libvirt.DomainName(name, id))
+	md := domainMetadata(t, e, meta.DomainName(name, id))
 	if !md.Owned(name, id) || md.ClusterID != "" || len(md.ShardMetadata) != 0 {
 		t.Fatalf("metadata after a failed Configure: %+v", md)
 	}
@@ -191,7 +191,7 @@ func TestReadinessAndDrainEscalation(t *testing.T) {
 		Metrics: true, Args: []string{"--configure-timeout=3m", "--drain-timeout=2m", "--drain-margin=8s"}})
 	id := p.ids(t)[0]
 	createIdle(t, p, id)
-	domain := libvirt.DomainName(name, id)
+	domain := meta.DomainName(name, id)
 	pl := backend.Placement{Zone: "local", Domain: domain}
 	diag := newBackend(t, e, name) // for guest-exec diagnostics only
 	blobs := []secretBlob{newSecretBlob(t), newSecretBlob(t)}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -35,7 +35,7 @@ func TestCrashedGuests(t *testing.T) {
 	}
 	p.accept(t, "Configure", &pb.ConfigureRequest{MachineId: conf, ClusterId: "c-crash", BootstrapBlob: []byte("crash-blob")})
 	p.awaitOneOf(t, conf, 3*time.Minute, stConfigured)
-	idleDom, confDom := libvirt.DomainName(name, idle), libvirt.DomainName(name, conf)
+	idleDom, confDom := meta.DomainName(name, idle), meta.DomainName(name, conf)
 
 	virsh(t, e, "destroy", idleDom)
 	killQEMU(t, confDom)

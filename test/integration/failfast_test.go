@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
@@ -49,7 +49,7 @@ func (p *provider) domainOf(m *pb.Machine) string {
 	if ref := m.GetHost().GetRef(); ref != "" {
 		return ref[strings.LastIndex(ref, "/")+1:]
 	}
-	return libvirt.DomainName(p.cfg.Name, m.GetId())
+	return meta.DomainName(p.cfg.Name, m.GetId())
 }
 
 // closeInheritedFDs marks every descriptor above 2 close-on-exec: the suite

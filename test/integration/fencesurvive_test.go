@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -33,7 +33,7 @@ func TestFenceSurvivesLostState(t *testing.T) {
 	cfg := provCfg{Name: name, State: state, Slots: 1}
 	p := startProvider(t, e, cfg)
 	id := p.ids(t)[0]
-	domain := libvirt.DomainName(name, id)
+	domain := meta.DomainName(name, id)
 
 	p.accept(t, "Create", &pb.CreateRequest{MachineId: id, ShardId: shard, ShardEpoch: 5, SequenceNumber: 1})
 	p.awaitOneOf(t, id, 3*time.Minute, stIdle)

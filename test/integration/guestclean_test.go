@@ -14,6 +14,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -137,7 +138,7 @@ func TestGuestCleanKillMidBlob(t *testing.T) {
 	p := startProvider(t, e, cfg)
 	id := p.ids(t)[0]
 	createIdle(t, p, id)
-	domain := libvirt.DomainName(name, id)
+	domain := meta.DomainName(name, id)
 	pl := backend.Placement{Zone: "local", Domain: domain}
 	diag := newBackend(t, e, name)
 	waitAgent(t, diag, pl)
@@ -219,7 +220,7 @@ func TestGuestCleanKillMidDrain(t *testing.T) {
 	p := startProvider(t, e, cfg)
 	id := p.ids(t)[0]
 	createIdle(t, p, id)
-	domain := libvirt.DomainName(name, id)
+	domain := meta.DomainName(name, id)
 	pl := backend.Placement{Zone: "local", Domain: domain}
 	diag := newBackend(t, e, name)
 	blob := newSecretBlob(t)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	libvirtbackend "github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -137,5 +137,5 @@ func labLifecycleOn(t *testing.T, e labEnv, p *labProvider, h labHost) {
 // labMeta is our metadata element of a domain, read by virsh inside the host.
 func labMeta(t *testing.T, e labEnv, host, dom string) string {
 	t.Helper()
-	return labVirsh(t, e, host, "metadata", dom, "--uri", libvirtbackend.MetadataNS)
+	return labVirsh(t, e, host, "metadata", dom, "--uri", meta.NS)
 }

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
@@ -374,13 +374,13 @@ func assertNothingLeft(t *testing.T, e env, name string) {
 }
 
 // domainMetadata reads our metadata element of a domain with virsh.
-func domainMetadata(t *testing.T, e env, domain string) libvirt.Metadata {
+func domainMetadata(t *testing.T, e env, domain string) meta.Metadata {
 	t.Helper()
-	out, err := exec.Command("virsh", "-q", "-c", e.URI, "metadata", domain, "--uri", libvirt.MetadataNS).CombinedOutput()
+	out, err := exec.Command("virsh", "-q", "-c", e.URI, "metadata", domain, "--uri", meta.NS).CombinedOutput()
 	if err != nil {
 		t.Fatalf("virsh metadata %s: %v: %s", domain, err, out)
 	}
-	md, err := libvirt.DecodeMetadata(strings.TrimSpace(string(out)))
+	md, err := meta.Decode(strings.TrimSpace(string(out)))
 	if err != nil {
 		t.Fatalf("decode metadata of %s: %v\n%s", domain, err, out)
 	}

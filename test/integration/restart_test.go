@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
@@ -61,7 +61,7 @@ func TestKillMidCreate(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		domain := libvirt.DomainName(name, c.id)
+		domain := meta.DomainName(name, c.id)
 		ack := p.accept(t, "Create", &pb.CreateRequest{MachineId: c.id})
 		if ack.GetMachine().GetState() != stCreating {
 			t.Fatalf("ack %+v", ack.GetMachine())
@@ -152,9 +152,9 @@ func TestRestartWithLostState(t *testing.T) {
 	for _, id := range ids {
 		p.awaitOneOf(t, id, 3*time.Minute, stIdle)
 	}
-	meta := map[string]string{"shard": "s-9", "note": "ünï\x01 ", "empty": ""}
+	shard := map[string]string{"shard": "s-9", "note": "ünï\x01 ", "empty": ""}
 	p.accept(t, "Configure", &pb.ConfigureRequest{MachineId: conf, ClusterId: "c-lost",
-		BootstrapBlob: []byte("lost-state\x00blob"), ShardMetadata: meta})
+		BootstrapBlob: []byte("lost-state\x00blob"), ShardMetadata: shard})
 	p.awaitOneOf(t, conf, 3*time.Minute, stConfigured)
 	before := map[string]*pb.Machine{idle: p.get(t, idle), conf: p.get(t, conf)}
 
@@ -181,7 +181,7 @@ func TestRestartWithLostState(t *testing.T) {
 		if mi.GetCluster() != "" || len(mi.GetShardMetadata()) != 0 {
 			t.Fatalf("state %s: idle machine rebuilt with a binding: %+v", how, mi)
 		}
-		if mc.GetCluster() != "c-lost" || !maps.Equal(mc.GetShardMetadata(), meta) {
+		if mc.GetCluster() != "c-lost" || !maps.Equal(mc.GetShardMetadata(), shard) {
 			t.Fatalf("state %s: configured machine rebuilt as cluster %q meta %q", how, mc.GetCluster(), mc.GetShardMetadata())
 		}
 	}
@@ -189,7 +189,7 @@ func TestRestartWithLostState(t *testing.T) {
 	// The rebuilt machines are fully usable.
 	p.accept(t, "Drain", &pb.DrainRequest{MachineId: conf, GracePeriodSeconds: 2})
 	p.awaitOneOf(t, conf, 2*time.Minute, stIdle)
-	if md := domainMetadata(t, e, libvirt.DomainName(name, conf)); md.ClusterID != "" {
+	if md := domainMetadata(t, e, meta.DomainName(name, conf)); md.ClusterID != "" {
 		t.Fatalf("binding after drain: %+v", md)
 	}
 	for _, id := range ids {

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
 // domainName is the provider's own derivation, so the soak can tell which
 // machine a domain it finds on the host belongs to.
-func domainName(provider, id string) string { return libvirt.DomainName(provider, id) }
+func domainName(provider, id string) string { return meta.DomainName(provider, id) }
 
 // liveCheck runs while the clients churn: it judges only the machines it
 // can lock (their clients are between operations), so a domain that is

@@ -1,4 +1,4 @@
-package libvirt
+package meta
 
 import (
 	"crypto/sha256"
@@ -25,19 +25,19 @@ const (
 // machine derives the same name and finds its own domain.
 func DomainName(provider, machineID string) string {
 	sum := sha256.Sum256([]byte(provider + "\x00" + machineID))
-	return namePrefix(provider) + sanitize(machineID, maxMachinePart) + "-" + hex.EncodeToString(sum[:4])
+	return NamePrefix(provider) + Sanitize(machineID, maxMachinePart) + "-" + hex.EncodeToString(sum[:4])
 }
 
-// namePrefix is the part all of one provider's domain names share; Inventory
+// NamePrefix is the part all of one provider's domain names share; Inventory
 // uses it to skip foreign domains without reading their metadata.
-func namePrefix(provider string) string {
-	return "bf-" + sanitize(provider, maxProviderPart) + "-"
+func NamePrefix(provider string) string {
+	return "bf-" + Sanitize(provider, maxProviderPart) + "-"
 }
 
-// sanitize lowercases s, maps every run of characters outside [a-z0-9] to
+// Sanitize lowercases s, maps every run of characters outside [a-z0-9] to
 // one '-', trims dashes and truncates to max. An empty result becomes "x"
 // so the name keeps its shape.
-func sanitize(s string, max int) string {
+func Sanitize(s string, max int) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(s) {
@@ -62,6 +62,6 @@ func sanitize(s string, max int) string {
 	return out
 }
 
-// overlayName and seedName are the volumes a domain owns in the pool.
-func overlayName(domain string) string { return domain + ".qcow2" }
-func seedName(domain string) string    { return domain + "-seed.iso" }
+// OverlayName and SeedName are the volumes a domain owns in the pool.
+func OverlayName(domain string) string { return domain + ".qcow2" }
+func SeedName(domain string) string    { return domain + "-seed.iso" }

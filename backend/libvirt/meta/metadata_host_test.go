@@ -1,4 +1,4 @@
-package libvirt
+package meta
 
 import (
 	"strings"
@@ -18,7 +18,7 @@ func TestMetadataHostAndSize(t *testing.T) {
 		if !strings.Contains(s, "<host>kvm-a1</host>") || !strings.Contains(s, `<size vcpus="4" memory-mib="8192"></size>`) {
 			t.Fatalf("xml %s", s)
 		}
-		out, err := DecodeMetadata(s)
+		out, err := Decode(s)
 		if err != nil || out.Host != "kvm-a1" || out.VCPUs != 4 || out.MemoryMiB != 8192 {
 			t.Fatalf("decoded %+v, %v", out, err)
 		}
@@ -27,11 +27,11 @@ func TestMetadataHostAndSize(t *testing.T) {
 	if err != nil || strings.Contains(old, "<host>") || strings.Contains(old, "<size") {
 		t.Fatalf("empty host/size written: %s %v", old, err)
 	}
-	if out, err := DecodeMetadata(old); err != nil || out.Host != "" || out.VCPUs != 0 {
+	if out, err := Decode(old); err != nil || out.Host != "" || out.VCPUs != 0 {
 		t.Fatalf("old element: %+v %v", out, err)
 	}
-	bad := `<instance xmlns="` + MetadataNS + `"><provider>p</provider><machine>m</machine><operation>o</operation><size vcpus="-1" memory-mib="1"></size></instance>`
-	if _, err := DecodeMetadata(bad); err == nil {
+	bad := `<instance xmlns="` + NS + `"><provider>p</provider><machine>m</machine><operation>o</operation><size vcpus="-1" memory-mib="1"></size></instance>`
+	if _, err := Decode(bad); err == nil {
 		t.Fatal("negative size accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package libvirt
+package meta
 
 import (
 	"encoding/base64"
@@ -15,9 +15,9 @@ import (
 // Our metadata element lives in its own namespace inside <metadata>; libvirt
 // keys it by the URI and writes it with the prefix.
 const (
-	MetadataNS     = "https://bigfleet.dev/libvirt-provider/1"
-	MetadataPrefix = "bigfleet"
-	metadataRoot   = "instance"
+	NS           = "https://bigfleet.dev/libvirt-provider/1"
+	Prefix       = "bigfleet"
+	metadataRoot = "instance"
 )
 
 // Metadata is what a domain records about its owner and binding.
@@ -133,7 +133,7 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 		Operation: encText(m.OperationID),
 	}
 	if ns {
-		x.XMLName.Space = MetadataNS
+		x.XMLName.Space = NS
 	}
 	if m.ClusterID != "" {
 		c := encText(m.ClusterID)
@@ -169,16 +169,16 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 
 var errNotOurElement = errors.New("not a bigfleet metadata element")
 
-// DecodeMetadata parses our element as libvirt returns it (prefixed or with
+// Decode parses our element as libvirt returns it (prefixed or with
 // a default namespace). It is strict: unknown encodings, bad base64,
 // duplicate shard keys and a missing provider or machine id are errors, so a
 // damaged element never passes for ours.
-func DecodeMetadata(s string) (Metadata, error) {
+func Decode(s string) (Metadata, error) {
 	var x xmlInstance
 	if err := xml.Unmarshal([]byte(s), &x); err != nil {
 		return Metadata{}, fmt.Errorf("decode metadata: %w", err)
 	}
-	if x.XMLName.Local != metadataRoot || (x.XMLName.Space != MetadataNS && x.XMLName.Space != "") {
+	if x.XMLName.Local != metadataRoot || (x.XMLName.Space != NS && x.XMLName.Space != "") {
 		return Metadata{}, fmt.Errorf("decode metadata: <%s> in %q: %w", x.XMLName.Local, x.XMLName.Space, errNotOurElement)
 	}
 	var m Metadata

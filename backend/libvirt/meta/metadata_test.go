@@ -1,4 +1,4 @@
-package libvirt
+package meta
 
 import (
 	"maps"
@@ -26,7 +26,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := DecodeMetadata(s)
+			got, err := Decode(s)
 			if err != nil {
 				t.Fatalf("decode %s: %v", s, err)
 			}
@@ -40,8 +40,10 @@ func TestMetadataRoundTrip(t *testing.T) {
 func TestMetadataReadable(t *testing.T) {
 	t.Parallel()
 	s, _ := Metadata{Provider: "prov", MachineID: "m-1", ClusterID: "c", ShardMetadata: map[string]string{"zone": "a"}}.Marshal(true)
-	if !contains(s, `xmlns="`+MetadataNS+`"`, "<provider>prov</provider>", "<machine>m-1</machine>", "<cluster>c</cluster>") {
-		t.Fatalf("plain values not stored readably: %s", s)
+	for _, want := range []string{`xmlns="` + NS + `"`, "<provider>prov</provider>", "<machine>m-1</machine>", "<cluster>c</cluster>"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("plain values not stored readably: %s", s)
+		}
 	}
 }
 
@@ -49,7 +51,7 @@ func TestDecodeMetadataStrict(t *testing.T) {
 	t.Parallel()
 	bad := []string{
 		``,
-		`<other xmlns="` + MetadataNS + `"><provider>p</provider><machine>m</machine></other>`,
+		`<other xmlns="` + NS + `"><provider>p</provider><machine>m</machine></other>`,
 		`<instance xmlns="https://elsewhere/"><provider>p</provider><machine>m</machine></instance>`,
 		`<instance><provider>p</provider></instance>`,
 		`<instance><provider encoding="rot13">p</provider><machine>m</machine></instance>`,
@@ -65,12 +67,12 @@ func TestDecodeMetadataStrict(t *testing.T) {
 		marksXML(`<mark><shard>s</shard><epoch>1</epoch><sequence>1</sequence></mark><mark><shard>s</shard><epoch>2</epoch><sequence>0</sequence></mark>`),
 	}
 	for _, s := range bad {
-		if m, err := DecodeMetadata(s); err == nil {
+		if m, err := Decode(s); err == nil {
 			t.Errorf("DecodeMetadata(%q) = %#v, want error", s, m)
 		}
 	}
 	// libvirt hands the element back prefixed and indented.
-	m, err := DecodeMetadata("<bigfleet:instance xmlns:bigfleet=\"" + MetadataNS + "\">\n  <bigfleet:provider>p</bigfleet:provider>\n  <machine>m</machine>\n</bigfleet:instance>")
+	m, err := Decode("<bigfleet:instance xmlns:bigfleet=\"" + NS + "\">\n  <bigfleet:provider>p</bigfleet:provider>\n  <machine>m</machine>\n</bigfleet:instance>")
 	if err != nil || m.Provider != "p" || m.MachineID != "m" {
 		t.Fatalf("prefixed form: %#v, %v", m, err)
 	}
@@ -91,12 +93,12 @@ func sameMetadata(a, b Metadata) bool {
 // decodes with none.
 func TestMetadataMarksDecoded(t *testing.T) {
 	t.Parallel()
-	m, err := DecodeMetadata("<bigfleet:instance xmlns:bigfleet=\"" + MetadataNS + "\">\n  <bigfleet:provider>p</bigfleet:provider>\n  <bigfleet:machine>m</bigfleet:machine>\n" +
+	m, err := Decode("<bigfleet:instance xmlns:bigfleet=\"" + NS + "\">\n  <bigfleet:provider>p</bigfleet:provider>\n  <bigfleet:machine>m</bigfleet:machine>\n" +
 		"  <bigfleet:fence-marks>\n    <bigfleet:mark>\n      <bigfleet:shard>s-1</bigfleet:shard>\n      <bigfleet:epoch>5</bigfleet:epoch>\n      <bigfleet:sequence>7</bigfleet:sequence>\n    </bigfleet:mark>\n  </bigfleet:fence-marks>\n</bigfleet:instance>")
 	if err != nil || !maps.Equal(m.Marks, map[string]backend.FenceMark{"s-1": {Epoch: 5, Sequence: 7}}) {
 		t.Fatalf("prefixed marks: %#v, %v", m.Marks, err)
 	}
-	old, err := DecodeMetadata(`<instance><provider>p</provider><machine>m</machine><cluster>c</cluster></instance>`)
+	old, err := Decode(`<instance><provider>p</provider><machine>m</machine><cluster>c</cluster></instance>`)
 	if err != nil || old.Marks != nil {
 		t.Fatalf("metadata without marks: %#v, %v", old, err)
 	}
@@ -124,13 +126,13 @@ func TestMergeMarks(t *testing.T) {
 // FuzzDecodeMetadata: any input decodes or fails cleanly, and whatever
 // decodes survives a re-encode unchanged.
 func FuzzDecodeMetadata(f *testing.F) {
-	f.Add(`<instance xmlns="` + MetadataNS + `"><provider>p</provider><machine>m</machine></instance>`)
+	f.Add(`<instance xmlns="` + NS + `"><provider>p</provider><machine>m</machine></instance>`)
 	f.Add(`<instance><provider encoding="base64">cA==</provider><machine>m</machine><cluster>c</cluster><shard-metadata><entry><key>k</key><value encoding="base64">AAE=</value></entry></shard-metadata></instance>`)
 	f.Add(`<instance><provider>`)
 	f.Add(marksXML(`<mark><shard>s</shard><epoch>5</epoch><sequence>1</sequence></mark><mark><shard encoding="base64">AA==</shard><epoch>0</epoch><sequence>9223372036854775807</sequence></mark>`))
 	f.Add(marksXML(`<mark><shard>s</shard><epoch>-5</epoch><sequence>1</sequence></mark>`))
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := DecodeMetadata(s)
+		m, err := Decode(s)
 		if err != nil {
 			return
 		}
@@ -146,7 +148,7 @@ func FuzzDecodeMetadata(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := DecodeMetadata(out)
+		again, err := Decode(out)
 		if err != nil || !sameMetadata(again, m) {
 			t.Fatalf("re-encode changed it: %#v -> %s -> %#v (%v)", m, out, again, err)
 		}
@@ -170,7 +172,7 @@ func FuzzMetadataRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := DecodeMetadata(s)
+		got, err := Decode(s)
 		if err != nil {
 			t.Fatalf("decode own output %q: %v", s, err)
 		}

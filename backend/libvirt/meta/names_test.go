@@ -1,4 +1,4 @@
-package libvirt
+package meta
 
 import (
 	"regexp"
@@ -17,8 +17,8 @@ func checkName(t *testing.T, provider, machine string) string {
 	if n != DomainName(provider, machine) {
 		t.Fatal("not deterministic")
 	}
-	if !strings.HasPrefix(n, namePrefix(provider)) {
-		t.Fatalf("%q lacks the provider prefix %q", n, namePrefix(provider))
+	if !strings.HasPrefix(n, NamePrefix(provider)) {
+		t.Fatalf("%q lacks the provider prefix %q", n, NamePrefix(provider))
 	}
 	return n
 }
