@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
@@ -237,12 +238,12 @@ func (b *Backend) define(h *host, conn hostconn.Conn, name string, spec backend.
 	}
 	hostType := h.DomainType().Type
 	shape := b.shapeOf(spec)
-	d := buildDomain(domainParams{
+	d := domxml.Build(domxml.Params{
 		Name: name, Type: hostType, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
-		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, NICs: resolvedNICs(shape, b.cfg.Network),
+		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, NICs: domxml.ResolvedNICs(shape, b.cfg.Network),
 		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Metadata: md, Shape: shape,
 	})
-	if err := b.policyFor(hostType, overlay, seed, shape).check(d); err != nil {
+	if err := b.policyFor(hostType, overlay, seed, shape).Check(d); err != nil {
 		return nil, err
 	}
 	x, err := d.Marshal()
@@ -280,4 +281,18 @@ func (r *rollback) run(log *slog.Logger) error {
 		log.Info("create rolled back", "step", s.what)
 	}
 	return errors.Join(errs...)
+}
+
+// policyFor is the policy of one Create: the host's domain type (kvm or
+// qemu on a real host), its own volumes, the instance type's shape and
+// NICs (or --network) and the configured boot files.
+func (b *Backend) policyFor(hostType, overlay, seed string, shape backend.Shape) domxml.Policy {
+	files := []string{overlay}
+	if seed != "" {
+		files = append(files, seed)
+	}
+	return domxml.Policy{
+		Types: []string{hostType}, Files: files, NICs: domxml.ResolvedNICs(shape, b.cfg.Network),
+		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Shape: shape,
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
@@ -143,7 +144,7 @@ func (m *migration) run() error {
 	if err != nil {
 		return err
 	}
-	destXML, err := destDomainXML(srcXML, disks, mdXML, m.dst.DomainType().Type)
+	destXML, err := domxml.DestXML(srcXML, disks, mdXML, m.dst.DomainType().Type)
 	if err != nil {
 		return fmt.Errorf("migrate: destination XML: %w", err)
 	}

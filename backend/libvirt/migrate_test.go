@@ -10,6 +10,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
@@ -69,14 +70,14 @@ func TestMigrateRefusals(t *testing.T) {
 // carry is refused.
 func TestDestDomainXML(t *testing.T) {
 	t.Parallel()
-	d := buildDomain(domainParams{Name: "bf-x", Type: "qemu", VCPU: 1, MemoryMiB: 128,
+	d := domxml.Build(domxml.Params{Name: "bf-x", Type: "qemu", VCPU: 1, MemoryMiB: 128,
 		Overlay: "/src/bf-x.qcow2", OverlayFmt: "qcow2", Seed: "/src/bf-x-seed.iso", Metadata: "<old/>"})
 	src, err := d.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
 	md, _ := meta.Metadata{Provider: "p", MachineID: "x", Host: "b"}.Marshal(true)
-	out, err := destDomainXML(src, map[string]string{"/src/bf-x.qcow2": "/dst/bf-x.qcow2", "/src/bf-x-seed.iso": "/dst/bf-x-seed.iso"}, md, "qemu")
+	out, err := domxml.DestXML(src, map[string]string{"/src/bf-x.qcow2": "/dst/bf-x.qcow2", "/src/bf-x-seed.iso": "/dst/bf-x-seed.iso"}, md, "qemu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +94,10 @@ func TestDestDomainXML(t *testing.T) {
 	if back, err := meta.Decode(got.Metadata.XML); err != nil || back.Host != "b" || back.MachineID != "x" {
 		t.Errorf("metadata %+v %v", back, err)
 	}
-	if _, err := destDomainXML(src, map[string]string{}, md, "qemu"); err == nil || !strings.Contains(err.Error(), "vda") {
+	if _, err := domxml.DestXML(src, map[string]string{}, md, "qemu"); err == nil || !strings.Contains(err.Error(), "vda") {
 		t.Errorf("unmapped writable disk: %v", err)
 	}
-	if _, err := destDomainXML(src, map[string]string{}, md, "kvm"); err == nil || !strings.Contains(err.Error(), "accelerator") {
+	if _, err := domxml.DestXML(src, map[string]string{}, md, "kvm"); err == nil || !strings.Contains(err.Error(), "accelerator") {
 		t.Errorf("other accelerator: %v", err)
 	}
 }

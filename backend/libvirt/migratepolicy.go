@@ -6,6 +6,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
@@ -19,10 +20,10 @@ import (
 // migratePolicy is the policy of the destination's domain: a Create's
 // (network, boot files) with the destination's domain type and default
 // emulator, and files as its only disks.
-func (m *migration) migratePolicy(files ...string) (xmlPolicy, error) {
-	em, err := defaultEmulator(m.dconn, m.dst.DomainType().Type)
+func (m *migration) migratePolicy(files ...string) (domxml.Policy, error) {
+	em, err := domxml.DefaultEmulator(m.dconn, m.dst.DomainType().Type)
 	if err != nil {
-		return xmlPolicy{}, fmt.Errorf("migrate: capabilities of host %s: %w", m.dst.name, err)
+		return domxml.Policy{}, fmt.Errorf("migrate: capabilities of host %s: %w", m.dst.name, err)
 	}
 	// The zero shape: a shaped domain (UEFI, TPM, huge pages, a CPU of
 	// its own, other NICs) is not migrated (its rendering is refused).
@@ -65,49 +66,11 @@ func (m *migration) checkXML(x string, files ...string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.checkRendered(&d); err != nil {
-		if shaped(&d) {
+	if err := p.CheckRendered(&d); err != nil {
+		if domxml.Shaped(&d) {
 			return fmt.Errorf("migrate %s to host %s: a machine with a UEFI, TPM, huge page or CPU shape is not live-migrated: %w", m.name, m.dst.name, err)
 		}
 		return fmt.Errorf("migrate %s to host %s: %w", m.name, m.dst.name, err)
 	}
 	return nil
-}
-
-// shaped: the domain has firmware, a TPM, memory backing or a CPU of an
-// instance type's shape, which the migration policy (the zero shape)
-// refuses.
-func shaped(d *libvirtxml.Domain) bool {
-	return (d.OS != nil && (d.OS.Loader != nil || d.OS.NVRam != nil)) || d.MemoryBacking != nil ||
-		(d.Devices != nil && len(d.Devices.TPMs) > 0) ||
-		(d.CPU != nil && (d.CPU.Topology != nil || d.CPU.Mode == backend.CPUHostPassthrough || d.CPU.Mode == backend.CPUHostModel))
-}
-
-// defaultEmulator is the emulator libvirt on conn gives a domain of type
-// domType (the first hvm guest's; the domain-specific one if it names its
-// own), as its capabilities say.
-func defaultEmulator(conn interface{ GetCapabilities() (string, error) }, domType string) (string, error) {
-	s, err := conn.GetCapabilities()
-	if err != nil {
-		return "", err
-	}
-	var caps libvirtxml.Caps
-	if err := caps.Unmarshal(s); err != nil {
-		return "", fmt.Errorf("parse capabilities: %w", err)
-	}
-	arch := caps.Host.CPU.Arch
-	for _, g := range caps.Guests {
-		if g.OSType != "hvm" || (arch != "" && g.Arch.Name != arch) {
-			continue
-		}
-		for _, d := range g.Arch.Domains {
-			if d.Type == domType {
-				if d.Emulator != "" {
-					return d.Emulator, nil
-				}
-				return g.Arch.Emulator, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no hvm guest of type %s on arch %s", domType, arch)
 }

@@ -21,6 +21,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 )
 
 func realConfig(t *testing.T) Config {
@@ -81,13 +82,13 @@ func TestDestXMLPolicyReal(t *testing.T) {
 	if err := d.Unmarshal(x); err != nil {
 		t.Fatal(err)
 	}
-	em, err := defaultEmulator(c, d.Type)
+	em, err := domxml.DefaultEmulator(c, d.Type)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := b.policyFor(d.Type, d.Devices.Disks[0].Source.File.File, "", backend.Shape{})
 	p.Emulator = em
-	if err := p.checkRendered(&d); err != nil {
+	if err := p.CheckRendered(&d); err != nil {
 		t.Fatalf("libvirt's rendering of our own domain is refused: %v", err)
 	}
 }

@@ -11,41 +11,9 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
-
-// OVMF as Debian's ovmf package ships it (2022.11-6 in bookworm: 2 MiB
-// and 4 MiB builds, plain and Secure Boot, and variable stores blank,
-// with Microsoft's keys enrolled (.ms) and with test keys (.snakeoil)).
-// These are the 4 MiB ones libvirt's firmware descriptors in
-// /usr/share/qemu/firmware name. uefi-secure boots the Secure Boot build
-// from the store with Microsoft's keys (OVMF_VARS_4M.ms.fd): its db holds
-// the UEFI CA that signs the distributions' shim, so an image booting
-// through shim boots with Secure Boot on. Each domain gets its own NVRAM
-// copy of the template, which libvirt makes and names itself; Delete
-// removes it (VIR_DOMAIN_UNDEFINE_NVRAM).
-const (
-	OVMFCode       = "/usr/share/OVMF/OVMF_CODE_4M.fd"
-	OVMFVars       = "/usr/share/OVMF/OVMF_VARS_4M.fd"
-	OVMFSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
-	OVMFSecureVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
-)
-
-// firmwareFiles returns the loader and NVRAM template of a UEFI firmware
-// ("" for BIOS and the default).
-func firmwareFiles(fw string) (code, vars string) {
-	switch fw {
-	case backend.FirmwareUEFI:
-		return OVMFCode, OVMFVars
-	case backend.FirmwareUEFISecure:
-		return OVMFSecureCode, OVMFSecureVars
-	}
-	return "", ""
-}
-
-// uefiMachine is the machine type of UEFI domains: q35, which Secure Boot
-// needs (SMM), for both UEFI firmwares so they differ only in the files.
-const uefiMachine = "q35"
 
 // shapeOf is the shape of the machine's instance type (zero for a type
 // without one, or one the backend was not told about).
@@ -107,7 +75,7 @@ func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backe
 	o := hostOffers{DomainType: h.DomainType().Type}
 	n := needsOf(shapes)
 	if n.uefi || n.tpm || n.cpu {
-		x, err := conn.GetDomainCapabilities("", "x86_64", uefiMachine, h.DomainType().Type, 0)
+		x, err := conn.GetDomainCapabilities("", "x86_64", domxml.UEFIMachine, h.DomainType().Type, 0)
 		if err != nil {
 			return o, fmt.Errorf("domain capabilities: %w", err)
 		}
@@ -219,7 +187,7 @@ func checkOffers(hostName string, shapes map[string]backend.Shape, memory map[st
 		bad := func(format string, args ...any) {
 			errs = append(errs, fmt.Errorf("--instance-types: instance type %q: %s (host %s)", name, fmt.Sprintf(format, args...), hostName))
 		}
-		if code, _ := firmwareFiles(s.Firmware); code != "" && !slices.Contains(o.Loaders, code) {
+		if code, _ := domxml.FirmwareFiles(s.Firmware); code != "" && !slices.Contains(o.Loaders, code) {
 			bad("firmware %s: the host's QEMU offers no %s (install Debian's ovmf package; it offers %s)",
 				s.Firmware, code, listOrNone(o.Loaders))
 		}

@@ -138,3 +138,22 @@ func deleteVolume(pool hostconn.Pool, name, goldenName string) error {
 	}
 	return nil
 }
+
+// createPlainVolume makes a qcow2 volume of capacity bytes with no backing
+// file (the destination of a whole-disk copy) and returns its path.
+func createPlainVolume(pool hostconn.Pool, name string, capacity uint64) (string, error) {
+	s, err := (&libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
+	}).Marshal()
+	if err != nil {
+		return "", err
+	}
+	vol, err := pool.StorageVolCreateXML(s, 0)
+	if err != nil {
+		return "", err
+	}
+	defer vol.Free()
+	return vol.GetPath()
+}

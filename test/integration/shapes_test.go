@@ -18,6 +18,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 )
 
 // Machine shapes of instance types against the real libvirtd and QEMU of
@@ -126,7 +127,7 @@ func TestShapeDiskAndTwoNICs(t *testing.T) {
 // image); its NVRAM goes with it too.
 func TestShapeUEFIAndTPM(t *testing.T) {
 	e := loadEnv(t)
-	for _, f := range []string{libvirt.OVMFCode, libvirt.OVMFSecureVars} {
+	for _, f := range []string{domxml.OVMFCode, domxml.OVMFSecureVars} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("scripts/libvirt-env.sh installs ovmf: %v", err)
 		}
@@ -148,7 +149,7 @@ func TestShapeUEFIAndTPM(t *testing.T) {
 		t.Fatalf("the guest booted %s", got)
 	}
 	d := domainXML(t, e, pl.Domain)
-	if d.OS.Loader == nil || d.OS.Loader.Path != libvirt.OVMFCode || d.OS.NVRam == nil || d.OS.NVRam.NVRam == "" ||
+	if d.OS.Loader == nil || d.OS.Loader.Path != domxml.OVMFCode || d.OS.NVRam == nil || d.OS.NVRam.NVRam == "" ||
 		len(d.Devices.TPMs) != 1 || d.Devices.TPMs[0].Model != "tpm-crb" {
 		t.Fatalf("domain: loader %+v nvram %+v tpms %+v", d.OS.Loader, d.OS.NVRam, d.Devices.TPMs)
 	}
@@ -181,8 +182,8 @@ func TestShapeUEFIAndTPM(t *testing.T) {
 	sid := uniq("secure")
 	spl := shapedGuest(t, b, sid, "secure", 256, false)
 	sd := domainXML(t, e, spl.Domain)
-	if sd.OS.Loader == nil || sd.OS.Loader.Secure != "yes" || sd.OS.Loader.Path != libvirt.OVMFSecureCode ||
-		sd.OS.NVRam == nil || sd.OS.NVRam.Template != libvirt.OVMFSecureVars || sd.Features == nil || sd.Features.SMM == nil {
+	if sd.OS.Loader == nil || sd.OS.Loader.Secure != "yes" || sd.OS.Loader.Path != domxml.OVMFSecureCode ||
+		sd.OS.NVRam == nil || sd.OS.NVRam.Template != domxml.OVMFSecureVars || sd.Features == nil || sd.Features.SMM == nil {
 		t.Fatalf("secure domain: loader %+v nvram %+v features %+v", sd.OS.Loader, sd.OS.NVRam, sd.Features)
 	}
 	if state := virsh(t, e, "domstate", spl.Domain); state != "running" {

@@ -1,14 +1,13 @@
-package libvirt
+package domxml
 
 import (
 	"fmt"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	"libvirt.org/go/libvirtxml"
-
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
-// destDomainXML is VIR_MIGRATE_PARAM_DEST_XML: the source's migratable
+// DestXML is VIR_MIGRATE_PARAM_DEST_XML: the source's migratable
 // XML (libvirt's own rendering of our definition; the caller checks it,
 // before and after, against the definition policy: migratepolicy.go)
 // with every file disk pointed at its destination volume and our metadata
@@ -17,7 +16,7 @@ import (
 // writable file disk without a destination, or a destination that runs
 // guests under another accelerator, is refused: QEMU could not carry the
 // guest across either.
-func destDomainXML(src string, disks map[string]string, md, dstType string) (string, error) {
+func DestXML(src string, disks map[string]string, md, dstType string) (string, error) {
 	var d libvirtxml.Domain
 	if err := d.Unmarshal(src); err != nil {
 		return "", fmt.Errorf("parse migratable XML: %w", err)
@@ -51,21 +50,40 @@ func diskDev(d *libvirtxml.DomainDisk) string {
 	return "?"
 }
 
-// createPlainVolume makes a qcow2 volume of capacity bytes with no backing
-// file (the destination of a whole-disk copy) and returns its path.
-func createPlainVolume(pool hostconn.Pool, name string, capacity uint64) (string, error) {
-	s, err := (&libvirtxml.StorageVolume{
-		Name:     name,
-		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
-		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
-	}).Marshal()
+// Shaped: the domain has firmware, a TPM, memory backing or a CPU of an
+// instance type's shape, which the migration policy (the zero shape)
+// refuses.
+func Shaped(d *libvirtxml.Domain) bool {
+	return (d.OS != nil && (d.OS.Loader != nil || d.OS.NVRam != nil)) || d.MemoryBacking != nil ||
+		(d.Devices != nil && len(d.Devices.TPMs) > 0) ||
+		(d.CPU != nil && (d.CPU.Topology != nil || d.CPU.Mode == backend.CPUHostPassthrough || d.CPU.Mode == backend.CPUHostModel))
+}
+
+// DefaultEmulator is the emulator libvirt on conn gives a domain of type
+// domType (the first hvm guest's; the domain-specific one if it names its
+// own), as its capabilities say.
+func DefaultEmulator(conn interface{ GetCapabilities() (string, error) }, domType string) (string, error) {
+	s, err := conn.GetCapabilities()
 	if err != nil {
 		return "", err
 	}
-	vol, err := pool.StorageVolCreateXML(s, 0)
-	if err != nil {
-		return "", err
+	var caps libvirtxml.Caps
+	if err := caps.Unmarshal(s); err != nil {
+		return "", fmt.Errorf("parse capabilities: %w", err)
 	}
-	defer vol.Free()
-	return vol.GetPath()
+	arch := caps.Host.CPU.Arch
+	for _, g := range caps.Guests {
+		if g.OSType != "hvm" || (arch != "" && g.Arch.Name != arch) {
+			continue
+		}
+		for _, d := range g.Arch.Domains {
+			if d.Type == domType {
+				if d.Emulator != "" {
+					return d.Emulator, nil
+				}
+				return g.Arch.Emulator, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no hvm guest of type %s on arch %s", domType, arch)
 }

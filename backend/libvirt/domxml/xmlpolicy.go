@@ -1,4 +1,4 @@
-package libvirt
+package domxml
 
 import (
 	"encoding/xml"
@@ -13,14 +13,14 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
-// xmlPolicy is what a domain we define may contain. libvirt's polkit rules
+// Policy is what a domain we define may contain. libvirt's polkit rules
 // can limit the provider's account to domains named bf-*, but not what such
 // a domain holds: with domain.write it could point a disk at any host file,
 // boot a host kernel or pass <qemu:commandline>. So every definition is
 // checked against this allow-list before DomainDefineXML, and anything the
 // provider does not itself generate is refused. A field of libvirtxml that
 // is not named here is refused too, so new fields never slip through.
-type xmlPolicy struct {
+type Policy struct {
 	Types []string // domain types the host may use
 	Files []string // disk sources: this machine's overlay and seed
 	// NICs are the NICs a domain may have: each interface joins one of
@@ -40,22 +40,8 @@ type xmlPolicy struct {
 	Shape backend.Shape
 }
 
-// policyFor is the policy of one Create: the host's domain type (kvm or
-// qemu on a real host), its own volumes, the instance type's shape and
-// NICs (or --network) and the configured boot files.
-func (b *Backend) policyFor(hostType, overlay, seed string, shape backend.Shape) xmlPolicy {
-	files := []string{overlay}
-	if seed != "" {
-		files = append(files, seed)
-	}
-	return xmlPolicy{
-		Types: []string{hostType}, Files: files, NICs: resolvedNICs(shape, b.cfg.Network),
-		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Shape: shape,
-	}
-}
-
-// check reports every way d strays from the policy.
-func (p xmlPolicy) check(d *libvirtxml.Domain) error {
+// Check reports every way d strays from the policy.
+func (p Policy) Check(d *libvirtxml.Domain) error {
 	c := *d
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -80,7 +66,7 @@ func (p xmlPolicy) check(d *libvirtxml.Domain) error {
 	return nil
 }
 
-func (p xmlPolicy) checkOS(os *libvirtxml.DomainOS) error {
+func (p Policy) checkOS(os *libvirtxml.DomainOS) error {
 	if os == nil {
 		return nil
 	}
@@ -97,10 +83,10 @@ func (p xmlPolicy) checkOS(os *libvirtxml.DomainOS) error {
 			errs = append(errs, fmt.Errorf("boot device %q", bd.Dev))
 		}
 	}
-	code, vars := firmwareFiles(p.Shape.Firmware)
+	code, vars := FirmwareFiles(p.Shape.Firmware)
 	if c.Type != nil {
 		t := *c.Type
-		if code != "" && t.Machine == uefiMachine {
+		if code != "" && t.Machine == UEFIMachine {
 			t.Machine = ""
 		}
 		t.Type = ""
@@ -116,7 +102,7 @@ func (p xmlPolicy) checkOS(os *libvirtxml.DomainOS) error {
 	return errors.Join(errs...)
 }
 
-func (p xmlPolicy) checkFeatures(f *libvirtxml.DomainFeatureList) error {
+func (p Policy) checkFeatures(f *libvirtxml.DomainFeatureList) error {
 	if f == nil {
 		return nil
 	}
@@ -131,7 +117,7 @@ func (p xmlPolicy) checkFeatures(f *libvirtxml.DomainFeatureList) error {
 	return nil
 }
 
-func (p xmlPolicy) checkDevices(dv *libvirtxml.DomainDeviceList) error {
+func (p Policy) checkDevices(dv *libvirtxml.DomainDeviceList) error {
 	if dv == nil {
 		return nil
 	}
@@ -160,7 +146,7 @@ func (p xmlPolicy) checkDevices(dv *libvirtxml.DomainDeviceList) error {
 	return errors.Join(errs...)
 }
 
-func (p xmlPolicy) checkDisk(d libvirtxml.DomainDisk) error {
+func (p Policy) checkDisk(d libvirtxml.DomainDisk) error {
 	if d.Device != "disk" || d.Source == nil || d.Source.File == nil || !slices.Contains(p.Files, d.Source.File.File) {
 		src := "a non-file source"
 		if d.Source != nil && d.Source.File != nil {
@@ -195,7 +181,7 @@ func (p xmlPolicy) checkDisk(d libvirtxml.DomainDisk) error {
 
 // checkInterface allows a NIC on one of the policy's networks or bridges,
 // of the model the type gives it there, and nothing else of a NIC.
-func (p xmlPolicy) checkInterface(n libvirtxml.DomainInterface) error {
+func (p Policy) checkInterface(n libvirtxml.DomainInterface) error {
 	var on backend.NIC
 	var left []string
 	if n.Source != nil {
@@ -252,7 +238,7 @@ func checkFirmware(fw, code, vars string, l *libvirtxml.DomainLoader, nv *libvir
 }
 
 // checkTPMs allows the shape's swtpm TPM 2.0 (tpm()) and no other TPM.
-func (p xmlPolicy) checkTPMs(ts []libvirtxml.DomainTPM) error {
+func (p Policy) checkTPMs(ts []libvirtxml.DomainTPM) error {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -264,18 +250,18 @@ func (p xmlPolicy) checkTPMs(ts []libvirtxml.DomainTPM) error {
 }
 
 // checkCPU allows a <cpu> element only as the shape renders it.
-func (p xmlPolicy) checkCPU(domType string, c *libvirtxml.DomainCPU) error {
+func (p Policy) checkCPU(domType string, c *libvirtxml.DomainCPU) error {
 	if c == nil {
 		return nil
 	}
-	if want := cpuSection(domainParams{Type: domType, Shape: p.Shape}); want == nil || !reflect.DeepEqual(*c, *want) {
+	if want := cpuSection(Params{Type: domType, Shape: p.Shape}); want == nil || !reflect.DeepEqual(*c, *want) {
 		return fmt.Errorf("a cpu element (mode %q) other than the instance type's", c.Mode)
 	}
 	return nil
 }
 
 // checkMemoryBacking allows huge pages of the shape's size, nothing else.
-func (p xmlPolicy) checkMemoryBacking(m *libvirtxml.DomainMemoryBacking) error {
+func (p Policy) checkMemoryBacking(m *libvirtxml.DomainMemoryBacking) error {
 	if m == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package libvirt
+package domxml
 
 import (
 	"os"
@@ -13,7 +13,7 @@ import (
 // testdata/migratable-qemu.xml is the migratable XML the system libvirtd
 // (libvirt 9, QEMU 7.2, a kvm-capable host) rendered for a domain our
 // Create defined (migratepolicy_real_test.go writes it).
-func renderedQEMU(t *testing.T) (*libvirtxml.Domain, xmlPolicy) {
+func renderedQEMU(t *testing.T) (*libvirtxml.Domain, Policy) {
 	t.Helper()
 	b, err := os.ReadFile("testdata/migratable-qemu.xml")
 	if err != nil {
@@ -23,7 +23,7 @@ func renderedQEMU(t *testing.T) (*libvirtxml.Domain, xmlPolicy) {
 	if err := d.Unmarshal(string(b)); err != nil {
 		t.Fatal(err)
 	}
-	return &d, xmlPolicy{
+	return &d, Policy{
 		Types:    []string{"kvm"},
 		Files:    []string{"/var/lib/libvirt/bigfleet-pool/bf-realxml-polx1-297b0d63.qcow2"},
 		NICs:     []backend.NIC{{Network: "bigfleet"}},
@@ -37,12 +37,12 @@ func renderedQEMU(t *testing.T) (*libvirtxml.Domain, xmlPolicy) {
 func TestCheckRenderedAcceptsLibvirtsRendering(t *testing.T) {
 	t.Parallel()
 	d, p := renderedQEMU(t)
-	if err := p.checkRendered(d); err != nil {
+	if err := p.CheckRendered(d); err != nil {
 		t.Fatal(err)
 	}
 	// The strict check of a Create would refuse it: what is accepted is
 	// libvirt's own additions, nothing else.
-	if err := p.check(d); err == nil {
+	if err := p.Check(d); err == nil {
 		t.Fatal("the Create check accepted a rendered domain")
 	}
 }
@@ -95,7 +95,7 @@ func TestCheckRenderedRefuses(t *testing.T) {
 			t.Parallel()
 			d, p := renderedQEMU(t)
 			tc.edit(d)
-			err := p.checkRendered(d)
+			err := p.CheckRendered(d)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one naming %q", err, tc.want)
 			}

@@ -11,150 +11,17 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
-
-// fullShape is every shape field at once.
-func fullShape() backend.Shape {
-	return backend.Shape{DiskGiB: 8, Firmware: backend.FirmwareUEFISecure, TPM: true,
-		CPU:         backend.CPUShape{Sockets: 1, Cores: 2, Threads: 1},
-		HugePageKiB: 2048,
-		NICs:        []backend.NIC{{Network: "bigfleet"}, {Bridge: "br0", Model: "e1000e"}}}
-}
-
-func shapedParams() (domainParams, xmlPolicy) {
-	p, pol := policyParams()
-	p.Kernel, p.Initrd, p.Cmdline = "", "", ""
-	pol.Kernel, pol.Initrd, pol.Cmdline = "", "", ""
-	p.Shape, pol.Shape = fullShape(), fullShape()
-	p.NICs, pol.NICs = resolvedNICs(p.Shape, "ignored"), resolvedNICs(pol.Shape, "ignored")
-	return p, pol
-}
-
-// The XML a shape renders, element by element, as libvirt reads it.
-func TestShapeRendersXML(t *testing.T) {
-	t.Parallel()
-	p, pol := shapedParams()
-	d := buildDomain(p)
-	if err := pol.check(d); err != nil {
-		t.Fatalf("the policy refuses the shape's own domain: %v", err)
-	}
-	x, err := d.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		`<type machine="q35">hvm</type>`,
-		`<loader readonly="yes" secure="yes" type="pflash">/usr/share/OVMF/OVMF_CODE_4M.secboot.fd</loader>`,
-		`<nvram template="/usr/share/OVMF/OVMF_VARS_4M.ms.fd"></nvram>`,
-		`<smm state="on"></smm>`,
-		`<cpu mode="host-passthrough">`, `<topology sockets="1" cores="2" threads="1"></topology>`,
-		`<hugepages>`, `<page size="2048" unit="KiB"></page>`,
-		`<tpm model="tpm-crb">`, `<backend type="emulator" version="2.0">`,
-		`<source network="bigfleet"></source>`, `<model type="virtio"></model>`,
-		`<source bridge="br0"></source>`, `<model type="e1000e"></model>`,
-	} {
-		if !strings.Contains(x, want) {
-			t.Errorf("domain XML lacks %s:\n%s", want, x)
-		}
-	}
-	// Plain UEFI: no secure flag, no SMM, the plain template.
-	p.Shape.Firmware = backend.FirmwareUEFI
-	x, _ = buildDomain(p).Marshal()
-	if !strings.Contains(x, `<loader readonly="yes" type="pflash">/usr/share/OVMF/OVMF_CODE_4M.fd</loader>`) ||
-		!strings.Contains(x, `template="/usr/share/OVMF/OVMF_VARS_4M.fd"`) || strings.Contains(x, "smm") {
-		t.Errorf("uefi:\n%s", x)
-	}
-	// Under TCG a CPU without a model is the hypervisor's (no host-passthrough).
-	p.Type = "qemu"
-	if c := cpuSection(p); c.Mode != "" || c.Topology == nil {
-		t.Errorf("qemu cpu = %+v", c)
-	}
-	p.Shape.CPU = backend.CPUShape{Model: "Haswell-noTSX"}
-	if c := cpuSection(p); c.Mode != "custom" || c.Match != "exact" || c.Model.Value != "Haswell-noTSX" || c.Model.Fallback != "forbid" || c.Topology != nil {
-		t.Errorf("named model cpu = %+v", c)
-	}
-	// The zero shape renders as before shapes: one virtio NIC on --network.
-	p.Shape = backend.Shape{}
-	p.NICs = resolvedNICs(p.Shape, "default")
-	d = buildDomain(p)
-	if d.CPU != nil || d.MemoryBacking != nil || d.OS.Loader != nil || d.OS.NVRam != nil || d.Features.SMM != nil ||
-		d.Devices.TPMs != nil || len(d.Devices.Interfaces) != 1 || d.OS.Type.Machine != "" {
-		t.Errorf("zero shape renders %+v", d)
-	}
-	if n := resolvedNICs(backend.Shape{NICs: []backend.NIC{}}, "default"); len(n) != 0 {
-		t.Errorf(`"network": [] gives NICs %v`, n)
-	}
-}
-
-// The allow-list takes a shape's elements only exactly as the shape
-// renders them: anything else of those kinds is still refused, and a
-// plain type's policy refuses all of them.
-func TestPolicyRefusesOutsideTheShape(t *testing.T) {
-	t.Parallel()
-	for name, tc := range map[string]struct {
-		tamper func(d *libvirtxml.Domain)
-		want   string
-	}{
-		"loader from a host file": {func(d *libvirtxml.Domain) { d.OS.Loader.Path = "/etc/shadow" }, "firmware loader other than"},
-		"loader writable":         {func(d *libvirtxml.Domain) { d.OS.Loader.Readonly = "no" }, "firmware loader other than"},
-		"nvram at a chosen path":  {func(d *libvirtxml.Domain) { d.OS.NVRam.NVRam = "/root/.ssh/authorized_keys" }, "NVRAM other than"},
-		"nvram from a host file":  {func(d *libvirtxml.Domain) { d.OS.NVRam.Template = "/etc/shadow" }, "NVRAM other than"},
-		"other machine type":      {func(d *libvirtxml.Domain) { d.OS.Type.Machine = "pc-i440fx-7.2" }, "os type sets Machine"},
-		"tpm passthrough": {func(d *libvirtxml.Domain) {
-			d.Devices.TPMs[0].Backend = &libvirtxml.DomainTPMBackend{Passthrough: &libvirtxml.DomainTPMBackendPassthrough{
-				Device: &libvirtxml.DomainTPMBackendDevice{Path: "/dev/tpm0"}}}
-		}, "a TPM the instance type does not ask for"},
-		"two TPMs":  {func(d *libvirtxml.Domain) { d.Devices.TPMs = append(d.Devices.TPMs, tpm()) }, "a TPM the instance"},
-		"other cpu": {func(d *libvirtxml.Domain) { d.CPU.Mode = "host-model" }, "a cpu element"},
-		"cpu with features": {func(d *libvirtxml.Domain) {
-			d.CPU.Features = []libvirtxml.DomainCPUFeature{{Policy: "disable", Name: "smep"}}
-		}, "a cpu element"},
-		"other huge pages":      {func(d *libvirtxml.Domain) { d.MemoryBacking.MemoryHugePages.Hugepages[0].Size = 1 << 20 }, "memory backing"},
-		"locked memory":         {func(d *libvirtxml.Domain) { d.MemoryBacking.MemoryLocked = &libvirtxml.DomainMemoryLocked{} }, "memory backing"},
-		"NIC on another bridge": {func(d *libvirtxml.Domain) { d.Devices.Interfaces[1].Source.Bridge.Bridge = "virbr9" }, `bridge "virbr9"`},
-		"NIC of another model":  {func(d *libvirtxml.Domain) { d.Devices.Interfaces[0].Model.Type = "e1000" }, `model "e1000"`},
-		"direct NIC": {func(d *libvirtxml.Domain) {
-			d.Devices.Interfaces[0].Source = &libvirtxml.DomainInterfaceSource{Direct: &libvirtxml.DomainInterfaceSourceDirect{Dev: "eth0"}}
-		}, "none of the instance type's"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			p, pol := shapedParams()
-			d := buildDomain(p)
-			tc.tamper(d)
-			if err := pol.check(d); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want one containing %q", err, tc.want)
-			}
-		})
-	}
-	// A plain type's policy refuses a shaped domain outright.
-	p, _ := shapedParams()
-	_, plain := policyParams()
-	plain.Kernel, plain.Initrd, plain.Cmdline = "", "", ""
-	err := plain.check(buildDomain(p))
-	for _, want := range []string{"firmware loader or NVRAM", "features set SMM", "a TPM", "a cpu element", "memory backing", `bridge "br0"`} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("plain policy on a shaped domain: %v, want %q", err, want)
-		}
-	}
-	// SMM without Secure Boot is not the shape's either.
-	p.Shape.Firmware = backend.FirmwareUEFI
-	pol := xmlPolicy{Types: []string{"kvm"}, Files: []string{p.Overlay, p.Seed}, NICs: p.NICs, Shape: p.Shape}
-	d := buildDomain(p)
-	d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
-	if err := pol.check(d); err == nil || !strings.Contains(err.Error(), "SMM") {
-		t.Errorf("SMM on plain uefi: %v", err)
-	}
-}
 
 // Each shape a host cannot give fails naming the type, the field and the
 // host: what CheckShapes stops the process with at startup.
 func TestCheckOffersRefuses(t *testing.T) {
 	t.Parallel()
 	offers := hostOffers{
-		Loaders: []string{OVMFCode}, TPMKnown: true, TPMEmulator: false,
+		Loaders: []string{domxml.OVMFCode}, TPMKnown: true, TPMEmulator: false,
 		HugePages: map[uint64]hostconn.HugePages{2048: {Supported: true, TotalKiB: 512 << 10}, 1 << 20: {}, 16 << 10: {Supported: true}},
 		Networks:  []string{"default"}, GoldenBytes: 10 << 30,
 	}
@@ -227,7 +94,7 @@ func TestOffersOfDomainCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, emu, known := offersOf(&dc)
-	if len(l) != 2 || l[1] != OVMFSecureCode || !emu || !known {
+	if len(l) != 2 || l[1] != domxml.OVMFSecureCode || !emu || !known {
 		t.Fatalf("loaders %v emulator %v known %v", l, emu, known)
 	}
 	dc.Devices.TPM.Enums[1].Values = []string{"passthrough"} // no swtpm on the host
@@ -373,17 +240,5 @@ func TestCheckOffersCPU(t *testing.T) {
 	o.DomainType = "kvm"
 	if err := checkOffers("h1", map[string]backend.Shape{"t": {CPU: backend.CPUShape{Model: "host-passthrough"}}}, nil, "", o); err != nil {
 		t.Errorf("host-passthrough on kvm: %v", err)
-	}
-}
-
-func TestShapedDomainsAreSeen(t *testing.T) {
-	t.Parallel()
-	p, _ := shapedParams()
-	if !shaped(buildDomain(p)) {
-		t.Fatal("a shaped domain not seen as shaped")
-	}
-	p, _ = policyParams()
-	if shaped(buildDomain(p)) {
-		t.Fatal("a plain domain seen as shaped")
 	}
 }

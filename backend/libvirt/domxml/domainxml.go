@@ -1,4 +1,4 @@
-package libvirt
+package domxml
 
 import (
 	"libvirt.org/go/libvirtxml"
@@ -6,8 +6,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
-// domainParams is everything that varies between the domains we define.
-type domainParams struct {
+// Params is everything that varies between the domains we define.
+type Params struct {
 	Name       string
 	Type       string // "kvm", "qemu" (TCG), or what the driver offers
 	VCPU       int
@@ -15,7 +15,7 @@ type domainParams struct {
 	Overlay    string        // path of the overlay volume
 	OverlayFmt string        // its format (we create qcow2)
 	Seed       string        // path of the NoCloud seed volume, or ""
-	NICs       []backend.NIC // the machine's NICs (resolvedNICs)
+	NICs       []backend.NIC // the machine's NICs (ResolvedNICs)
 	Kernel     string        // direct kernel boot when set
 	Initrd     string
 	Cmdline    string
@@ -24,8 +24,8 @@ type domainParams struct {
 	Shape backend.Shape
 }
 
-// buildDomain assembles the domain definition section by section.
-func buildDomain(p domainParams) *libvirtxml.Domain {
+// Build assembles the domain definition section by section.
+func Build(p Params) *libvirtxml.Domain {
 	return &libvirtxml.Domain{
 		Type:          p.Type,
 		Name:          p.Name,
@@ -58,7 +58,7 @@ func memoryBacking(s backend.Shape) *libvirtxml.DomainMemoryBacking {
 // none and the domain runs on KVM; the hypervisor's default model under
 // TCG, which cannot pass the host's CPU through) and topology. A shape
 // without a cpu field leaves the element out, as before shapes.
-func cpuSection(p domainParams) *libvirtxml.DomainCPU {
+func cpuSection(p Params) *libvirtxml.DomainCPU {
 	c := p.Shape.CPU
 	if !c.Set() {
 		return nil
@@ -94,12 +94,12 @@ func features(s backend.Shape) *libvirtxml.DomainFeatureList {
 
 // osSection boots the kernel directly when one is configured (no bootable
 // disk needed), else from the overlay disk.
-func osSection(p domainParams) *libvirtxml.DomainOS {
+func osSection(p Params) *libvirtxml.DomainOS {
 	os := &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Type: "hvm"}}
-	if code, vars := firmwareFiles(p.Shape.Firmware); code != "" {
+	if code, vars := FirmwareFiles(p.Shape.Firmware); code != "" {
 		// OVMF from flash, read-only, with the domain's own copy of the
 		// variable store template: libvirt creates and names it.
-		os.Type.Machine = uefiMachine
+		os.Type.Machine = UEFIMachine
 		os.Loader = &libvirtxml.DomainLoader{Path: code, Readonly: "yes", Type: "pflash"}
 		if p.Shape.Firmware == backend.FirmwareUEFISecure {
 			os.Loader.Secure = "yes"
@@ -114,7 +114,7 @@ func osSection(p domainParams) *libvirtxml.DomainOS {
 	return os
 }
 
-func devices(p domainParams) *libvirtxml.DomainDeviceList {
+func devices(p Params) *libvirtxml.DomainDeviceList {
 	d := &libvirtxml.DomainDeviceList{
 		Disks:    []libvirtxml.DomainDisk{fileDisk(p.Overlay, p.OverlayFmt, "vda", false)},
 		Channels: []libvirtxml.DomainChannel{agentChannel()},
@@ -160,9 +160,9 @@ func tpm() libvirtxml.DomainTPM {
 	}}
 }
 
-// resolvedNICs are a machine's NICs: its type's network list, or one
+// ResolvedNICs are a machine's NICs: its type's network list, or one
 // virtio NIC on --network (none without it).
-func resolvedNICs(s backend.Shape, network string) []backend.NIC {
+func ResolvedNICs(s backend.Shape, network string) []backend.NIC {
 	if s.NICs != nil {
 		return s.NICs
 	}

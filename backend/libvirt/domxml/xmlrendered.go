@@ -1,4 +1,4 @@
-package libvirt
+package domxml
 
 import (
 	"encoding/xml"
@@ -11,7 +11,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
-// checkRendered applies the definition policy to a domain as libvirt
+// CheckRendered applies the definition policy to a domain as libvirt
 // renders it (the migratable XML a migration's destination definition is
 // made from), not as Create wrote it. libvirt fills in what Create left to
 // it: a UUID, currentMemory, the default resource partition, the machine
@@ -22,13 +22,13 @@ import (
 // (any other shape is left in place and refused by check, which knows no
 // such field); everything else goes through the very check a Create's
 // definition does. The domain d is not changed.
-func (p xmlPolicy) checkRendered(d *libvirtxml.Domain) error {
+func (p Policy) CheckRendered(d *libvirtxml.Domain) error {
 	c, err := cloneDomain(d)
 	if err != nil {
 		return err
 	}
 	errs := p.stripRendered(c)
-	errs = append(errs, p.check(c))
+	errs = append(errs, p.Check(c))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("rendered domain XML refused by the definition policy: %w", err)
 	}
@@ -75,7 +75,7 @@ func clearXMLNames(v reflect.Value) {
 }
 
 // stripRendered removes from d what libvirt adds to our definition.
-func (p xmlPolicy) stripRendered(d *libvirtxml.Domain) []error {
+func (p Policy) stripRendered(d *libvirtxml.Domain) []error {
 	var errs []error
 	d.UUID, d.ID = "", nil // identity and runtime id: libvirt's, checked by it on arrival
 	if d.CurrentMemory != nil && d.Memory != nil && memKiB(d.CurrentMemory.Value, d.CurrentMemory.Unit) == memKiB(d.Memory.Value, d.Memory.Unit) {
@@ -141,7 +141,7 @@ func dynamicLabel(l libvirtxml.DomainSecLabel) bool {
 	return (l.Type == "dynamic" && l.BaseLabel == "") || (l.Type == "none" && l.Label == "" && l.ImageLabel == "")
 }
 
-func (p xmlPolicy) stripDevices(dv *libvirtxml.DomainDeviceList) {
+func (p Policy) stripDevices(dv *libvirtxml.DomainDeviceList) {
 	if p.Emulator != "" && dv.Emulator == p.Emulator {
 		dv.Emulator = ""
 	}
