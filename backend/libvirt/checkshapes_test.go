@@ -14,6 +14,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // Each shape a host cannot give fails naming the type, the field and the
@@ -69,7 +70,7 @@ func TestCheckOffersRefuses(t *testing.T) {
 
 func TestSizedGolden(t *testing.T) {
 	t.Parallel()
-	g := golden{Capacity: 3 << 30}
+	g := volume.Golden{Capacity: 3 << 30}
 	if got, err := sizedGolden(g, "t", backend.Shape{}); err != nil || got.Capacity != 3<<30 {
 		t.Fatalf("no disk_gib: %+v %v", got, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -234,23 +234,11 @@ func checkUserData(path string) error {
 	if _, err := os.ReadFile(path); err != nil {
 		return fmt.Errorf("--base-user-data: %w", err)
 	}
-	if isoTool() == "" {
+	if volume.ISOTool() == "" {
 		return fmt.Errorf("--base-user-data: building the NoCloud seed needs one of %s on PATH; install one or drop the flag",
-			strings.Join(isoTools, ", "))
+			strings.Join(volume.ISOTools, ", "))
 	}
 	return nil
-}
-
-var isoTools = []string{"genisoimage", "xorriso", "mkisofs"}
-
-// isoTool returns the first ISO builder found on PATH, or "".
-func isoTool() string {
-	for _, t := range isoTools {
-		if p, err := exec.LookPath(t); err == nil {
-			return p
-		}
-	}
-	return ""
 }
 
 var zoneRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)

@@ -12,6 +12,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // Create builds and starts the machine's domain, or adopts the one a
@@ -203,7 +204,7 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape)
 		return "", "", err
 	}
 	defer pool.Free()
-	g, err := readGolden(pool, b.cfg.Image)
+	g, err := volume.ReadGolden(pool, b.cfg.Image)
 	if err := a.step("golden image", err); err != nil {
 		return "", "", err
 	}
@@ -212,9 +213,9 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape)
 	}
 	ovName := meta.OverlayName(a.name)
 	if ovName == b.cfg.Image {
-		return "", "", fmt.Errorf("create: overlay volume: name %q: %w", ovName, errGolden)
+		return "", "", fmt.Errorf("create: overlay volume: name %q: %w", ovName, volume.ErrGolden)
 	}
-	overlay, created, err := ensureOverlay(pool, ovName, g)
+	overlay, created, err := volume.EnsureOverlay(pool, ovName, g)
 	if created {
 		a.undo.push("delete overlay volume", func() error { return b.deleteVolumeIn(a.conn, ovName) })
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"libvirt.org/go/libvirt"
 )
 
@@ -26,7 +27,7 @@ func strangers(t *testing.T, b *Backend) func() {
 		t.Fatal(err)
 	}
 	defer pool.Free()
-	vol, err := createRawVolume(lvp(pool), "stranger.img", 1<<20)
+	vol, err := volume.CreateRaw(lvp(pool), "stranger.img", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

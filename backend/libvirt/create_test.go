@@ -11,6 +11,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 func TestCreateDomainXML(t *testing.T) {
@@ -94,7 +95,7 @@ func volXML(t *testing.T, c *libvirt.Connect, name string) *libvirtxml.StorageVo
 		t.Fatalf("volume %s: %v", name, err)
 	}
 	defer v.Free()
-	x, err := volumeXML(v)
+	x, err := volume.XML(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +234,11 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		name := meta.DomainName(b.cfg.Provider, "m1")
 		pool, _ := c.LookupStoragePoolByName("bigfleet")
 		defer pool.Free()
-		g, err := readGolden(lvp(pool), "golden.qcow2")
+		g, err := volume.ReadGolden(lvp(pool), "golden.qcow2")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, created, err := ensureOverlay(lvp(pool), meta.OverlayName(name), g); err != nil || !created {
+		if _, created, err := volume.EnsureOverlay(lvp(pool), meta.OverlayName(name), g); err != nil || !created {
 			t.Fatal(created, err)
 		}
 		b.hosts["z1"].ForceDomainType("no-such-virt-type")
@@ -257,13 +258,13 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		name := meta.DomainName(b.cfg.Provider, "m1")
 		pool, _ := c.LookupStoragePoolByName("bigfleet")
 		defer pool.Free()
-		vol, err := createRawVolume(lvp(pool), meta.OverlayName(name), 1<<20)
+		vol, err := volume.CreateRaw(lvp(pool), meta.OverlayName(name), 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
 		vol.Free()
 		_, err = b.Create(ctx, spec("m1"))
-		if !errors.Is(err, errForeignVolume) || !strings.HasPrefix(err.Error(), "create: overlay volume: ") {
+		if !errors.Is(err, volume.ErrForeignVolume) || !strings.HasPrefix(err.Error(), "create: overlay volume: ") {
 			t.Fatalf("err = %v", err)
 		}
 		if !volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {

@@ -11,6 +11,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // undefineFlags also removes what libvirt keeps beside a definition, so a
@@ -191,5 +192,5 @@ func (b *Backend) deleteVolumeIn(conn hostconn.Conn, vol string) error {
 		return fmt.Errorf("storage pool %s: %w", b.cfg.Pool, err)
 	}
 	defer pool.Free()
-	return deleteVolume(pool, vol, b.cfg.Image)
+	return volume.Delete(pool, vol, b.cfg.Image)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 func TestDeleteIsIdempotent(t *testing.T) {
@@ -65,23 +66,23 @@ func TestGoldenImageIsNeverDeleted(t *testing.T) {
 	c := testConn(t, b, "z1")
 	pool, _ := c.LookupStoragePoolByName("bigfleet")
 	defer pool.Free()
-	vol, err := createRawVolume(lvp(pool), image, 1<<20)
+	vol, err := volume.CreateRaw(lvp(pool), image, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vol.Free()
 	ctx := context.Background()
-	if _, err := b.Create(ctx, spec("m1")); !errors.Is(err, errGolden) {
+	if _, err := b.Create(ctx, spec("m1")); !errors.Is(err, volume.ErrGolden) {
 		t.Fatalf("Create over the golden name: %v", err)
 	}
 	err = b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1"})
-	if !errors.Is(err, errGolden) {
-		t.Fatalf("Delete err = %v, want errGolden", err)
+	if !errors.Is(err, volume.ErrGolden) {
+		t.Fatalf("Delete err = %v, want volume.ErrGolden", err)
 	}
 	if !volumeExists(t, c, "bigfleet", image) {
 		t.Fatal("golden image deleted")
 	}
-	if err := deleteVolume(lvp(pool), "golden.qcow2", "golden.qcow2"); !errors.Is(err, errGolden) {
+	if err := volume.Delete(lvp(pool), "golden.qcow2", "golden.qcow2"); !errors.Is(err, volume.ErrGolden) {
 		t.Fatalf("deleteVolume(golden) = %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -249,7 +250,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 	}
 	defer dpool.Free()
 	ovName := meta.OverlayName(m.name)
-	srcOverlay, capacity, err := volumePathSize(spool, ovName)
+	srcOverlay, capacity, err := volume.PathSize(spool, ovName)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: overlay on host %s: %w", m.src.name, err)
 	}
@@ -259,9 +260,9 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 		return nil, err
 	}
 	m.undo.push("delete destination overlay", func() error { return m.b.deleteVolumeIn(m.dconn, ovName) })
-	if g, why := m.sameGolden(spool, dpool, ovName); why == "" {
+	if g, why := volume.SameGolden(spool, dpool, m.b.cfg.Image, ovName); why == "" {
 		m.flags = libvirt.MIGRATE_NON_SHARED_INC
-		path, _, err := ensureOverlay(dpool, ovName, g)
+		path, _, err := volume.EnsureOverlay(dpool, ovName, g)
 		if err != nil {
 			return nil, fmt.Errorf("migrate: overlay on host %s: %w", m.dst.name, err)
 		}
@@ -269,7 +270,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 	} else {
 		m.flags = libvirt.MIGRATE_NON_SHARED_DISK
 		m.b.log.Info("migration copies the whole disk", "domain", m.name, "from", m.src.name, "to", m.dst.name, "why", why)
-		path, err := createPlainVolume(dpool, ovName, capacity)
+		path, err := volume.CreatePlain(dpool, ovName, capacity)
 		if err != nil {
 			return nil, fmt.Errorf("migrate: volume on host %s (%s): %w", m.dst.name, why, err)
 		}
@@ -285,7 +286,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 // source has one.
 func (m *migration) prepareSeed(spool, dpool hostconn.Pool, disks map[string]string) error {
 	sName := meta.SeedName(m.name)
-	srcSeed, _, err := volumePathSize(spool, sName)
+	srcSeed, _, err := volume.PathSize(spool, sName)
 	if isNoVolume(err) {
 		return nil
 	}
@@ -306,24 +307,6 @@ func (m *migration) prepareSeed(spool, dpool hostconn.Pool, disks map[string]str
 	}
 	disks[srcSeed] = path
 	return nil
-}
-
-// volumePathSize reads a volume's path and virtual size.
-func volumePathSize(pool hostconn.Pool, name string) (string, uint64, error) {
-	vol, err := pool.LookupStorageVolByName(name)
-	if err != nil {
-		return "", 0, fmt.Errorf("volume %s: %w", name, err)
-	}
-	defer vol.Free()
-	path, err := vol.GetPath()
-	if err != nil {
-		return "", 0, fmt.Errorf("volume %s: path: %w", name, err)
-	}
-	info, err := vol.GetInfo()
-	if err != nil {
-		return "", 0, fmt.Errorf("volume %s: info: %w", name, err)
-	}
-	return path, info.Capacity, nil
 }
 
 func runStateOf(st libvirt.DomainState, reason int) string {

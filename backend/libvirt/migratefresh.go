@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // clearLeftover deletes a volume named name that an earlier, interrupted
@@ -16,7 +17,7 @@ import (
 // only domain whose volumes these names are (they derive from it); it is
 // checked again here, next to the deletion, so the rule holds on its own.
 func (m *migration) clearLeftover(dpool hostconn.Pool, name string) error {
-	if _, _, err := volumePathSize(dpool, name); isNoVolume(err) {
+	if _, _, err := volume.PathSize(dpool, name); isNoVolume(err) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("migrate: leftover check on host %s: %w", m.dst.name, err)
@@ -27,7 +28,7 @@ func (m *migration) clearLeftover(dpool hostconn.Pool, name string) error {
 	} else if !isNoDomain(err) {
 		return fmt.Errorf("migrate: look up %s on host %s: %w", m.name, m.dst.name, err)
 	}
-	if err := deleteVolume(dpool, name, m.b.cfg.Image); err != nil {
+	if err := volume.Delete(dpool, name, m.b.cfg.Image); err != nil {
 		return fmt.Errorf("migrate: delete leftover volume %s on host %s: %w", name, m.dst.name, err)
 	}
 	m.b.log.Warn("deleted a volume an earlier migration left on the destination; it is made fresh",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // plantOverlay leaves on c, as a crashed migration would, an overlay of
@@ -30,7 +31,7 @@ func plantOverlay(t *testing.T, c *libvirt.Connect, domain string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := overlayXML(meta.OverlayName(domain), golden{Path: gp, Format: "qcow2", Capacity: 1 << 20})
+	s, err := volume.OverlayXML(meta.OverlayName(domain), volume.Golden{Path: gp, Format: "qcow2", Capacity: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // stampGolden gives the golden image the modification time libvirt
@@ -76,10 +77,10 @@ func TestGoldenIdentityEmptyWithoutMtime(t *testing.T) {
 	defer v.Free()
 	s, _ := v.GetXMLDesc(0)
 	x, info := mustVolXML(t, s), &libvirt.StorageVolInfo{Capacity: 1}
-	if id := goldenIdentity(x, info); id != "" {
+	if id := volume.GoldenIdentity(x, info); id != "" {
 		t.Fatalf("identity %q without an mtime", id)
 	}
-	if id := goldenIdentity(mustVolXML(t, stampGolden("golden.qcow2", s)), info); !strings.Contains(id, "1796372634.913613625") {
+	if id := volume.GoldenIdentity(mustVolXML(t, stampGolden("golden.qcow2", s)), info); !strings.Contains(id, "1796372634.913613625") {
 		t.Fatalf("identity %q", id)
 	}
 }

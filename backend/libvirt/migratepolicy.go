@@ -8,6 +8,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // A migration defines a domain on the destination from the source's
@@ -47,7 +48,7 @@ func (m *migration) checkSource(srcXML string) error {
 	defer spool.Free()
 	var files []string
 	for _, v := range []string{meta.OverlayName(m.name), meta.SeedName(m.name)} {
-		if path, _, err := volumePathSize(spool, v); err == nil {
+		if path, _, err := volume.PathSize(spool, v); err == nil {
 			files = append(files, path)
 		} else if !isNoVolume(err) {
 			return fmt.Errorf("migrate: volume on host %s: %w", m.src.name, err)

@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 func needISOTool(t *testing.T) {
 	t.Helper()
-	if isoTool() == "" {
-		t.Skipf("no ISO tool (%s) on PATH: --base-user-data is refused at startup here", strings.Join(isoTools, ", "))
+	if volume.ISOTool() == "" {
+		t.Skipf("no ISO tool (%s) on PATH: --base-user-data is refused at startup here", strings.Join(volume.ISOTools, ", "))
 	}
 }
 
@@ -30,7 +31,7 @@ func userData(t *testing.T) string {
 func TestSeedISOIsNoCloud(t *testing.T) {
 	t.Parallel()
 	needISOTool(t)
-	iso, err := buildSeedISO(userData(t), "bf-p-m-12345678")
+	iso, err := volume.BuildSeedISO(userData(t), "bf-p-m-12345678")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // shapeOf is the shape of the machine's instance type (zero for a type
@@ -106,7 +107,7 @@ func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backe
 			return o, fmt.Errorf("--storage-pool %s: %w", b.cfg.Pool, err)
 		}
 		defer pool.Free()
-		g, err := readGolden(pool, b.cfg.Image)
+		g, err := volume.ReadGolden(pool, b.cfg.Image)
 		if err != nil {
 			return o, fmt.Errorf("--image: %w", err)
 		}
@@ -289,7 +290,7 @@ func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.Machine
 // sizedGolden gives the overlay the shape's disk size: never smaller than
 // the golden image's virtual size, which the guest's partition table and
 // file systems were made for.
-func sizedGolden(g golden, typeName string, s backend.Shape) (golden, error) {
+func sizedGolden(g volume.Golden, typeName string, s backend.Shape) (volume.Golden, error) {
 	if s.DiskGiB <= 0 {
 		return g, nil
 	}

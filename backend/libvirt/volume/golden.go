@@ -1,4 +1,4 @@
-package libvirt
+package volume
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
-// goldenIdentity identifies a golden image's content for a migration:
+// GoldenIdentity identifies a golden image's content for a migration:
 // its format, virtual size, physical size and modification time with
 // nanoseconds, as libvirt reports them in the volume's XML. It costs one
 // call per host and reads none of the image (a checksum would read
@@ -22,7 +22,7 @@ import (
 // name alone is never trusted: a golden image of the same name but other
 // content under an overlay copied incrementally (NON_SHARED_INC) would be
 // silent disk corruption.
-func goldenIdentity(x *libvirtxml.StorageVolume, info *libvirt.StorageVolInfo) string {
+func GoldenIdentity(x *libvirtxml.StorageVolume, info *libvirt.StorageVolInfo) string {
 	format, mtime, physical := "raw", "", uint64(0)
 	if x.Target != nil {
 		if x.Target.Format != nil && x.Target.Format.Type != "" {
@@ -41,23 +41,24 @@ func goldenIdentity(x *libvirtxml.StorageVolume, info *libvirt.StorageVolInfo) s
 	return fmt.Sprintf("%s/%d/%d/%s", format, info.Capacity, physical, mtime)
 }
 
-// sameGolden reads the golden image the source's overlay is backed by and
-// the destination's golden image, and says whether the destination's may
-// back an overlay copied incrementally; why says why not.
-func (m *migration) sameGolden(spool, dpool hostconn.Pool, ovName string) (g golden, why string) {
-	src, err := readGolden(spool, m.b.cfg.Image)
+// SameGolden reads the golden image (image, by name) the source's overlay
+// ovName is backed by and the destination's golden image, and says whether
+// the destination's may back an overlay copied incrementally; why says why
+// not.
+func SameGolden(spool, dpool hostconn.Pool, image, ovName string) (g Golden, why string) {
+	src, err := ReadGolden(spool, image)
 	if err != nil {
-		return golden{}, fmt.Sprintf("the source's golden image: %v", err)
+		return Golden{}, fmt.Sprintf("the source's golden image: %v", err)
 	}
 	if back, err := backingPath(spool, ovName); err != nil || back != src.Path {
-		return golden{}, fmt.Sprintf("the overlay is not backed by the source's golden image %s (%q, %v)", src.Path, back, err)
+		return Golden{}, fmt.Sprintf("the overlay is not backed by the source's golden image %s (%q, %v)", src.Path, back, err)
 	}
-	dst, err := readGolden(dpool, m.b.cfg.Image)
+	dst, err := ReadGolden(dpool, image)
 	if err != nil {
-		return golden{}, fmt.Sprintf("no golden image %s on the destination: %v", m.b.cfg.Image, err)
+		return Golden{}, fmt.Sprintf("no golden image %s on the destination: %v", image, err)
 	}
 	if src.Identity == "" || src.Identity != dst.Identity {
-		return golden{}, fmt.Sprintf("the golden images differ (source %q, destination %q)", src.Identity, dst.Identity)
+		return Golden{}, fmt.Sprintf("the golden images differ (source %q, destination %q)", src.Identity, dst.Identity)
 	}
 	return dst, ""
 }
@@ -68,7 +69,7 @@ func backingPath(pool hostconn.Pool, name string) (string, error) {
 		return "", err
 	}
 	defer vol.Free()
-	x, err := volumeXML(vol)
+	x, err := XML(vol)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package libvirt
+package volume
 
 import (
 	"errors"
@@ -9,29 +9,29 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
-// golden describes the image overlays are backed by.
-type golden struct {
+// Golden describes the image overlays are backed by.
+type Golden struct {
 	Path     string
 	Format   string // from the image's own volume XML: never assumed
 	Capacity uint64 // bytes; overlays get the same virtual size
 	// Identity is what a migration compares to decide that two hosts'
-	// golden images are the same content (goldenIdentity).
+	// golden images are the same content (GoldenIdentity).
 	Identity string
 }
 
-// readGolden looks the golden image up in pool and reads its path, format
+// ReadGolden looks the golden image up in pool and reads its path, format
 // and capacity.
-func readGolden(pool hostconn.Pool, name string) (golden, error) {
+func ReadGolden(pool hostconn.Pool, name string) (Golden, error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err != nil {
-		return golden{}, fmt.Errorf("volume %q: %w", name, err)
+		return Golden{}, fmt.Errorf("volume %q: %w", name, err)
 	}
 	defer vol.Free()
-	x, err := volumeXML(vol)
+	x, err := XML(vol)
 	if err != nil {
-		return golden{}, fmt.Errorf("volume %q: %w", name, err)
+		return Golden{}, fmt.Errorf("volume %q: %w", name, err)
 	}
-	g := golden{Format: "raw"}
+	g := Golden{Format: "raw"}
 	if x.Target != nil {
 		g.Path = x.Target.Path
 		if x.Target.Format != nil && x.Target.Format.Type != "" {
@@ -40,19 +40,20 @@ func readGolden(pool hostconn.Pool, name string) (golden, error) {
 	}
 	if g.Path == "" {
 		if g.Path, err = vol.GetPath(); err != nil {
-			return golden{}, fmt.Errorf("volume %q: path: %w", name, err)
+			return Golden{}, fmt.Errorf("volume %q: path: %w", name, err)
 		}
 	}
 	info, err := vol.GetInfo()
 	if err != nil {
-		return golden{}, fmt.Errorf("volume %q: info: %w", name, err)
+		return Golden{}, fmt.Errorf("volume %q: info: %w", name, err)
 	}
 	g.Capacity = info.Capacity
-	g.Identity = goldenIdentity(x, info)
+	g.Identity = GoldenIdentity(x, info)
 	return g, nil
 }
 
-func volumeXML(vol hostconn.Volume) (*libvirtxml.StorageVolume, error) {
+// XML reads and parses a volume's XML description.
+func XML(vol hostconn.Volume) (*libvirtxml.StorageVolume, error) {
 	s, err := vol.GetXMLDesc(0)
 	if err != nil {
 		return nil, err
@@ -64,8 +65,8 @@ func volumeXML(vol hostconn.Volume) (*libvirtxml.StorageVolume, error) {
 	return &x, nil
 }
 
-// overlayXML is a qcow2 volume whose backing store is the golden image.
-func overlayXML(name string, g golden) (string, error) {
+// OverlayXML is a qcow2 volume whose backing store is the golden image.
+func OverlayXML(name string, g Golden) (string, error) {
 	v := libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: g.Capacity},
@@ -78,21 +79,22 @@ func overlayXML(name string, g golden) (string, error) {
 	return v.Marshal()
 }
 
-var errForeignVolume = errors.New("volume exists but is not an overlay of the golden image")
+// ErrForeignVolume: a volume of the overlay's name that is not backed by the golden image.
+var ErrForeignVolume = errors.New("volume exists but is not an overlay of the golden image")
 
-// ensureOverlay creates the overlay, or reuses one a previous attempt for
+// EnsureOverlay creates the overlay, or reuses one a previous attempt for
 // the same domain left behind if it is backed by the golden image. created
 // says whether this call made it (only then may a rollback delete it).
-func ensureOverlay(pool hostconn.Pool, name string, g golden) (path string, created bool, err error) {
+func EnsureOverlay(pool hostconn.Pool, name string, g Golden) (path string, created bool, err error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err == nil {
 		defer vol.Free()
-		x, err := volumeXML(vol)
+		x, err := XML(vol)
 		if err != nil {
 			return "", false, err
 		}
 		if x.BackingStore == nil || x.BackingStore.Path != g.Path {
-			return "", false, fmt.Errorf("%q: %w", name, errForeignVolume)
+			return "", false, fmt.Errorf("%q: %w", name, ErrForeignVolume)
 		}
 		path, err := vol.GetPath()
 		return path, false, err
@@ -100,7 +102,7 @@ func ensureOverlay(pool hostconn.Pool, name string, g golden) (path string, crea
 	if !isNoVolume(err) {
 		return "", false, err
 	}
-	s, err := overlayXML(name, g)
+	s, err := OverlayXML(name, g)
 	if err != nil {
 		return "", false, err
 	}
@@ -116,14 +118,14 @@ func ensureOverlay(pool hostconn.Pool, name string, g golden) (path string, crea
 	return path, true, nil
 }
 
-// errGolden guards the one volume we must never delete.
-var errGolden = errors.New("refusing to delete the golden image")
+// ErrGolden guards the one volume we must never delete.
+var ErrGolden = errors.New("refusing to delete the golden image")
 
-// deleteVolume deletes name from pool; a missing volume is fine. It refuses
+// Delete deletes name from pool; a missing volume is fine. It refuses
 // the golden image whatever the caller asked.
-func deleteVolume(pool hostconn.Pool, name, goldenName string) error {
+func Delete(pool hostconn.Pool, name, goldenName string) error {
 	if name == goldenName {
-		return fmt.Errorf("%q: %w", name, errGolden)
+		return fmt.Errorf("%q: %w", name, ErrGolden)
 	}
 	vol, err := pool.LookupStorageVolByName(name)
 	if isNoVolume(err) {
@@ -139,9 +141,9 @@ func deleteVolume(pool hostconn.Pool, name, goldenName string) error {
 	return nil
 }
 
-// createPlainVolume makes a qcow2 volume of capacity bytes with no backing
+// CreatePlain makes a qcow2 volume of capacity bytes with no backing
 // file (the destination of a whole-disk copy) and returns its path.
-func createPlainVolume(pool hostconn.Pool, name string, capacity uint64) (string, error) {
+func CreatePlain(pool hostconn.Pool, name string, capacity uint64) (string, error) {
 	s, err := (&libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
@@ -156,4 +158,22 @@ func createPlainVolume(pool hostconn.Pool, name string, capacity uint64) (string
 	}
 	defer vol.Free()
 	return vol.GetPath()
+}
+
+// PathSize reads a volume's path and virtual size.
+func PathSize(pool hostconn.Pool, name string) (string, uint64, error) {
+	vol, err := pool.LookupStorageVolByName(name)
+	if err != nil {
+		return "", 0, fmt.Errorf("volume %s: %w", name, err)
+	}
+	defer vol.Free()
+	path, err := vol.GetPath()
+	if err != nil {
+		return "", 0, fmt.Errorf("volume %s: path: %w", name, err)
+	}
+	info, err := vol.GetInfo()
+	if err != nil {
+		return "", 0, fmt.Errorf("volume %s: info: %w", name, err)
+	}
+	return path, info.Capacity, nil
 }

@@ -1,0 +1,16 @@
+// Package volume is the storage a machine owns in the pool: the golden
+// image overlays are backed by (Golden, ReadGolden, and the identity a
+// migration compares), the copy-on-write overlay (EnsureOverlay), a plain
+// volume for a whole-disk copy (CreatePlain), the NoCloud seed ISO
+// (BuildSeedISO, CreateRaw) and deletion that never touches the golden
+// image (Delete). It works on a pool handle (hostconn.Pool) and needs no
+// Backend.
+package volume
+
+import (
+	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+)
+
+func isNoVolume(err error) bool { return hostconn.IsCode(err, libvirt.ERR_NO_STORAGE_VOL) }
