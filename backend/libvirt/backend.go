@@ -51,7 +51,7 @@ func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.setDefaults()
+	cfg.SetDefaults()
 	// The caller's logger already names the component.
 	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
 		plan: placement.New(cfg.Policy)}
@@ -73,7 +73,7 @@ func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 		b.hosts[hc.Name] = h
 		b.list = append(b.list, h)
 	}
-	hostconn.LogLinkMode(b.log, b.cfg.hostConfig())
+	hostconn.LogLinkMode(b.log, hostConfig(&b.cfg))
 	for _, h := range b.list {
 		h.Start()
 	}

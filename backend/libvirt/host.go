@@ -30,7 +30,7 @@ type host struct {
 
 func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planner) *host {
 	bh := &host{zone: h.Zone, name: h.Name, named: h.Named, enforce: h.Enforce, labels: h.Labels, plan: plan}
-	hc := cfg.hostConfig()
+	hc := hostConfig(cfg)
 	hc.Zone, hc.Name, hc.Named, hc.URI, hc.Dial = h.Zone, h.Name, h.Named, h.URI, dial
 	// Placement learns with every change whether the host can take
 	// machines (under the host's lock: see hostconn.Config.OnConnected),
@@ -45,8 +45,8 @@ func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planne
 	return bh
 }
 
-// hostConfig is what every host's connection shares of cfg.
-func (c *Config) hostConfig() hostconn.Config {
+// hostConfig is what every host's connection shares of c.
+func hostConfig(c *Config) hostconn.Config {
 	return hostconn.Config{
 		Logger: c.Logger, DomainType: c.DomainType, ProbeName: meta.NamePrefix(c.Provider) + "kvm-probe", Pool: c.Pool,
 		CallTimeout: c.CallTimeout, AgentTimeout: c.AgentTimeout, MigrateTimeout: c.MigrateTimeout,

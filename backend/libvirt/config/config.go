@@ -1,4 +1,4 @@
-package libvirt
+package config
 
 import (
 	"errors"
@@ -126,7 +126,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) setDefaults() {
+func (c *Config) SetDefaults() {
 	dur := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v

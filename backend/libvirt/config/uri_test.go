@@ -1,4 +1,4 @@
-package libvirt
+package config
 
 import (
 	"net/url"
