@@ -35,6 +35,15 @@
 // down does not stop the others: its zone reports
 // backend.ErrHostUnavailable until it is back.
 //
+// Its leaves live in sub-packages that need no Backend: domxml (domain
+// XML and the definition allow-list), meta (domain metadata and names),
+// volume (golden image, overlay, seed and plain volumes), config (the
+// configuration and the URI allow-list) and hostconn (one host's
+// connection). Live migration (migrate*.go) stays here: it needs the
+// backend's ownership check, placement bookings, seed rebuilding, volume
+// deletion through a host's connection, rollback and the Create policy,
+// so an interface for it would be as wide as Backend itself.
+//
 // Security: weak transports (qemu+tcp, SSH without host key checking, any
 // no_verify) are refused at startup, and URIs are shown only redacted (no
 // userinfo, no query string) in logs, errors and HostStatus.
