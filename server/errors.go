@@ -25,6 +25,7 @@ var codeOf = map[lifecycle.Code]connect.Code{
 	lifecycle.CodeAborted:       connect.CodeAborted,
 	lifecycle.CodeUnavailable:   connect.CodeUnavailable,
 	lifecycle.CodePermission:    connect.CodePermissionDenied,
+	lifecycle.CodeExhausted:     connect.CodeResourceExhausted,
 }
 
 // WireError turns any error a handler, checker or interceptor produced into

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
+	"github.com/bigfleet/libvirt-provider/server/callerid"
 )
 
 // MaxRequestBytes caps one decoded request message. The contract's largest
@@ -28,6 +29,11 @@ type Options struct {
 	// Reflection mounts grpc.reflection v1 and v1alpha (for grpcurl,
 	// buf curl and friends).
 	Reflection bool
+	// Guard binds CapacityProvider calls to the caller's client certificate
+	// (--caller-identity=bigfleet under mTLS); nil: no binding (plaintext,
+	// server-only TLS, or --caller-identity=any).
+	Guard *callerid.Guard
+
 	// ReflectionNames are extra fully-qualified service names reflection
 	// lists (services added through Mount, such as the admin API).
 	ReflectionNames []string
@@ -65,8 +71,7 @@ func NewHandler(opts Options) http.Handler {
 	mux := http.NewServeMux()
 	// CapacityProvider's Get and List answer with cached encodings that only
 	// the JSON codecs registered here know how to turn back into JSON.
-	mux.Handle(bigfleetv1alpha1connect.NewCapacityProviderHandler(&service{engine: opts.Engine},
-		append(common, jsonCodecs())...))
+	mux.Handle(capacityProvider(opts.Engine, opts.Guard, append(common, jsonCodecs())))
 	mux.Handle(grpchealth.NewHandler(healthChecker{status: status}, common...))
 	if opts.Reflection {
 		names := append([]string{bigfleetv1alpha1connect.CapacityProviderName, grpchealth.HealthV1ServiceName}, opts.ReflectionNames...)
@@ -78,4 +83,18 @@ func NewHandler(opts Options) http.Handler {
 		mount(mux, ic)
 	}
 	return mux
+}
+
+// capacityProvider is the CapacityProvider route, behind the guard when
+// there is one: its interceptor runs innermost, after the request id is
+// assigned (so the refusal is logged with it) and before the service, so
+// a refused call never reaches the engine or its fence.
+func capacityProvider(eng Engine, guard *callerid.Guard, opts []connect.HandlerOption) (string, http.Handler) {
+	svc := &service{engine: eng}
+	if guard == nil {
+		return bigfleetv1alpha1connect.NewCapacityProviderHandler(svc, opts...)
+	}
+	path, h := bigfleetv1alpha1connect.NewCapacityProviderHandler(svc,
+		append(opts, connect.WithInterceptors(guard.Interceptor()))...)
+	return path, guard.Middleware(h)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/admin"
+	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -40,10 +41,17 @@ func (c *config) validateAdmin() []error {
 	if c.adminCA() == "" {
 		bad("--admin-write requires mutual TLS on the listener serving the admin API: set --tls-ca (or --admin-addr with --admin-tls-ca), so writers are known by their client certificate")
 	}
-	if err == nil && len(clients.Patterns()) == 0 {
-		bad("--admin-write requires --admin-clients: the client certificate names allowed to write (an empty list allows nobody)")
-	}
 	return errs
+}
+
+// adminClients is --admin-clients, or BigFleet's admin identity when it is
+// empty (ADR-0060's bigfleet://admin; --admin-write needs mTLS, so a
+// certificate carries it).
+func (c *config) adminClients() string {
+	if strings.TrimSpace(c.AdminClients) == "" && c.AdminWrite {
+		return admin.DefaultAdminClient
+	}
+	return c.AdminClients
 }
 
 // adminCA is the client CA of the listener that serves the admin API: its
@@ -59,14 +67,15 @@ func (c *config) adminCA() string {
 // The cordons made through it are kept beside --state, so a restart keeps
 // a host under maintenance out of placement; without --state they live in
 // memory, like the state itself. onCordon runs after each cordon change.
-func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler, onCordon func()) (*admin.Service, error) {
-	clients, err := admin.ParseClients(cfg.AdminClients)
+func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler, onCordon func(), guard *callerid.Guard) (*admin.Service, error) {
+	clients, err := admin.ParseClients(cfg.adminClients())
 	if err != nil {
 		return nil, err
 	}
 	adm, err := admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite, Clients: clients,
 		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: page,
-		CordonFile: admin.CordonFileFor(cfg.State), OnCordon: onCordon})
+		CordonFile: admin.CordonFileFor(cfg.State), OnCordon: onCordon,
+		CallerMode: cfg.callerMode(), Refusals: refusalsOf(guard)})
 	if err != nil && cfg.State != "" {
 		return nil, fmt.Errorf("--state %s: admin cordons %s: %w", cfg.State, admin.CordonFileFor(cfg.State), err)
 	}
@@ -109,4 +118,13 @@ func adminCAFlag(cfg config) string {
 		return "--admin-tls-ca"
 	}
 	return "--tls-ca"
+}
+
+// refusalsOf is what the admin page lists as refused callers (nothing
+// without a guard).
+func refusalsOf(g *callerid.Guard) func() []callerid.Rejection {
+	if g == nil {
+		return nil
+	}
+	return g.Recent
 }

@@ -47,7 +47,7 @@ func TestAdminWritesByIdentity(t *testing.T) {
 	t.Parallel()
 	ca := newTestCA(t, "ca")
 	srv := ca.issue(t, "server")
-	bf, alice := ca.issue(t, "bigfleet", "bigfleet.test"), ca.issue(t, "alice", "alice.ops.test")
+	bf, alice := ca.issue(t, "bigfleet", "bigfleet.test", "bigfleet://shard/s1"), ca.issue(t, "alice", "alice.ops.test")
 	// A Create slower than its timeout leaves a FAILED machine to release.
 	p := startProvider(t, "--use-fake-backend", "--seed-count=2", "--metrics-addr=127.0.0.1:0",
 		"--fake-delay=2s", "--create-timeout=50ms", "--shutdown-timeout=100ms",
@@ -55,10 +55,10 @@ func TestAdminWritesByIdentity(t *testing.T) {
 		"--admin-write", "--admin-clients=*.ops.test")
 	bigfleet, ops := dialTLS(t, p.addr, clientTLS(ca, &bf)), dialTLS(t, p.addr, clientTLS(ca, &alice))
 	id := bigfleet.list(t).GetMachines()[0].GetId()
-	bigfleet.call(t, "Create", &pb.CreateRequest{MachineId: id})
+	bigfleet.call(t, "Create", &pb.CreateRequest{MachineId: id, ShardId: "s1", ShardEpoch: 1, SequenceNumber: 1})
 	bigfleet.waitState(t, id, pb.MachineState_MACHINE_STATE_FAILED)
 
-	if w := bigfleet.whoAmI(t); w.GetIdentity() != "bigfleet.test" || w.GetMayWrite() || !strings.Contains(w.GetReason(), "--admin-clients") {
+	if w := bigfleet.whoAmI(t); w.GetIdentity() != "bigfleet://shard/s1" || w.GetMayWrite() || !strings.Contains(w.GetReason(), "--admin-clients") {
 		t.Errorf("BigFleet's WhoAmI = %v", w)
 	}
 	release := &adminv1.ReleaseMachineRequest{Id: id}
@@ -85,7 +85,7 @@ func TestAdminWritesByIdentity(t *testing.T) {
 	if len(ok) != 1 || ok[0]["identity"] != "alice.ops.test" || ok[0]["allowed_by"] != "*.ops.test" || ok[0]["level"] != "INFO" {
 		t.Errorf("write log = %v", ok)
 	}
-	if len(refused) != 2 || refused[0]["identity"] != "bigfleet.test" {
+	if len(refused) != 2 || refused[0]["identity"] != "bigfleet://shard/s1" {
 		t.Errorf("refusal log = %v", refused)
 	}
 	metrics := get(t, "http://"+p.logLines("metrics server listening")[0]["metrics_addr"].(string)+"/metrics", nil)
@@ -107,7 +107,7 @@ func TestAdminWritesByIdentity(t *testing.T) {
 func TestAdminListener(t *testing.T) {
 	t.Parallel()
 	bfCA, opsCA := newTestCA(t, "bigfleet-ca"), newTestCA(t, "ops-ca")
-	srv, bf := bfCA.issue(t, "server"), bfCA.issue(t, "bigfleet", "bigfleet.test")
+	srv, bf := bfCA.issue(t, "server"), bfCA.issue(t, "bigfleet", "bigfleet.test", "bigfleet://shard/s1")
 	alice, mallory := opsCA.issue(t, "alice", "alice.ops.test"), opsCA.issue(t, "mallory", "mallory.ops.test")
 	p := startProvider(t, "--use-fake-backend", "--seed-count=2", "--metrics-addr=",
 		"--tls-cert="+srv.certFile, "--tls-key="+srv.keyFile, "--tls-ca="+bfCA.file,

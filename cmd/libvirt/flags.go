@@ -23,6 +23,7 @@ type config struct {
 	TLSCA       string // --tls-ca
 
 	TLSReloadInterval time.Duration // --tls-reload-interval
+	CallerIdentity    string        // --caller-identity
 
 	Provider    string // --provider
 	Connect     string // --connect
@@ -93,6 +94,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate `file` for --addr; with --tls-key enables TLS 1.3")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key `file` matching --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle `file`; clients must present a certificate it signed (mTLS)")
+	fs.StringVar(&c.CallerIdentity, "caller-identity", "", "under mTLS, who may call what (BigFleet ADR-0048): bigfleet binds each call to its certificate's bigfleet:// URI SAN (a shard mutates only with its own shard_id; readonly and admin only read); any lets every certificate the CA signed make any call (a mesh that terminates TLS, a migration period). Default: bigfleet under mTLS; plaintext and server-only TLS carry no identity")
 	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", tlsreload.DefaultInterval, "how often the TLS files are re-read; changed files apply to new connections")
 
 	fs.StringVar(&c.Provider, "provider", "libvirt", "provider `name` reported as HostRef.provider; must stay stable for a state file")
@@ -218,6 +220,7 @@ func (c *config) validate() error {
 	if err := libvirt.ValidDomainType(c.DomainType); err != nil {
 		bad("%v", err)
 	}
+	errs = append(errs, c.validateCallerIdentity()...)
 	errs = append(errs, c.validateAdmin()...)
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("%v", err)
@@ -226,4 +229,37 @@ func (c *config) validate() error {
 		bad("--log-format %q: want json or text", c.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// Effective --caller-identity modes (callerMode).
+const (
+	callerBigFleet = "bigfleet"
+	callerAny      = "any"
+	// callerOff: the transport carries no client identity (plaintext or
+	// server-only TLS), so there is nothing to check (ADR-0048).
+	callerOff = "off"
+)
+
+func (c *config) validateCallerIdentity() []error {
+	switch c.CallerIdentity {
+	case "", callerAny:
+	case callerBigFleet:
+		if c.TLSCA == "" {
+			return []error{errors.New("--caller-identity=bigfleet needs mTLS on --addr: set --tls-cert, --tls-key and --tls-ca (the CA that signs BigFleet's certificates); without a client certificate there is no caller to bind")}
+		}
+	default:
+		return []error{fmt.Errorf("--caller-identity %q: want bigfleet or any", c.CallerIdentity)}
+	}
+	return nil
+}
+
+// callerMode is what --addr enforces: bigfleet by default under mTLS.
+func (c *config) callerMode() string {
+	switch {
+	case c.TLSCA == "":
+		return callerOff
+	case c.CallerIdentity == callerAny:
+		return callerAny
+	}
+	return callerBigFleet
 }

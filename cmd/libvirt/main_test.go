@@ -50,7 +50,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		"storage-pool", "network", "base-user-data", "kernel", "initrd", "cmdline", "reconcile-interval",
 		"metrics-addr", "reflection", "tls-cert", "tls-key", "tls-ca", "use-fake-backend", "create-timeout",
 		"configure-timeout", "drain-timeout", "delete-timeout", "fake-delay", "log-level", "log-format", "admin-write",
-		"admin-clients", "admin-addr", "admin-tls-ca", "tls-reload-interval"} {
+		"admin-clients", "admin-addr", "admin-tls-ca", "tls-reload-interval", "caller-identity"} {
 		if !regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(name) + `\b`).MatchString(out.String()) {
 			t.Errorf("--help does not list --%s", name)
 		}
@@ -99,7 +99,12 @@ func TestFlagRefusals(t *testing.T) {
 		// Admin writes destroy VMs: never without a verified, listed caller.
 		{[]string{fake, "--admin-write"}, "--admin-write requires mutual TLS"},
 		{[]string{fake, "--admin-write", "--admin-clients=ops.test", "--tls-cert=/c.pem", "--tls-key=/k.pem"}, "--admin-write requires mutual TLS"},
-		{[]string{fake, "--admin-write", "--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"}, "--admin-write requires --admin-clients"},
+		{[]string{fake, "--admin-write", "--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"}, "--tls-cert: open /c.pem"}, // valid: bigfleet://admin by default
+		// Binding callers to certificates needs certificates.
+		{[]string{fake, "--caller-identity=bigfleet"}, "--caller-identity=bigfleet needs mTLS"},
+		{[]string{fake, "--caller-identity=bigfleet", "--tls-cert=/c.pem", "--tls-key=/k.pem"}, "--caller-identity=bigfleet needs mTLS"},
+		{[]string{fake, "--caller-identity=shard"}, "--caller-identity \"shard\": want bigfleet or any"},
+		{[]string{fake, "--caller-identity=bigfleet", "--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"}, "--tls-cert: open /c.pem"}, // valid
 		{[]string{fake, "--admin-write", "--admin-clients=ops.test", "--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem",
 			"--admin-addr=127.0.0.1:0"}, "--tls-cert: open /c.pem"}, // valid: the admin listener falls back to --tls-ca
 		{[]string{fake, "--admin-clients=ops.test"}, "--admin-clients has no effect without --admin-write"},

@@ -10,8 +10,10 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,17 +57,25 @@ type leaf struct {
 	pair              tls.Certificate
 }
 
-// issue signs a server certificate for 127.0.0.1/localhost (dns nil), or a
-// client certificate with the given DNS SANs.
-func (ca *testCA) issue(t *testing.T, cn string, dns ...string) leaf {
+// issue signs a server certificate for 127.0.0.1/localhost (sans nil), or
+// a client certificate with the given SANs: URI SANs for names with "://"
+// (bigfleet://shard/s1), DNS SANs for the others.
+func (ca *testCA) issue(t *testing.T, cn string, sans ...string) leaf {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(certSerial.Add(1)), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, DNSNames: dns,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if dns == nil {
+	for _, s := range sans {
+		if u, err := url.Parse(s); err == nil && strings.Contains(s, "://") {
+			tmpl.URIs = append(tmpl.URIs, u)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, s)
+		}
+	}
+	if sans == nil {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.DNSNames, tmpl.IPAddresses = []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
+	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -88,13 +89,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	status := server.NewStatus()
 	status.AddProbe(st.ready)
-	adm, err := newAdmin(cfg, eng, metrics, log, ui.Handler(), hostGauges.Refresh)
+	guard, err := newGuard(cfg, metrics, log)
+	if err != nil {
+		return err
+	}
+	adm, err := newAdmin(cfg, eng, metrics, log, ui.Handler(), hostGauges.Refresh, guard)
 	if err != nil {
 		return err
 	}
 	hopts := server.Options{
 		Engine: eng, Logger: log.With(slog.String("component", "rpc")),
-		Metrics: metrics, Status: status, Reflection: cfg.Reflection,
+		Metrics: metrics, Status: status, Reflection: cfg.Reflection, Guard: guard,
 	}
 	adminLis, adminSecurity, err := listenAdmin(ctx, cfg, hopts, adm, log)
 	if err != nil {
@@ -119,10 +124,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	log.Info("serving",
 		slog.String("addr", lis.Addr().String()), slog.String("security", string(mainTLS.Security)),
+		slog.String("caller_identity", callerDesc(cfg)),
 		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", slots),
 		slog.String("state", stateDesc(cfg.State)), slog.String("cordons", cordonsDesc(cfg.State)),
 		slog.Bool("reflection", cfg.Reflection),
-		slog.Bool("admin_write", cfg.AdminWrite), slog.String("admin_clients", cfg.AdminClients),
+		slog.Bool("admin_write", cfg.AdminWrite), slog.String("admin_clients", cfg.adminClients()),
 		slog.String("admin_addr", addrOf(adminLis, lis)), slog.String("admin_security", string(adminSecurity)),
 		slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
 	printBanner(stdout, lis.Addr(), mainTLS.Security)
@@ -163,6 +169,28 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	_ = ops.Shutdown(rpcCtx)
 	log.Info("stopped")
 	return err // deferred: store Close, backend Close (engine.Close is a no-op after Shutdown)
+}
+
+// newGuard binds CapacityProvider calls to their certificates when the
+// mode is bigfleet (nil otherwise: nothing to check).
+func newGuard(cfg config, metrics *server.Metrics, log *slog.Logger) (*callerid.Guard, error) {
+	if cfg.callerMode() != callerBigFleet {
+		return nil, nil
+	}
+	return callerid.New(callerid.Options{Logger: log.With(slog.String("component", "identity")),
+		Registerer: metrics.Registry, RequestID: server.RequestID})
+}
+
+// callerDesc is the startup line's caller_identity: the mode, and why the
+// checks are skipped when they are.
+func callerDesc(cfg config) string {
+	switch cfg.callerMode() {
+	case callerOff:
+		return "off (no client certificates on this transport: every caller may make every call)"
+	case callerAny:
+		return "any (--caller-identity=any: every certificate the CA signed may make every call)"
+	}
+	return "bigfleet (each call bound to its certificate's bigfleet:// URI SAN)"
 }
 
 // minRPCDrain is the floor of the RPC drain after transitions used the

@@ -52,7 +52,7 @@ func replaceFile(t *testing.T, dst, src string) {
 func TestServeMTLSAndReload(t *testing.T) {
 	t.Parallel()
 	ca := newTestCA(t, "bigfleet-ca")
-	srv, bf := ca.issue(t, "server"), ca.issue(t, "bigfleet", "bigfleet.test")
+	srv, bf := ca.issue(t, "server"), ca.issue(t, "bigfleet", "bigfleet.test", "bigfleet://shard/s1")
 	p := startProvider(t, "--use-fake-backend", "--seed-count=2", "--metrics-addr=",
 		"--tls-cert="+srv.certFile, "--tls-key="+srv.keyFile, "--tls-ca="+ca.file, "--tls-reload-interval=20ms")
 	if s := p.logLines("serving"); len(s) != 1 || s[0]["security"] != "mtls" {

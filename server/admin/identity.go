@@ -20,24 +20,46 @@ const Anonymous = "anonymous"
 // Clients is the --admin-clients allow-list: the callers whose verified
 // client certificate may run admin writes. The zero value allows nobody.
 //
-// A certificate's names are its DNS, URI and email SANs; its subject CN
-// counts only when it has no SAN at all (RFC 6125 6.4.4, as Go's
-// VerifyHostname): a CA that issues SANs does not vouch for the CN.
+// Each pattern has a type, and matches names of that type only:
+//   - "uri:spiffe://corp/ops", or any pattern containing "://": a URI SAN,
+//     byte for byte ("bigfleet://admin" is BigFleet's admin tooling,
+//     ADR-0060).
+//   - "email:ops@example.com", or any other pattern containing "@": an
+//     e-mail SAN, byte for byte.
+//   - "dns:alice.example.com", or any other pattern: a DNS SAN, or the
+//     subject CN of a certificate without SANs (RFC 6125 6.4.4, as Go's
+//     VerifyHostname: a CA that issues SANs does not vouch for the CN),
+//     ASCII case-insensitively; "*.ops.example.com" matches exactly one
+//     more leftmost label ("alice.ops.example.com", not "ops.example.com"
+//     nor "a.b.ops.example.com"), as TLS hostname wildcards do.
 //
-// A pattern is either exact or a "*." wildcard:
-//   - exact ("ops@example.com", "spiffe://corp/ops", "alice") matches a
-//     certificate whose DNS, URI or email SAN, or CN, equals it; DNS names
-//     and the CN compare ASCII case-insensitively, everything else byte for
-//     byte.
-//   - "*.ops.example.com" matches a DNS SAN or CN with exactly one more
-//     leftmost label ("alice.ops.example.com", not "ops.example.com" nor
-//     "a.b.ops.example.com"), as TLS hostname wildcards do, so a wildcard
-//     never grants more than the subdomain an operator wrote.
+// So a DNS SAN that spells "BIGFLEET://ADMIN" never passes for the URI
+// SAN bigfleet://admin. An untyped pattern with a ':' that is neither form
+// is refused: its type would be a guess.
 //
 // Patterns are printable ASCII. A presented name with a non-ASCII byte, a
 // control character or a '*' (a wildcard certificate) matches nothing: a
 // wildcard grants only on the operator's side of the comparison.
-type Clients struct{ patterns []string }
+type Clients struct{ patterns []pattern }
+
+// pattern is one typed --admin-clients entry.
+type pattern struct {
+	text  string // as the operator wrote it: the metric label
+	kind  nameKind
+	value string // without its type prefix
+}
+
+type nameKind int
+
+const (
+	kindDNS nameKind = iota
+	kindURI
+	kindEmail
+)
+
+// DefaultAdminClient is the allow-list under mTLS when --admin-clients is
+// empty: BigFleet's admin identity (ADR-0060).
+const DefaultAdminClient = "uri:bigfleet://admin"
 
 // ParseClients reads the comma-separated --admin-clients value. Malformed
 // patterns are refused rather than ignored: a typo that silently allowed
@@ -47,49 +69,89 @@ func ParseClients(s string) (Clients, error) {
 	if strings.TrimSpace(s) == "" {
 		return c, nil
 	}
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		if err := checkPattern(p); err != nil {
-			return Clients{}, fmt.Errorf("--admin-clients: pattern %q: %w", p, err)
+	for _, text := range strings.Split(s, ",") {
+		text = strings.TrimSpace(text)
+		p, err := parsePattern(text)
+		if err != nil {
+			return Clients{}, fmt.Errorf("--admin-clients: pattern %q: %w", text, err)
 		}
 		c.patterns = append(c.patterns, p)
 	}
 	return c, nil
 }
 
-func checkPattern(p string) error {
-	rest, wild := strings.CutPrefix(p, "*.")
+func parsePattern(text string) (pattern, error) {
+	p := pattern{text: text, kind: kindDNS, value: text}
+	typed := false
+	for prefix, k := range map[string]nameKind{"dns:": kindDNS, "uri:": kindURI, "email:": kindEmail} {
+		if v, ok := strings.CutPrefix(text, prefix); ok {
+			p.kind, p.value, typed = k, v, true
+		}
+	}
+	if !typed {
+		switch {
+		case strings.Contains(text, "://"):
+			p.kind = kindURI
+		case strings.Contains(text, "@"):
+			p.kind = kindEmail
+		case strings.Contains(text, ":"):
+			return p, errors.New(`its type is ambiguous: write it as "uri:…", "dns:…" or "email:…"`)
+		}
+	}
+	return p, checkPattern(p)
+}
+
+func checkPattern(p pattern) error {
+	v := p.value
+	rest, wild := strings.CutPrefix(v, "*.")
 	switch {
-	case p == "":
+	case v == "":
 		return errors.New("empty (a stray comma?)")
-	case strings.ContainsAny(p, " \t\r\n"):
+	case strings.ContainsAny(v, " \t\r\n"):
 		return errors.New("contains whitespace")
-	case !printableASCII(p):
+	case !printableASCII(v):
 		return errors.New("want printable ASCII (names are compared as ASCII)")
+	case p.kind != kindDNS && strings.Contains(v, "*"):
+		return errors.New(`"*" is allowed only as a leading "*." label of a DNS pattern`)
 	case strings.Contains(rest, "*"):
 		return errors.New(`"*" is allowed only as a leading "*." label`)
 	case wild && (rest == "" || strings.HasPrefix(rest, ".") || !strings.Contains(rest, ".")):
 		return errors.New(`a wildcard needs a domain of two labels or more after "*."`)
+	case p.kind == kindDNS && strings.ContainsAny(v, ":@/"):
+		return errors.New(`a DNS name has no ':', '@' or '/'`)
 	}
 	return nil
 }
 
-// Patterns returns the allow-list, in flag order.
-func (c Clients) Patterns() []string { return append([]string(nil), c.patterns...) }
+// Patterns returns the allow-list as written, in flag order.
+func (c Clients) Patterns() []string {
+	out := make([]string, len(c.patterns))
+	for i, p := range c.patterns {
+		out[i] = p.text
+	}
+	return out
+}
 
 // match returns the first pattern that allows one of names, and that name.
 func (c Clients) match(n certNames) (pattern, name string) {
 	for _, p := range c.patterns {
 		if name := matchPattern(p, n); name != "" {
-			return p, name
+			return p.text, name
 		}
 	}
 	return "", ""
 }
 
-// matchPattern returns the name of n that pattern p allows, or "".
-func matchPattern(p string, n certNames) string {
-	suffix, wild := strings.CutPrefix(p, "*.")
+// matchPattern returns the name of n that p allows, or "": names of p's
+// type only.
+func matchPattern(p pattern, n certNames) string {
+	switch p.kind {
+	case kindURI:
+		return exact(p.value, n.uris)
+	case kindEmail:
+		return exact(p.value, n.emails)
+	}
+	suffix, wild := strings.CutPrefix(p.value, "*.")
 	for _, d := range n.dnsLike() {
 		if !presentable(d) {
 			continue
@@ -98,15 +160,16 @@ func matchPattern(p string, n certNames) string {
 			if label, tail, ok := strings.Cut(d, "."); ok && label != "" && asciiEqualFold(tail, suffix) {
 				return d
 			}
-		} else if asciiEqualFold(d, p) {
+		} else if asciiEqualFold(d, p.value) {
 			return d
 		}
 	}
-	if wild {
-		return "" // wildcards are for DNS names only
-	}
-	for _, v := range append(append([]string(nil), n.uris...), n.emails...) {
-		if v == p {
+	return ""
+}
+
+func exact(want string, names []string) string {
+	for _, v := range names {
+		if v == want {
 			return v
 		}
 	}

@@ -30,6 +30,11 @@ func TestParseClientsRefusesMalformedPatterns(t *testing.T) {
 		"*.op\u017f.corp.io": "printable ASCII",
 		"a\x00b":             "printable ASCII",
 		"a\x7fb":             "printable ASCII",
+		"urn:ops":            "ambiguous",
+		"dns:a@b":            "DNS name",
+		"dns:spiffe://x":     "DNS name",
+		"uri:":               "empty",
+		"email:*@corp.io":    `"*" is allowed only`,
 	} {
 		_, err := ParseClients(in)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--admin-clients") {
@@ -81,6 +86,44 @@ func TestClientsMatch(t *testing.T) {
 	}
 	if p, _ := (Clients{}).match(namesOf(&x509.Certificate{Subject: pkix.Name{CommonName: "anyone"}})); p != "" {
 		t.Errorf("the empty list allowed %q", p)
+	}
+}
+
+// TestClientsPatternsAreTyped: a pattern matches names of its own type
+// only (issue 29: a DNS SAN spelling BIGFLEET://ADMIN passed for the URI
+// pattern bigfleet://admin).
+func TestClientsPatternsAreTyped(t *testing.T) {
+	t.Parallel()
+	uri := func(s string) []*url.URL { u, _ := url.Parse(s); return []*url.URL{u} }
+	cases := []struct {
+		patterns string
+		cert     x509.Certificate
+		want     string
+	}{
+		{"bigfleet://admin", x509.Certificate{URIs: uri("bigfleet://admin")}, "bigfleet://admin"},
+		{"uri:bigfleet://admin", x509.Certificate{URIs: uri("bigfleet://admin")}, "uri:bigfleet://admin"},
+		{"bigfleet://admin", x509.Certificate{DNSNames: []string{"BIGFLEET://ADMIN"}}, ""},
+		{"bigfleet://admin", x509.Certificate{DNSNames: []string{"bigfleet://admin"}}, ""},
+		{"bigfleet://admin", x509.Certificate{Subject: pkix.Name{CommonName: "bigfleet://admin"}}, ""},
+		{"bigfleet://admin", x509.Certificate{EmailAddresses: []string{"bigfleet://admin"}}, ""},
+		{"uri:bigfleet://admin", x509.Certificate{URIs: uri("BIGFLEET://ADMIN")}, ""},
+		{"ops@corp.io", x509.Certificate{DNSNames: []string{"ops@corp.io"}}, ""},
+		{"ops@corp.io", x509.Certificate{URIs: uri("mailto:ops@corp.io")}, ""},
+		{"email:ops@corp.io", x509.Certificate{EmailAddresses: []string{"ops@corp.io"}}, "email:ops@corp.io"},
+		{"dns:ops.corp.io", x509.Certificate{DNSNames: []string{"OPS.corp.io"}}, "dns:ops.corp.io"},
+		{"dns:ops.corp.io", x509.Certificate{URIs: uri("dns:ops.corp.io")}, ""},
+		{"dns:*.corp.io.example", x509.Certificate{DNSNames: []string{"a.corp.io.example"}}, "dns:*.corp.io.example"},
+		{"uri:dns:ops.corp.io", x509.Certificate{URIs: uri("dns:ops.corp.io")}, "uri:dns:ops.corp.io"},
+		{"ops.corp.io", x509.Certificate{URIs: uri("ops.corp.io")}, ""},
+	}
+	for _, tc := range cases {
+		c, err := ParseClients(tc.patterns)
+		if err != nil {
+			t.Fatalf("ParseClients(%q): %v", tc.patterns, err)
+		}
+		if p, _ := c.match(namesOf(&tc.cert)); p != tc.want {
+			t.Errorf("%q against %+v: matched %q; want %q", tc.patterns, namesOf(&tc.cert), p, tc.want)
+		}
 	}
 }
 
@@ -188,6 +231,7 @@ func FuzzClients(f *testing.F) {
 			if got != name || !presentable(name) {
 				t.Fatalf("%q allowed %q (as %q)", p, name, got)
 			}
+			p = strings.TrimPrefix(p, "dns:")
 			if !strings.HasPrefix(p, "*.") && !strings.EqualFold(p, name) {
 				t.Fatalf("%q allowed %q, which is not equal under case folding", p, name)
 			}

@@ -16,6 +16,7 @@ import (
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1/adminv1connect"
 	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -29,6 +30,8 @@ type Engine interface {
 	List(ctx context.Context, q lifecycle.ListQuery) (lifecycle.ListResult, error)
 	Counts() map[lifecycle.StateZone]int
 	Marks() map[lifecycle.MarkKey]lifecycle.Mark
+	ShardLimit() (limit int, refused int64)
+	BusiestMachines(n int, keep func(machineID string) bool) []lifecycle.ShardCount
 	LastReconcile() lifecycle.ReconcileReport
 	Reconcile(ctx context.Context) lifecycle.ReconcileReport
 	Release(ctx context.Context, id string) (lifecycle.Ack, error)
@@ -72,6 +75,10 @@ type Options struct {
 	// UI serves the web page at / and /ui/; nil serves no page.
 	UI  http.Handler
 	Now func() time.Time // nil: time.Now
+	// CallerMode is --addr's caller identity mode (bigfleet, any or off),
+	// and Refusals lists its latest refusals (nil: none).
+	CallerMode string
+	Refusals   func() []callerid.Rejection
 }
 
 // CordonFileFor is the cordon file of a provider whose state file is
@@ -96,8 +103,11 @@ type Service struct {
 	cordons   *cordonStore
 	onCordon  func()
 	now       func() time.Time
-	stop      chan struct{}
-	stopOnce  sync.Once
+
+	callerMode string
+	refusals   func() []callerid.Rejection
+	stop       chan struct{}
+	stopOnce   sync.Once
 }
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
@@ -114,7 +124,8 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, log: opts.Logger,
-		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, onCordon: opts.OnCordon, now: opts.Now, stop: make(chan struct{})}
+		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, onCordon: opts.OnCordon, now: opts.Now, stop: make(chan struct{}),
+		callerMode: opts.CallerMode, refusals: opts.Refusals}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -136,7 +147,7 @@ func New(opts Options) (*Service, error) {
 		for _, id := range []string{labelAnonymous, labelUnlisted} {
 			s.writes.WithLabelValues(a, "denied", id)
 		}
-		for _, p := range s.clients.patterns {
+		for _, p := range s.clients.Patterns() {
 			for _, r := range []string{"ok", "denied", "error"} {
 				s.writes.WithLabelValues(a, r, p)
 			}
@@ -238,10 +249,12 @@ func (s *Service) GetMachineHistory(ctx context.Context, req *connect.Request[ad
 func (s *Service) ListFenceMarks(_ context.Context, req *connect.Request[adminv1.ListFenceMarksRequest]) (*connect.Response[adminv1.ListFenceMarksResponse], error) {
 	shard, machine := req.Msg.GetShardId(), req.Msg.GetMachineId()
 	byShard := map[string]*adminv1.ShardMarks{}
+	machines := map[string]bool{} // with a mark that passed the filters
 	for k, m := range s.eng.Marks() {
 		if (shard != "" && k.ShardID != shard) || (machine != "" && k.MachineID != machine) {
 			continue
 		}
+		machines[k.MachineID] = true
 		sm := byShard[k.ShardID]
 		if sm == nil {
 			sm = &adminv1.ShardMarks{ShardId: k.ShardID}
@@ -255,5 +268,26 @@ func (s *Service) ListFenceMarks(_ context.Context, req *connect.Request[adminv1
 		out.Shards = append(out.Shards, sm)
 	}
 	slices.SortFunc(out.Shards, func(a, b *adminv1.ShardMarks) int { return cmp.Compare(a.ShardId, b.ShardId) })
+	limit, refused := s.eng.ShardLimit()
+	out.ShardsPerMachineLimit, out.RefusedAtLimit = int32(limit), refused
+	for _, c := range s.eng.BusiestMachines(busiestListed, func(id string) bool { return machines[id] }) {
+		out.Busiest = append(out.Busiest, &adminv1.MachineShardCount{MachineId: c.MachineID, Shards: int32(c.Shards)})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// busiestListed is how many machines ListFenceMarks ranks by shard count.
+const busiestListed = 20
+
+// ListIdentityRefusals lists the latest CapacityProvider calls the caller
+// identity check refused (none when the check is off).
+func (s *Service) ListIdentityRefusals(_ context.Context, _ *connect.Request[adminv1.ListIdentityRefusalsRequest]) (*connect.Response[adminv1.ListIdentityRefusalsResponse], error) {
+	out := &adminv1.ListIdentityRefusalsResponse{Mode: s.callerMode}
+	if s.refusals != nil {
+		for _, r := range s.refusals() {
+			out.Refusals = append(out.Refusals, &adminv1.IdentityRefusal{Time: ts(r.At), Method: r.Method,
+				Reason: string(r.Reason), Presented: r.Presented, Needed: r.Needed, Peer: r.Peer, Protocol: r.Protocol})
+		}
+	}
 	return connect.NewResponse(out), nil
 }

@@ -69,6 +69,9 @@ type Config struct {
 	// UnknownMarkLimit bounds the fence marks kept, in memory only, for
 	// machine ids that do not exist (0: DefaultUnknownMarkLimit).
 	UnknownMarkLimit int
+	// ShardsPerMachine bounds the distinct shards that hold fence marks on
+	// one machine (0: DefaultShardsPerMachine).
+	ShardsPerMachine int
 }
 
 // Engine runs BigFleet's lifecycle rules over a Store and a Backend.
@@ -87,6 +90,9 @@ type Engine struct {
 	marks   *markTable    // durable: machines that exist
 	unknown *unknownMarks // in memory, bounded: ids that do not exist
 	listed  *listedZones  // zones listed since start (listed.go)
+	// atLimit counts first contacts refused because the machine's marks
+	// were at ShardsPerMachine.
+	atLimit atomic.Int64
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -126,6 +132,9 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	}
 	if cfg.CommitRetry <= 0 {
 		cfg.CommitRetry = time.Minute
+	}
+	if cfg.ShardsPerMachine <= 0 {
+		cfg.ShardsPerMachine = DefaultShardsPerMachine
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 15 * time.Second

@@ -13,7 +13,8 @@ const (
 	CodeUnimplemented                 // Unimplemented
 	CodeAborted                       // Aborted: out of position, conflict, FAILED
 	CodeUnavailable                   // Unavailable: cannot accept right now
-	CodePermission                    // PermissionDenied (admin writes)
+	CodePermission                    // PermissionDenied (admin writes, caller identity)
+	CodeExhausted                     // ResourceExhausted: a machine's fence mark table is full
 )
 
 // Error is what every engine method returns on refusal.

@@ -36,7 +36,42 @@ func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, *Error) {
 	if err := validateToken(t); err != nil {
 		return nil, err
 	}
+	if known && !seen {
+		if err := e.roomForShard(machineID, t.ShardID); err != nil {
+			return nil, err
+		}
+	}
 	return &Mark{Epoch: t.Epoch, Sequence: t.Sequence}, nil
+}
+
+// roomForShard refuses a shard's first contact with a machine whose marks
+// already hold ShardsPerMachine shards. Evicting an old mark instead would
+// let that shard's stale tokens through, so the new shard is refused
+// (ResourceExhausted, nothing applied) and counted; under
+// --caller-identity=bigfleet only certified shards get this far.
+func (e *Engine) roomForShard(machineID, shard string) *Error {
+	n := e.marks.shardsOn(machineID)
+	if n < e.cfg.ShardsPerMachine {
+		return nil
+	}
+	e.atLimit.Add(1)
+	e.log.Warn("fence: a new shard's first call refused: the machine's marks are at the limit",
+		"machine", machineID, "shard", quoteClipped(shard), "shards", n, "limit", e.cfg.ShardsPerMachine)
+	return errorf(CodeExhausted,
+		"machine %q already holds fence marks of %d shards (the limit): shard %s cannot be added; see the admin API's ListFenceMarks",
+		machineID, n, quoteClipped(shard))
+}
+
+// ShardLimit is the bound on distinct shards with marks on one machine,
+// and how many first contacts it has refused since start.
+func (e *Engine) ShardLimit() (limit int, refused int64) {
+	return e.cfg.ShardsPerMachine, e.atLimit.Load()
+}
+
+// BusiestMachines returns up to n machines with marks of the most distinct
+// shards, most first, among those keep allows (the admin listing).
+func (e *Engine) BusiestMachines(n int, keep func(machineID string) bool) []ShardCount {
+	return e.marks.busiest(n, keep)
 }
 
 // markOf finds the mark of key: durable for a machine that exists, in the

@@ -1,28 +1,37 @@
 package lifecycle
 
 import (
+	"cmp"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
+// DefaultShardsPerMachine bounds how many distinct shards may hold fence
+// marks on one machine, unless Config says otherwise. BigFleet runs a few
+// shards, and a machine meets a new one only when its shard is reassigned;
+// a mark is never dropped (that would let the dropped shard's stale tokens
+// through), so without a bound every invented shard_id aimed at a real
+// machine would leave a durable mark, on the host too (issue 29).
+const DefaultShardsPerMachine = 32
+
 // markTable holds the durable fence marks of existing machines. Besides
-// the map the fence reads, it keeps the set of shard ids seen, so that a
+// the map the fence reads, it keeps each machine's shard ids, so that a
 // machine's marks (handed to the backend with every transition that
-// records them on the host) cost one lookup per shard, not a scan of
-// every mark: BigFleet runs few shards, and a fleet may hold 100k marks.
+// records them on the host) and its count of shards cost a lookup, not a
+// scan of every mark: a fleet may hold 100k marks.
 type markTable struct {
-	mu     sync.RWMutex
-	marks  map[MarkKey]Mark
-	shards map[string]struct{}
+	mu        sync.RWMutex
+	marks     map[MarkKey]Mark
+	byMachine map[string][]string // machine id → its shard ids
 }
 
 func newMarkTable(loaded map[MarkKey]Mark) *markTable {
-	t := &markTable{marks: make(map[MarkKey]Mark, len(loaded)), shards: map[string]struct{}{}}
+	t := &markTable{marks: make(map[MarkKey]Mark, len(loaded)), byMachine: map[string][]string{}}
 	for k, m := range loaded {
-		t.marks[k] = m
-		t.shards[k.ShardID] = struct{}{}
+		t.setLocked(k, m)
 	}
 	return t
 }
@@ -36,24 +45,35 @@ func (t *markTable) get(k MarkKey) (Mark, bool) {
 
 func (t *markTable) set(k MarkKey, m Mark) {
 	t.mu.Lock()
-	t.marks[k] = m
-	t.shards[k.ShardID] = struct{}{}
+	t.setLocked(k, m)
 	t.mu.Unlock()
+}
+
+func (t *markTable) setLocked(k MarkKey, m Mark) {
+	if _, ok := t.marks[k]; !ok {
+		t.byMachine[k.MachineID] = append(t.byMachine[k.MachineID], k.ShardID)
+	}
+	t.marks[k] = m
+}
+
+// shardsOn is how many distinct shards hold marks on machine id.
+func (t *markTable) shardsOn(id string) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.byMachine[id])
 }
 
 // forMachine returns machine id's marks by shard id (nil when none).
 func (t *markTable) forMachine(id string) map[string]backend.FenceMark {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	var out map[string]backend.FenceMark
-	for shard := range t.shards {
-		m, ok := t.marks[MarkKey{ShardID: shard, MachineID: id}]
-		if !ok {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]backend.FenceMark)
-		}
+	shards := t.byMachine[id]
+	if len(shards) == 0 {
+		return nil
+	}
+	out := make(map[string]backend.FenceMark, len(shards))
+	for _, shard := range shards {
+		m := t.marks[MarkKey{ShardID: shard, MachineID: id}]
 		out[shard] = backend.FenceMark{Epoch: m.Epoch, Sequence: m.Sequence}
 	}
 	return out
@@ -65,9 +85,30 @@ func (t *markTable) clone() map[MarkKey]Mark {
 	return maps.Clone(t.marks)
 }
 
-// takeIf removes and returns the marks whose key matches (startup only:
-// the shard set may keep a shard no mark uses any more, which costs a
-// lookup, never a wrong answer).
+// ShardCount is how many distinct shards hold marks on one machine.
+type ShardCount struct {
+	MachineID string
+	Shards    int
+}
+
+// busiest returns up to n machines with the most shards' marks, most
+// first, ties by machine id, among those keep allows.
+func (t *markTable) busiest(n int, keep func(id string) bool) []ShardCount {
+	t.mu.RLock()
+	out := make([]ShardCount, 0, len(t.byMachine))
+	for id, shards := range t.byMachine {
+		if keep(id) {
+			out = append(out, ShardCount{MachineID: id, Shards: len(shards)})
+		}
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(out, func(a, b ShardCount) int {
+		return cmp.Or(cmp.Compare(b.Shards, a.Shards), cmp.Compare(a.MachineID, b.MachineID))
+	})
+	return out[:min(n, len(out))]
+}
+
+// takeIf removes and returns the marks whose key matches (startup only).
 func (t *markTable) takeIf(match func(MarkKey) bool) map[MarkKey]Mark {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -76,6 +117,14 @@ func (t *markTable) takeIf(match func(MarkKey) bool) map[MarkKey]Mark {
 		if match(k) {
 			out[k] = m
 			delete(t.marks, k)
+		}
+	}
+	for k := range out {
+		shards := slices.DeleteFunc(t.byMachine[k.MachineID], func(s string) bool { return s == k.ShardID })
+		if len(shards) == 0 {
+			delete(t.byMachine, k.MachineID)
+		} else {
+			t.byMachine[k.MachineID] = shards
 		}
 	}
 	return out

@@ -1666,9 +1666,18 @@ func (x *ListFenceMarksRequest) GetMachineId() string {
 type ListFenceMarksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ordered by shard id.
-	Shards        []*ShardMarks `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shards []*ShardMarks `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty"`
+	// How many distinct shards may hold marks on one machine; a new shard's
+	// first call on a machine at the limit is refused (ResourceExhausted).
+	ShardsPerMachineLimit int32 `protobuf:"varint,2,opt,name=shards_per_machine_limit,json=shardsPerMachineLimit,proto3" json:"shards_per_machine_limit,omitempty"`
+	// The machines with marks of the most distinct shards, most first
+	// (at most 20, ties by machine id), after the same filters.
+	Busiest []*MachineShardCount `protobuf:"bytes,3,rep,name=busiest,proto3" json:"busiest,omitempty"`
+	// First contacts refused since start because the machine was at the
+	// limit.
+	RefusedAtLimit int64 `protobuf:"varint,4,opt,name=refused_at_limit,json=refusedAtLimit,proto3" json:"refused_at_limit,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListFenceMarksResponse) Reset() {
@@ -1708,6 +1717,270 @@ func (x *ListFenceMarksResponse) GetShards() []*ShardMarks {
 	return nil
 }
 
+func (x *ListFenceMarksResponse) GetShardsPerMachineLimit() int32 {
+	if x != nil {
+		return x.ShardsPerMachineLimit
+	}
+	return 0
+}
+
+func (x *ListFenceMarksResponse) GetBusiest() []*MachineShardCount {
+	if x != nil {
+		return x.Busiest
+	}
+	return nil
+}
+
+func (x *ListFenceMarksResponse) GetRefusedAtLimit() int64 {
+	if x != nil {
+		return x.RefusedAtLimit
+	}
+	return 0
+}
+
+// MachineShardCount is how many distinct shards hold marks on a machine.
+type MachineShardCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MachineId     string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	Shards        int32                  `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MachineShardCount) Reset() {
+	*x = MachineShardCount{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineShardCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineShardCount) ProtoMessage() {}
+
+func (x *MachineShardCount) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineShardCount.ProtoReflect.Descriptor instead.
+func (*MachineShardCount) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MachineShardCount) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *MachineShardCount) GetShards() int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+type ListIdentityRefusalsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIdentityRefusalsRequest) Reset() {
+	*x = ListIdentityRefusalsRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIdentityRefusalsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIdentityRefusalsRequest) ProtoMessage() {}
+
+func (x *ListIdentityRefusalsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIdentityRefusalsRequest.ProtoReflect.Descriptor instead.
+func (*ListIdentityRefusalsRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+type ListIdentityRefusalsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The mode --addr enforces: bigfleet, any or off (no client
+	// certificates on the transport).
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Newest first; at most the last 64.
+	Refusals      []*IdentityRefusal `protobuf:"bytes,2,rep,name=refusals,proto3" json:"refusals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIdentityRefusalsResponse) Reset() {
+	*x = ListIdentityRefusalsResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIdentityRefusalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIdentityRefusalsResponse) ProtoMessage() {}
+
+func (x *ListIdentityRefusalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIdentityRefusalsResponse.ProtoReflect.Descriptor instead.
+func (*ListIdentityRefusalsResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListIdentityRefusalsResponse) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ListIdentityRefusalsResponse) GetRefusals() []*IdentityRefusal {
+	if x != nil {
+		return x.Refusals
+	}
+	return nil
+}
+
+// IdentityRefusal is one call answered PermissionDenied by the caller
+// identity check. It names only the certificate's bigfleet:// URI SANs,
+// never its other contents.
+type IdentityRefusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The RPC's name (Create, Get, …).
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// The identity_rejected_total reason label (shard_mismatch, …).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the certificate presented.
+	Presented string `protobuf:"bytes,4,opt,name=presented,proto3" json:"presented,omitempty"`
+	// What the call needed.
+	Needed        string `protobuf:"bytes,5,opt,name=needed,proto3" json:"needed,omitempty"`
+	Peer          string `protobuf:"bytes,6,opt,name=peer,proto3" json:"peer,omitempty"`
+	Protocol      string `protobuf:"bytes,7,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdentityRefusal) Reset() {
+	*x = IdentityRefusal{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdentityRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdentityRefusal) ProtoMessage() {}
+
+func (x *IdentityRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdentityRefusal.ProtoReflect.Descriptor instead.
+func (*IdentityRefusal) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *IdentityRefusal) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *IdentityRefusal) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *IdentityRefusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *IdentityRefusal) GetPresented() string {
+	if x != nil {
+		return x.Presented
+	}
+	return ""
+}
+
+func (x *IdentityRefusal) GetNeeded() string {
+	if x != nil {
+		return x.Needed
+	}
+	return ""
+}
+
+func (x *IdentityRefusal) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *IdentityRefusal) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
 type WatchMachinesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1716,7 +1989,7 @@ type WatchMachinesRequest struct {
 
 func (x *WatchMachinesRequest) Reset() {
 	*x = WatchMachinesRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +2001,7 @@ func (x *WatchMachinesRequest) String() string {
 func (*WatchMachinesRequest) ProtoMessage() {}
 
 func (x *WatchMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +2014,7 @@ func (x *WatchMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMachinesRequest.ProtoReflect.Descriptor instead.
 func (*WatchMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type WatchMachinesResponse struct {
@@ -1755,7 +2028,7 @@ type WatchMachinesResponse struct {
 
 func (x *WatchMachinesResponse) Reset() {
 	*x = WatchMachinesResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2040,7 @@ func (x *WatchMachinesResponse) String() string {
 func (*WatchMachinesResponse) ProtoMessage() {}
 
 func (x *WatchMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2053,7 @@ func (x *WatchMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMachinesResponse.ProtoReflect.Descriptor instead.
 func (*WatchMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchMachinesResponse) GetType() WatchEventType {
@@ -1813,7 +2086,7 @@ type ReleaseMachineRequest struct {
 
 func (x *ReleaseMachineRequest) Reset() {
 	*x = ReleaseMachineRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2098,7 @@ func (x *ReleaseMachineRequest) String() string {
 func (*ReleaseMachineRequest) ProtoMessage() {}
 
 func (x *ReleaseMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2111,7 @@ func (x *ReleaseMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseMachineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseMachineRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseMachineRequest) GetId() string {
@@ -1858,7 +2131,7 @@ type ReleaseMachineResponse struct {
 
 func (x *ReleaseMachineResponse) Reset() {
 	*x = ReleaseMachineResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2143,7 @@ func (x *ReleaseMachineResponse) String() string {
 func (*ReleaseMachineResponse) ProtoMessage() {}
 
 func (x *ReleaseMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2156,7 @@ func (x *ReleaseMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseMachineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseMachineResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseMachineResponse) GetOperationId() string {
@@ -1908,7 +2181,7 @@ type TriggerReconcileRequest struct {
 
 func (x *TriggerReconcileRequest) Reset() {
 	*x = TriggerReconcileRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2193,7 @@ func (x *TriggerReconcileRequest) String() string {
 func (*TriggerReconcileRequest) ProtoMessage() {}
 
 func (x *TriggerReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2206,7 @@ func (x *TriggerReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerReconcileRequest.ProtoReflect.Descriptor instead.
 func (*TriggerReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type TriggerReconcileResponse struct {
@@ -1945,7 +2218,7 @@ type TriggerReconcileResponse struct {
 
 func (x *TriggerReconcileResponse) Reset() {
 	*x = TriggerReconcileResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2230,7 @@ func (x *TriggerReconcileResponse) String() string {
 func (*TriggerReconcileResponse) ProtoMessage() {}
 
 func (x *TriggerReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2243,7 @@ func (x *TriggerReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerReconcileResponse.ProtoReflect.Descriptor instead.
 func (*TriggerReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TriggerReconcileResponse) GetReconcile() *ReconcileSummary {
@@ -1992,7 +2265,7 @@ type CordonHostRequest struct {
 
 func (x *CordonHostRequest) Reset() {
 	*x = CordonHostRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2277,7 @@ func (x *CordonHostRequest) String() string {
 func (*CordonHostRequest) ProtoMessage() {}
 
 func (x *CordonHostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2290,7 @@ func (x *CordonHostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonHostRequest.ProtoReflect.Descriptor instead.
 func (*CordonHostRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CordonHostRequest) GetHost() string {
@@ -2043,7 +2316,7 @@ type CordonHostResponse struct {
 
 func (x *CordonHostResponse) Reset() {
 	*x = CordonHostResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2328,7 @@ func (x *CordonHostResponse) String() string {
 func (*CordonHostResponse) ProtoMessage() {}
 
 func (x *CordonHostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2341,7 @@ func (x *CordonHostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonHostResponse.ProtoReflect.Descriptor instead.
 func (*CordonHostResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CordonHostResponse) GetHost() *Host {
@@ -2087,7 +2360,7 @@ type UncordonHostRequest struct {
 
 func (x *UncordonHostRequest) Reset() {
 	*x = UncordonHostRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2372,7 @@ func (x *UncordonHostRequest) String() string {
 func (*UncordonHostRequest) ProtoMessage() {}
 
 func (x *UncordonHostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2385,7 @@ func (x *UncordonHostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonHostRequest.ProtoReflect.Descriptor instead.
 func (*UncordonHostRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UncordonHostRequest) GetHost() string {
@@ -2131,7 +2404,7 @@ type UncordonHostResponse struct {
 
 func (x *UncordonHostResponse) Reset() {
 	*x = UncordonHostResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2416,7 @@ func (x *UncordonHostResponse) String() string {
 func (*UncordonHostResponse) ProtoMessage() {}
 
 func (x *UncordonHostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2429,7 @@ func (x *UncordonHostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonHostResponse.ProtoReflect.Descriptor instead.
 func (*UncordonHostResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UncordonHostResponse) GetHost() *Host {
@@ -2177,7 +2450,7 @@ type MigrateMachineRequest struct {
 
 func (x *MigrateMachineRequest) Reset() {
 	*x = MigrateMachineRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2462,7 @@ func (x *MigrateMachineRequest) String() string {
 func (*MigrateMachineRequest) ProtoMessage() {}
 
 func (x *MigrateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2475,7 @@ func (x *MigrateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateMachineRequest.ProtoReflect.Descriptor instead.
 func (*MigrateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MigrateMachineRequest) GetId() string {
@@ -2235,7 +2508,7 @@ type MigrateMachineResponse struct {
 
 func (x *MigrateMachineResponse) Reset() {
 	*x = MigrateMachineResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2520,7 @@ func (x *MigrateMachineResponse) String() string {
 func (*MigrateMachineResponse) ProtoMessage() {}
 
 func (x *MigrateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2533,7 @@ func (x *MigrateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateMachineResponse.ProtoReflect.Descriptor instead.
 func (*MigrateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MigrateMachineResponse) GetMachine() *AdminMachine {
@@ -2306,7 +2579,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2591,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2604,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 type WhoAmIResponse struct {
@@ -2353,7 +2626,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2638,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2651,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -2549,9 +2822,28 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x15ListFenceMarksRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\tR\ashardId\x12\x1d\n" +
 	"\n" +
-	"machine_id\x18\x02 \x01(\tR\tmachineId\"V\n" +
+	"machine_id\x18\x02 \x01(\tR\tmachineId\"\x80\x02\n" +
 	"\x16ListFenceMarksResponse\x12<\n" +
-	"\x06shards\x18\x01 \x03(\v2$.libvirtprovider.admin.v1.ShardMarksR\x06shards\"\x16\n" +
+	"\x06shards\x18\x01 \x03(\v2$.libvirtprovider.admin.v1.ShardMarksR\x06shards\x127\n" +
+	"\x18shards_per_machine_limit\x18\x02 \x01(\x05R\x15shardsPerMachineLimit\x12E\n" +
+	"\abusiest\x18\x03 \x03(\v2+.libvirtprovider.admin.v1.MachineShardCountR\abusiest\x12(\n" +
+	"\x10refused_at_limit\x18\x04 \x01(\x03R\x0erefusedAtLimit\"J\n" +
+	"\x11MachineShardCount\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x16\n" +
+	"\x06shards\x18\x02 \x01(\x05R\x06shards\"\x1d\n" +
+	"\x1bListIdentityRefusalsRequest\"y\n" +
+	"\x1cListIdentityRefusalsResponse\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12E\n" +
+	"\brefusals\x18\x02 \x03(\v2).libvirtprovider.admin.v1.IdentityRefusalR\brefusals\"\xd7\x01\n" +
+	"\x0fIdentityRefusal\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tpresented\x18\x04 \x01(\tR\tpresented\x12\x16\n" +
+	"\x06needed\x18\x05 \x01(\tR\x06needed\x12\x12\n" +
+	"\x04peer\x18\x06 \x01(\tR\x04peer\x12\x1a\n" +
+	"\bprotocol\x18\a \x01(\tR\bprotocol\"\x16\n" +
 	"\x14WatchMachinesRequest\"\xd6\x01\n" +
 	"\x15WatchMachinesResponse\x12<\n" +
 	"\x04type\x18\x01 \x01(\x0e2(.libvirtprovider.admin.v1.WatchEventTypeR\x04type\x12B\n" +
@@ -2595,7 +2887,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xf8\v\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\x85\r\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetFleetSummary\x120.libvirtprovider.admin.v1.GetFleetSummaryRequest\x1a1.libvirtprovider.admin.v1.GetFleetSummaryResponse\"\x03\x90\x02\x01\x12i\n" +
 	"\tListHosts\x12*.libvirtprovider.admin.v1.ListHostsRequest\x1a+.libvirtprovider.admin.v1.ListHostsResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -2610,7 +2902,8 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"CordonHost\x12+.libvirtprovider.admin.v1.CordonHostRequest\x1a,.libvirtprovider.admin.v1.CordonHostResponse\"\x03\x90\x02\x02\x12r\n" +
 	"\fUncordonHost\x12-.libvirtprovider.admin.v1.UncordonHostRequest\x1a..libvirtprovider.admin.v1.UncordonHostResponse\"\x03\x90\x02\x02\x12s\n" +
-	"\x0eMigrateMachine\x12/.libvirtprovider.admin.v1.MigrateMachineRequest\x1a0.libvirtprovider.admin.v1.MigrateMachineResponse\x12`\n" +
+	"\x0eMigrateMachine\x12/.libvirtprovider.admin.v1.MigrateMachineRequest\x1a0.libvirtprovider.admin.v1.MigrateMachineResponse\x12\x8a\x01\n" +
+	"\x14ListIdentityRefusals\x125.libvirtprovider.admin.v1.ListIdentityRefusalsRequest\x1a6.libvirtprovider.admin.v1.ListIdentityRefusalsResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\x06WhoAmI\x12'.libvirtprovider.admin.v1.WhoAmIRequest\x1a(.libvirtprovider.admin.v1.WhoAmIResponse\"\x03\x90\x02\x01BKZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1;adminv1b\x06proto3"
 
 var (
@@ -2626,119 +2919,128 @@ func file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_libvirtprovider_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
-	(WatchEventType)(0),               // 0: libvirtprovider.admin.v1.WatchEventType
-	(*StateZoneCount)(nil),            // 1: libvirtprovider.admin.v1.StateZoneCount
-	(*ReconcileSummary)(nil),          // 2: libvirtprovider.admin.v1.ReconcileSummary
-	(*ZoneOutcome)(nil),               // 3: libvirtprovider.admin.v1.ZoneOutcome
-	(*GetFleetSummaryRequest)(nil),    // 4: libvirtprovider.admin.v1.GetFleetSummaryRequest
-	(*GetFleetSummaryResponse)(nil),   // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse
-	(*Host)(nil),                      // 6: libvirtprovider.admin.v1.Host
-	(*HostCordon)(nil),                // 7: libvirtprovider.admin.v1.HostCordon
-	(*HostCapacity)(nil),              // 8: libvirtprovider.admin.v1.HostCapacity
-	(*ListHostsRequest)(nil),          // 9: libvirtprovider.admin.v1.ListHostsRequest
-	(*ListHostsResponse)(nil),         // 10: libvirtprovider.admin.v1.ListHostsResponse
-	(*AdminMachine)(nil),              // 11: libvirtprovider.admin.v1.AdminMachine
-	(*ListMachinesRequest)(nil),       // 12: libvirtprovider.admin.v1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),      // 13: libvirtprovider.admin.v1.ListMachinesResponse
-	(*GetMachineRequest)(nil),         // 14: libvirtprovider.admin.v1.GetMachineRequest
-	(*GetMachineResponse)(nil),        // 15: libvirtprovider.admin.v1.GetMachineResponse
-	(*Transition)(nil),                // 16: libvirtprovider.admin.v1.Transition
-	(*GetMachineHistoryRequest)(nil),  // 17: libvirtprovider.admin.v1.GetMachineHistoryRequest
-	(*GetMachineHistoryResponse)(nil), // 18: libvirtprovider.admin.v1.GetMachineHistoryResponse
-	(*FenceMark)(nil),                 // 19: libvirtprovider.admin.v1.FenceMark
-	(*ShardMarks)(nil),                // 20: libvirtprovider.admin.v1.ShardMarks
-	(*ListFenceMarksRequest)(nil),     // 21: libvirtprovider.admin.v1.ListFenceMarksRequest
-	(*ListFenceMarksResponse)(nil),    // 22: libvirtprovider.admin.v1.ListFenceMarksResponse
-	(*WatchMachinesRequest)(nil),      // 23: libvirtprovider.admin.v1.WatchMachinesRequest
-	(*WatchMachinesResponse)(nil),     // 24: libvirtprovider.admin.v1.WatchMachinesResponse
-	(*ReleaseMachineRequest)(nil),     // 25: libvirtprovider.admin.v1.ReleaseMachineRequest
-	(*ReleaseMachineResponse)(nil),    // 26: libvirtprovider.admin.v1.ReleaseMachineResponse
-	(*TriggerReconcileRequest)(nil),   // 27: libvirtprovider.admin.v1.TriggerReconcileRequest
-	(*TriggerReconcileResponse)(nil),  // 28: libvirtprovider.admin.v1.TriggerReconcileResponse
-	(*CordonHostRequest)(nil),         // 29: libvirtprovider.admin.v1.CordonHostRequest
-	(*CordonHostResponse)(nil),        // 30: libvirtprovider.admin.v1.CordonHostResponse
-	(*UncordonHostRequest)(nil),       // 31: libvirtprovider.admin.v1.UncordonHostRequest
-	(*UncordonHostResponse)(nil),      // 32: libvirtprovider.admin.v1.UncordonHostResponse
-	(*MigrateMachineRequest)(nil),     // 33: libvirtprovider.admin.v1.MigrateMachineRequest
-	(*MigrateMachineResponse)(nil),    // 34: libvirtprovider.admin.v1.MigrateMachineResponse
-	(*WhoAmIRequest)(nil),             // 35: libvirtprovider.admin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),            // 36: libvirtprovider.admin.v1.WhoAmIResponse
-	nil,                               // 37: libvirtprovider.admin.v1.Host.LabelsEntry
-	(v1alpha1.MachineState)(0),        // 38: bigfleet.v1alpha1.MachineState
-	(*timestamppb.Timestamp)(nil),     // 39: google.protobuf.Timestamp
-	(*v1alpha1.Machine)(nil),          // 40: bigfleet.v1alpha1.Machine
-	(*durationpb.Duration)(nil),       // 41: google.protobuf.Duration
+	(WatchEventType)(0),                  // 0: libvirtprovider.admin.v1.WatchEventType
+	(*StateZoneCount)(nil),               // 1: libvirtprovider.admin.v1.StateZoneCount
+	(*ReconcileSummary)(nil),             // 2: libvirtprovider.admin.v1.ReconcileSummary
+	(*ZoneOutcome)(nil),                  // 3: libvirtprovider.admin.v1.ZoneOutcome
+	(*GetFleetSummaryRequest)(nil),       // 4: libvirtprovider.admin.v1.GetFleetSummaryRequest
+	(*GetFleetSummaryResponse)(nil),      // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse
+	(*Host)(nil),                         // 6: libvirtprovider.admin.v1.Host
+	(*HostCordon)(nil),                   // 7: libvirtprovider.admin.v1.HostCordon
+	(*HostCapacity)(nil),                 // 8: libvirtprovider.admin.v1.HostCapacity
+	(*ListHostsRequest)(nil),             // 9: libvirtprovider.admin.v1.ListHostsRequest
+	(*ListHostsResponse)(nil),            // 10: libvirtprovider.admin.v1.ListHostsResponse
+	(*AdminMachine)(nil),                 // 11: libvirtprovider.admin.v1.AdminMachine
+	(*ListMachinesRequest)(nil),          // 12: libvirtprovider.admin.v1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),         // 13: libvirtprovider.admin.v1.ListMachinesResponse
+	(*GetMachineRequest)(nil),            // 14: libvirtprovider.admin.v1.GetMachineRequest
+	(*GetMachineResponse)(nil),           // 15: libvirtprovider.admin.v1.GetMachineResponse
+	(*Transition)(nil),                   // 16: libvirtprovider.admin.v1.Transition
+	(*GetMachineHistoryRequest)(nil),     // 17: libvirtprovider.admin.v1.GetMachineHistoryRequest
+	(*GetMachineHistoryResponse)(nil),    // 18: libvirtprovider.admin.v1.GetMachineHistoryResponse
+	(*FenceMark)(nil),                    // 19: libvirtprovider.admin.v1.FenceMark
+	(*ShardMarks)(nil),                   // 20: libvirtprovider.admin.v1.ShardMarks
+	(*ListFenceMarksRequest)(nil),        // 21: libvirtprovider.admin.v1.ListFenceMarksRequest
+	(*ListFenceMarksResponse)(nil),       // 22: libvirtprovider.admin.v1.ListFenceMarksResponse
+	(*MachineShardCount)(nil),            // 23: libvirtprovider.admin.v1.MachineShardCount
+	(*ListIdentityRefusalsRequest)(nil),  // 24: libvirtprovider.admin.v1.ListIdentityRefusalsRequest
+	(*ListIdentityRefusalsResponse)(nil), // 25: libvirtprovider.admin.v1.ListIdentityRefusalsResponse
+	(*IdentityRefusal)(nil),              // 26: libvirtprovider.admin.v1.IdentityRefusal
+	(*WatchMachinesRequest)(nil),         // 27: libvirtprovider.admin.v1.WatchMachinesRequest
+	(*WatchMachinesResponse)(nil),        // 28: libvirtprovider.admin.v1.WatchMachinesResponse
+	(*ReleaseMachineRequest)(nil),        // 29: libvirtprovider.admin.v1.ReleaseMachineRequest
+	(*ReleaseMachineResponse)(nil),       // 30: libvirtprovider.admin.v1.ReleaseMachineResponse
+	(*TriggerReconcileRequest)(nil),      // 31: libvirtprovider.admin.v1.TriggerReconcileRequest
+	(*TriggerReconcileResponse)(nil),     // 32: libvirtprovider.admin.v1.TriggerReconcileResponse
+	(*CordonHostRequest)(nil),            // 33: libvirtprovider.admin.v1.CordonHostRequest
+	(*CordonHostResponse)(nil),           // 34: libvirtprovider.admin.v1.CordonHostResponse
+	(*UncordonHostRequest)(nil),          // 35: libvirtprovider.admin.v1.UncordonHostRequest
+	(*UncordonHostResponse)(nil),         // 36: libvirtprovider.admin.v1.UncordonHostResponse
+	(*MigrateMachineRequest)(nil),        // 37: libvirtprovider.admin.v1.MigrateMachineRequest
+	(*MigrateMachineResponse)(nil),       // 38: libvirtprovider.admin.v1.MigrateMachineResponse
+	(*WhoAmIRequest)(nil),                // 39: libvirtprovider.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),               // 40: libvirtprovider.admin.v1.WhoAmIResponse
+	nil,                                  // 41: libvirtprovider.admin.v1.Host.LabelsEntry
+	(v1alpha1.MachineState)(0),           // 42: bigfleet.v1alpha1.MachineState
+	(*timestamppb.Timestamp)(nil),        // 43: google.protobuf.Timestamp
+	(*v1alpha1.Machine)(nil),             // 44: bigfleet.v1alpha1.Machine
+	(*durationpb.Duration)(nil),          // 45: google.protobuf.Duration
 }
 var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
-	38, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
-	39, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
+	42, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
+	43, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
 	3,  // 2: libvirtprovider.admin.v1.ReconcileSummary.zones:type_name -> libvirtprovider.admin.v1.ZoneOutcome
 	1,  // 3: libvirtprovider.admin.v1.GetFleetSummaryResponse.counts:type_name -> libvirtprovider.admin.v1.StateZoneCount
 	2,  // 4: libvirtprovider.admin.v1.GetFleetSummaryResponse.last_reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	39, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
-	39, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
-	37, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
+	43, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
+	43, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
+	41, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
 	7,  // 8: libvirtprovider.admin.v1.Host.cordon:type_name -> libvirtprovider.admin.v1.HostCordon
 	8,  // 9: libvirtprovider.admin.v1.Host.capacity:type_name -> libvirtprovider.admin.v1.HostCapacity
-	39, // 10: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
+	43, // 10: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
 	6,  // 11: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
-	40, // 12: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
-	39, // 13: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
-	41, // 14: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
-	39, // 15: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
-	38, // 16: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
+	44, // 12: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
+	43, // 13: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
+	45, // 14: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
+	43, // 15: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
+	42, // 16: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
 	11, // 17: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
 	11, // 18: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	38, // 19: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
-	38, // 20: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
-	39, // 21: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
-	39, // 22: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
-	41, // 23: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
+	42, // 19: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
+	42, // 20: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
+	43, // 21: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
+	43, // 22: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
+	45, // 23: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
 	16, // 24: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
 	19, // 25: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
 	20, // 26: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
-	0,  // 27: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
-	11, // 28: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	39, // 29: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
-	11, // 30: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	2,  // 31: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	6,  // 32: libvirtprovider.admin.v1.CordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
-	6,  // 33: libvirtprovider.admin.v1.UncordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
-	11, // 34: libvirtprovider.admin.v1.MigrateMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	41, // 35: libvirtprovider.admin.v1.MigrateMachineResponse.took:type_name -> google.protobuf.Duration
-	4,  // 36: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
-	9,  // 37: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
-	12, // 38: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
-	14, // 39: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
-	17, // 40: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
-	21, // 41: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
-	23, // 42: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
-	25, // 43: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
-	27, // 44: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
-	29, // 45: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
-	31, // 46: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
-	33, // 47: libvirtprovider.admin.v1.AdminService.MigrateMachine:input_type -> libvirtprovider.admin.v1.MigrateMachineRequest
-	35, // 48: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
-	5,  // 49: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
-	10, // 50: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
-	13, // 51: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
-	15, // 52: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
-	18, // 53: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
-	22, // 54: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
-	24, // 55: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
-	26, // 56: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
-	28, // 57: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
-	30, // 58: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
-	32, // 59: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
-	34, // 60: libvirtprovider.admin.v1.AdminService.MigrateMachine:output_type -> libvirtprovider.admin.v1.MigrateMachineResponse
-	36, // 61: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
-	49, // [49:62] is the sub-list for method output_type
-	36, // [36:49] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	23, // 27: libvirtprovider.admin.v1.ListFenceMarksResponse.busiest:type_name -> libvirtprovider.admin.v1.MachineShardCount
+	26, // 28: libvirtprovider.admin.v1.ListIdentityRefusalsResponse.refusals:type_name -> libvirtprovider.admin.v1.IdentityRefusal
+	43, // 29: libvirtprovider.admin.v1.IdentityRefusal.time:type_name -> google.protobuf.Timestamp
+	0,  // 30: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
+	11, // 31: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
+	43, // 32: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
+	11, // 33: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	2,  // 34: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
+	6,  // 35: libvirtprovider.admin.v1.CordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	6,  // 36: libvirtprovider.admin.v1.UncordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	11, // 37: libvirtprovider.admin.v1.MigrateMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	45, // 38: libvirtprovider.admin.v1.MigrateMachineResponse.took:type_name -> google.protobuf.Duration
+	4,  // 39: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
+	9,  // 40: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
+	12, // 41: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
+	14, // 42: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
+	17, // 43: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
+	21, // 44: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
+	27, // 45: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
+	29, // 46: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
+	31, // 47: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
+	33, // 48: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
+	35, // 49: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
+	37, // 50: libvirtprovider.admin.v1.AdminService.MigrateMachine:input_type -> libvirtprovider.admin.v1.MigrateMachineRequest
+	24, // 51: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:input_type -> libvirtprovider.admin.v1.ListIdentityRefusalsRequest
+	39, // 52: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
+	5,  // 53: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
+	10, // 54: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
+	13, // 55: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
+	15, // 56: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
+	18, // 57: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
+	22, // 58: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
+	28, // 59: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
+	30, // 60: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
+	32, // 61: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
+	34, // 62: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
+	36, // 63: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
+	38, // 64: libvirtprovider.admin.v1.AdminService.MigrateMachine:output_type -> libvirtprovider.admin.v1.MigrateMachineResponse
+	25, // 65: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:output_type -> libvirtprovider.admin.v1.ListIdentityRefusalsResponse
+	40, // 66: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
+	53, // [53:67] is the sub-list for method output_type
+	39, // [39:53] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_libvirtprovider_admin_v1_admin_proto_init() }
@@ -2752,7 +3054,7 @@ func file_libvirtprovider_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_libvirtprovider_admin_v1_admin_proto_rawDesc), len(file_libvirtprovider_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -72,6 +72,9 @@ const (
 	// AdminServiceMigrateMachineProcedure is the fully-qualified name of the AdminService's
 	// MigrateMachine RPC.
 	AdminServiceMigrateMachineProcedure = "/libvirtprovider.admin.v1.AdminService/MigrateMachine"
+	// AdminServiceListIdentityRefusalsProcedure is the fully-qualified name of the AdminService's
+	// ListIdentityRefusals RPC.
+	AdminServiceListIdentityRefusalsProcedure = "/libvirtprovider.admin.v1.AdminService/ListIdentityRefusals"
 	// AdminServiceWhoAmIProcedure is the fully-qualified name of the AdminService's WhoAmI RPC.
 	AdminServiceWhoAmIProcedure = "/libvirtprovider.admin.v1.AdminService/WhoAmI"
 )
@@ -132,6 +135,10 @@ type AdminServiceClient interface {
 	// Unimplemented (a backend that cannot migrate). Requires --admin-write
 	// and a caller on --admin-clients.
 	MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error)
+	// ListIdentityRefusals returns the latest CapacityProvider calls refused
+	// because the caller's certificate did not allow them (BigFleet
+	// ADR-0048, --caller-identity=bigfleet), newest first.
+	ListIdentityRefusals(context.Context, *connect.Request[v1.ListIdentityRefusalsRequest]) (*connect.Response[v1.ListIdentityRefusalsResponse], error)
 	// WhoAmI reports the identity the server saw on this call and whether
 	// it may write, so a client (the admin page) can say so before trying.
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -229,6 +236,13 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("MigrateMachine")),
 			connect.WithClientOptions(opts...),
 		),
+		listIdentityRefusals: connect.NewClient[v1.ListIdentityRefusalsRequest, v1.ListIdentityRefusalsResponse](
+			httpClient,
+			baseURL+AdminServiceListIdentityRefusalsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListIdentityRefusals")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
 			httpClient,
 			baseURL+AdminServiceWhoAmIProcedure,
@@ -241,19 +255,20 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	getFleetSummary   *connect.Client[v1.GetFleetSummaryRequest, v1.GetFleetSummaryResponse]
-	listHosts         *connect.Client[v1.ListHostsRequest, v1.ListHostsResponse]
-	listMachines      *connect.Client[v1.ListMachinesRequest, v1.ListMachinesResponse]
-	getMachine        *connect.Client[v1.GetMachineRequest, v1.GetMachineResponse]
-	getMachineHistory *connect.Client[v1.GetMachineHistoryRequest, v1.GetMachineHistoryResponse]
-	listFenceMarks    *connect.Client[v1.ListFenceMarksRequest, v1.ListFenceMarksResponse]
-	watchMachines     *connect.Client[v1.WatchMachinesRequest, v1.WatchMachinesResponse]
-	releaseMachine    *connect.Client[v1.ReleaseMachineRequest, v1.ReleaseMachineResponse]
-	triggerReconcile  *connect.Client[v1.TriggerReconcileRequest, v1.TriggerReconcileResponse]
-	cordonHost        *connect.Client[v1.CordonHostRequest, v1.CordonHostResponse]
-	uncordonHost      *connect.Client[v1.UncordonHostRequest, v1.UncordonHostResponse]
-	migrateMachine    *connect.Client[v1.MigrateMachineRequest, v1.MigrateMachineResponse]
-	whoAmI            *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
+	getFleetSummary      *connect.Client[v1.GetFleetSummaryRequest, v1.GetFleetSummaryResponse]
+	listHosts            *connect.Client[v1.ListHostsRequest, v1.ListHostsResponse]
+	listMachines         *connect.Client[v1.ListMachinesRequest, v1.ListMachinesResponse]
+	getMachine           *connect.Client[v1.GetMachineRequest, v1.GetMachineResponse]
+	getMachineHistory    *connect.Client[v1.GetMachineHistoryRequest, v1.GetMachineHistoryResponse]
+	listFenceMarks       *connect.Client[v1.ListFenceMarksRequest, v1.ListFenceMarksResponse]
+	watchMachines        *connect.Client[v1.WatchMachinesRequest, v1.WatchMachinesResponse]
+	releaseMachine       *connect.Client[v1.ReleaseMachineRequest, v1.ReleaseMachineResponse]
+	triggerReconcile     *connect.Client[v1.TriggerReconcileRequest, v1.TriggerReconcileResponse]
+	cordonHost           *connect.Client[v1.CordonHostRequest, v1.CordonHostResponse]
+	uncordonHost         *connect.Client[v1.UncordonHostRequest, v1.UncordonHostResponse]
+	migrateMachine       *connect.Client[v1.MigrateMachineRequest, v1.MigrateMachineResponse]
+	listIdentityRefusals *connect.Client[v1.ListIdentityRefusalsRequest, v1.ListIdentityRefusalsResponse]
+	whoAmI               *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
 }
 
 // GetFleetSummary calls libvirtprovider.admin.v1.AdminService.GetFleetSummary.
@@ -314,6 +329,11 @@ func (c *adminServiceClient) UncordonHost(ctx context.Context, req *connect.Requ
 // MigrateMachine calls libvirtprovider.admin.v1.AdminService.MigrateMachine.
 func (c *adminServiceClient) MigrateMachine(ctx context.Context, req *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {
 	return c.migrateMachine.CallUnary(ctx, req)
+}
+
+// ListIdentityRefusals calls libvirtprovider.admin.v1.AdminService.ListIdentityRefusals.
+func (c *adminServiceClient) ListIdentityRefusals(ctx context.Context, req *connect.Request[v1.ListIdentityRefusalsRequest]) (*connect.Response[v1.ListIdentityRefusalsResponse], error) {
+	return c.listIdentityRefusals.CallUnary(ctx, req)
 }
 
 // WhoAmI calls libvirtprovider.admin.v1.AdminService.WhoAmI.
@@ -377,6 +397,10 @@ type AdminServiceHandler interface {
 	// Unimplemented (a backend that cannot migrate). Requires --admin-write
 	// and a caller on --admin-clients.
 	MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error)
+	// ListIdentityRefusals returns the latest CapacityProvider calls refused
+	// because the caller's certificate did not allow them (BigFleet
+	// ADR-0048, --caller-identity=bigfleet), newest first.
+	ListIdentityRefusals(context.Context, *connect.Request[v1.ListIdentityRefusalsRequest]) (*connect.Response[v1.ListIdentityRefusalsResponse], error)
 	// WhoAmI reports the identity the server saw on this call and whether
 	// it may write, so a client (the admin page) can say so before trying.
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -470,6 +494,13 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("MigrateMachine")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListIdentityRefusalsHandler := connect.NewUnaryHandler(
+		AdminServiceListIdentityRefusalsProcedure,
+		svc.ListIdentityRefusals,
+		connect.WithSchema(adminServiceMethods.ByName("ListIdentityRefusals")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceWhoAmIHandler := connect.NewUnaryHandler(
 		AdminServiceWhoAmIProcedure,
 		svc.WhoAmI,
@@ -503,6 +534,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceUncordonHostHandler.ServeHTTP(w, r)
 		case AdminServiceMigrateMachineProcedure:
 			adminServiceMigrateMachineHandler.ServeHTTP(w, r)
+		case AdminServiceListIdentityRefusalsProcedure:
+			adminServiceListIdentityRefusalsHandler.ServeHTTP(w, r)
 		case AdminServiceWhoAmIProcedure:
 			adminServiceWhoAmIHandler.ServeHTTP(w, r)
 		default:
@@ -560,6 +593,10 @@ func (UnimplementedAdminServiceHandler) UncordonHost(context.Context, *connect.R
 
 func (UnimplementedAdminServiceHandler) MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.MigrateMachine is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListIdentityRefusals(context.Context, *connect.Request[v1.ListIdentityRefusalsRequest]) (*connect.Response[v1.ListIdentityRefusalsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.ListIdentityRefusals is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {

@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file libvirtprovider/admin/v1/admin.proto.
  */
 export const file_libvirtprovider_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiRsaWJ2aXJ0cHJvdmlkZXIvYWRtaW4vdjEvYWRtaW4ucHJvdG8SGGxpYnZpcnRwcm92aWRlci5hZG1pbi52MSJdCg5TdGF0ZVpvbmVDb3VudBIuCgVzdGF0ZRgBIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIMCgR6b25lGAIgASgJEg0KBWNvdW50GAMgASgFIr0BChBSZWNvbmNpbGVTdW1tYXJ5EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2Fkb3B0ZWQYAiABKAUSEAoIdmFuaXNoZWQYAyABKAUSNAoFem9uZXMYBCADKAsyJS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuWm9uZU91dGNvbWUSEQoJcmVzdGFydGVkGAUgASgFEhMKC25vdF9ydW5uaW5nGAYgASgFIioKC1pvbmVPdXRjb21lEgwKBHpvbmUYASABKAkSDQoFZXJyb3IYAiABKAkiGAoWR2V0RmxlZXRTdW1tYXJ5UmVxdWVzdCLsAQoXR2V0RmxlZXRTdW1tYXJ5UmVzcG9uc2USOAoGY291bnRzGAEgAygLMigubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlN0YXRlWm9uZUNvdW50Eg0KBXRvdGFsGAIgASgFEkIKDmxhc3RfcmVjb25jaWxlGAMgASgLMioubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlY29uY2lsZVN1bW1hcnkSEwoLYWRtaW5fd3JpdGUYBCABKAgSLwoLc2VydmVyX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoUFCgRIb3N0EgwKBHpvbmUYASABKAkSCwoDdXJpGAIgASgJEhEKCWNvbm5lY3RlZBgDIAEoCBISCgpsYXN0X2Vycm9yGAQgASgJEhcKD2xpYnZpcnRfdmVyc2lvbhgFIAEoCRIaChJoeXBlcnZpc29yX3ZlcnNpb24YBiABKAkSGwoTcG9vbF9jYXBhY2l0eV9ieXRlcxgHIAEoBBIdChVwb29sX2FsbG9jYXRpb25fYnl0ZXMYCCABKAQSFAoMZG9tYWluX2NvdW50GAkgASgFEhUKDW1hY2hpbmVfY291bnQYCiABKAUSNwoTbGFzdF9yZWNvbmNpbGVfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHgoWbGFzdF9yZWNvbmNpbGVfb3V0Y29tZRgMIAEoCRITCgtkb21haW5fdHlwZRgNIAEoCRIYChBkb21haW5fdHlwZV9ub3RlGA4gASgJEgwKBG5hbWUYDyABKAkSOgoGbGFiZWxzGBAgAygLMioubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QuTGFiZWxzRW50cnkSEAoIY29yZG9uZWQYESABKAgSNAoGY29yZG9uGBIgASgLMiQubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3RDb3Jkb24SOAoIY2FwYWNpdHkYEyABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdENhcGFjaXR5EhoKEmhvc3RfbWFjaGluZV9jb3VudBgUIAEoBRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlMKCkhvc3RDb3Jkb24SDgoGcmVhc29uGAEgASgJEgoKAmJ5GAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLNAgoMSG9zdENhcGFjaXR5Eg0KBXZjcHVzGAEgASgFEhYKDmNwdV9vdmVyY29tbWl0GAIgASgBEhcKD3ZjcHVzX3BsYWNlYWJsZRgDIAEoBRISCgp2Y3B1c191c2VkGAQgASgFEhcKD3ZjcHVzX2F2YWlsYWJsZRgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAQSGQoRbWVtb3J5X292ZXJjb21taXQYByABKAESHgoWbWVtb3J5X3BsYWNlYWJsZV9ieXRlcxgIIAEoBBIZChFtZW1vcnlfdXNlZF9ieXRlcxgJIAEoBBIeChZtZW1vcnlfYXZhaWxhYmxlX2J5dGVzGAogASgEEhkKEW1lbW9yeV9mcmVlX2J5dGVzGAsgASgEEhcKD3Bvb2xfZnJlZV9ieXRlcxgMIAEoBBIQCghtYWNoaW5lcxgNIAEoBSISChBMaXN0SG9zdHNSZXF1ZXN0IkIKEUxpc3RIb3N0c1Jlc3BvbnNlEi0KBWhvc3RzGAEgAygLMh4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QixwIKDEFkbWluTWFjaGluZRIrCgdtYWNoaW5lGAEgASgLMhouYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZRIOCgZkb21haW4YAiABKAkSFAoMb3BlcmF0aW9uX2lkGAMgASgJEhYKDm9wZXJhdGlvbl9raW5kGAQgASgJEi8KC3N0YXRlX3NpbmNlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCg10aW1lX2luX3N0YXRlGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKEm9wZXJhdGlvbl9kZWFkbGluZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmV2aXNpb24YCCABKAQSDAoEaG9zdBgJIAEoCRIRCglhZGRyZXNzZXMYCiADKAkieQoTTGlzdE1hY2hpbmVzUmVxdWVzdBIvCgZzdGF0ZXMYASADKA4yHy5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lU3RhdGUSDQoFem9uZXMYAiADKAkSEwoLbWF4X3Jlc3VsdHMYAyABKAUSDQoFaG9zdHMYBCADKAkiZwoUTGlzdE1hY2hpbmVzUmVzcG9uc2USOAoIbWFjaGluZXMYASADKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lEhUKDXRvdGFsX21hdGNoZWQYAiABKAUiHwoRR2V0TWFjaGluZVJlcXVlc3QSCgoCaWQYASABKAkiTQoSR2V0TWFjaGluZVJlc3BvbnNlEjcKB21hY2hpbmUYASABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lItACCgpUcmFuc2l0aW9uEhQKDG9wZXJhdGlvbl9pZBgBIAEoCRIMCgRraW5kGAIgASgJEjMKCmZyb21fc3RhdGUYAyABKA4yHy5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lU3RhdGUSMQoIdG9fc3RhdGUYBCABKA4yHy5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lU3RhdGUSKwoHc3RhcnRlZBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFZW5kZWQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKCGR1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB291dGNvbWUYCCABKAkSEgoKbGFzdF9lcnJvchgJIAEoCRIMCgRub3RlGAogASgJIiYKGEdldE1hY2hpbmVIaXN0b3J5UmVxdWVzdBIKCgJpZBgBIAEoCSJ5ChlHZXRNYWNoaW5lSGlzdG9yeVJlc3BvbnNlEhIKCm1hY2hpbmVfaWQYASABKAkSOQoLdHJhbnNpdGlvbnMYAiADKAsyJC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJhbnNpdGlvbhINCgVsaW1pdBgDIAEoBSJACglGZW5jZU1hcmsSEgoKbWFjaGluZV9pZBgBIAEoCRINCgVlcG9jaBgCIAEoAxIQCghzZXF1ZW5jZRgDIAEoAyJSCgpTaGFyZE1hcmtzEhAKCHNoYXJkX2lkGAEgASgJEjIKBW1hcmtzGAIgAygLMiMubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkZlbmNlTWFyayI9ChVMaXN0RmVuY2VNYXJrc1JlcXVlc3QSEAoIc2hhcmRfaWQYASABKAkSEgoKbWFjaGluZV9pZBgCIAEoCSJOChZMaXN0RmVuY2VNYXJrc1Jlc3BvbnNlEjQKBnNoYXJkcxgBIAMoCzIkLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5TaGFyZE1hcmtzIhYKFFdhdGNoTWFjaGluZXNSZXF1ZXN0IroBChVXYXRjaE1hY2hpbmVzUmVzcG9uc2USNgoEdHlwZRgBIAEoDjIoLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaEV2ZW50VHlwZRI4CghtYWNoaW5lcxgCIAMoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5BZG1pbk1hY2hpbmUSLwoLc2VydmVyX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiMKFVJlbGVhc2VNYWNoaW5lUmVxdWVzdBIKCgJpZBgBIAEoCSJnChZSZWxlYXNlTWFjaGluZVJlc3BvbnNlEhQKDG9wZXJhdGlvbl9pZBgBIAEoCRI3CgdtYWNoaW5lGAIgASgLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZSIZChdUcmlnZ2VyUmVjb25jaWxlUmVxdWVzdCJZChhUcmlnZ2VyUmVjb25jaWxlUmVzcG9uc2USPQoJcmVjb25jaWxlGAEgASgLMioubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlY29uY2lsZVN1bW1hcnkiMQoRQ29yZG9uSG9zdFJlcXVlc3QSDAoEaG9zdBgBIAEoCRIOCgZyZWFzb24YAiABKAkiQgoSQ29yZG9uSG9zdFJlc3BvbnNlEiwKBGhvc3QYASABKAsyHi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdCIjChNVbmNvcmRvbkhvc3RSZXF1ZXN0EgwKBGhvc3QYASABKAkiRAoUVW5jb3Jkb25Ib3N0UmVzcG9uc2USLAoEaG9zdBgBIAEoCzIeLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0IjQKFU1pZ3JhdGVNYWNoaW5lUmVxdWVzdBIKCgJpZBgBIAEoCRIPCgd0b19ob3N0GAIgASgJIrEBChZNaWdyYXRlTWFjaGluZVJlc3BvbnNlEjcKB21hY2hpbmUYASABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lEhEKCWZyb21faG9zdBgCIAEoCRIPCgd0b19ob3N0GAMgASgJEhEKCXBsYWNlbWVudBgEIAEoCRInCgR0b29rGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIg8KDVdob0FtSVJlcXVlc3QiWAoOV2hvQW1JUmVzcG9uc2USEAoIaWRlbnRpdHkYASABKAkSEQoJYW5vbnltb3VzGAIgASgIEhEKCW1heV93cml0ZRgDIAEoCBIOCgZyZWFzb24YBCABKAkqrAEKDldhdGNoRXZlbnRUeXBlEiAKHFdBVENIX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIdChlXQVRDSF9FVkVOVF9UWVBFX1NOQVBTSE9UEAESGwoXV0FUQ0hfRVZFTlRfVFlQRV9TWU5DRUQQAhIcChhXQVRDSF9FVkVOVF9UWVBFX0NIQU5HRUQQAxIeChpXQVRDSF9FVkVOVF9UWVBFX0hFQVJUQkVBVBAEMvgLCgxBZG1pblNlcnZpY2USewoPR2V0RmxlZXRTdW1tYXJ5EjAubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldEZsZWV0U3VtbWFyeVJlcXVlc3QaMS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0RmxlZXRTdW1tYXJ5UmVzcG9uc2UiA5ACARJpCglMaXN0SG9zdHMSKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdEhvc3RzUmVxdWVzdBorLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0SG9zdHNSZXNwb25zZSIDkAIBEnIKDExpc3RNYWNoaW5lcxItLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0TWFjaGluZXNSZXF1ZXN0Gi4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RNYWNoaW5lc1Jlc3BvbnNlIgOQAgESbAoKR2V0TWFjaGluZRIrLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lUmVxdWVzdBosLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lUmVzcG9uc2UiA5ACARKBAQoRR2V0TWFjaGluZUhpc3RvcnkSMi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0TWFjaGluZUhpc3RvcnlSZXF1ZXN0GjMubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVIaXN0b3J5UmVzcG9uc2UiA5ACARJ4Cg5MaXN0RmVuY2VNYXJrcxIvLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0RmVuY2VNYXJrc1JlcXVlc3QaMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdEZlbmNlTWFya3NSZXNwb25zZSIDkAIBEncKDVdhdGNoTWFjaGluZXMSLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2F0Y2hNYWNoaW5lc1JlcXVlc3QaLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2F0Y2hNYWNoaW5lc1Jlc3BvbnNlIgOQAgEwARJzCg5SZWxlYXNlTWFjaGluZRIvLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5SZWxlYXNlTWFjaGluZVJlcXVlc3QaMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVsZWFzZU1hY2hpbmVSZXNwb25zZRJ5ChBUcmlnZ2VyUmVjb25jaWxlEjEubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlRyaWdnZXJSZWNvbmNpbGVSZXF1ZXN0GjIubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlRyaWdnZXJSZWNvbmNpbGVSZXNwb25zZRJsCgpDb3Jkb25Ib3N0EisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkNvcmRvbkhvc3RSZXF1ZXN0GiwubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkNvcmRvbkhvc3RSZXNwb25zZSIDkAICEnIKDFVuY29yZG9uSG9zdBItLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5VbmNvcmRvbkhvc3RSZXF1ZXN0Gi4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlVuY29yZG9uSG9zdFJlc3BvbnNlIgOQAgIScwoOTWlncmF0ZU1hY2hpbmUSLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTWlncmF0ZU1hY2hpbmVSZXF1ZXN0GjAubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLk1pZ3JhdGVNYWNoaW5lUmVzcG9uc2USYAoGV2hvQW1JEicubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldob0FtSVJlcXVlc3QaKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2hvQW1JUmVzcG9uc2UiA5ACAUJLWklnaXRodWIuY29tL2JpZ2ZsZWV0L2xpYnZpcnQtcHJvdmlkZXIvZ2VuL2xpYnZpcnRwcm92aWRlci9hZG1pbi92MTthZG1pbnYxYgZwcm90bzM", [file_bigfleet_v1alpha1_provider, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRsaWJ2aXJ0cHJvdmlkZXIvYWRtaW4vdjEvYWRtaW4ucHJvdG8SGGxpYnZpcnRwcm92aWRlci5hZG1pbi52MSJdCg5TdGF0ZVpvbmVDb3VudBIuCgVzdGF0ZRgBIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIMCgR6b25lGAIgASgJEg0KBWNvdW50GAMgASgFIr0BChBSZWNvbmNpbGVTdW1tYXJ5EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2Fkb3B0ZWQYAiABKAUSEAoIdmFuaXNoZWQYAyABKAUSNAoFem9uZXMYBCADKAsyJS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuWm9uZU91dGNvbWUSEQoJcmVzdGFydGVkGAUgASgFEhMKC25vdF9ydW5uaW5nGAYgASgFIioKC1pvbmVPdXRjb21lEgwKBHpvbmUYASABKAkSDQoFZXJyb3IYAiABKAkiGAoWR2V0RmxlZXRTdW1tYXJ5UmVxdWVzdCLsAQoXR2V0RmxlZXRTdW1tYXJ5UmVzcG9uc2USOAoGY291bnRzGAEgAygLMigubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlN0YXRlWm9uZUNvdW50Eg0KBXRvdGFsGAIgASgFEkIKDmxhc3RfcmVjb25jaWxlGAMgASgLMioubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlY29uY2lsZVN1bW1hcnkSEwoLYWRtaW5fd3JpdGUYBCABKAgSLwoLc2VydmVyX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoUFCgRIb3N0EgwKBHpvbmUYASABKAkSCwoDdXJpGAIgASgJEhEKCWNvbm5lY3RlZBgDIAEoCBISCgpsYXN0X2Vycm9yGAQgASgJEhcKD2xpYnZpcnRfdmVyc2lvbhgFIAEoCRIaChJoeXBlcnZpc29yX3ZlcnNpb24YBiABKAkSGwoTcG9vbF9jYXBhY2l0eV9ieXRlcxgHIAEoBBIdChVwb29sX2FsbG9jYXRpb25fYnl0ZXMYCCABKAQSFAoMZG9tYWluX2NvdW50GAkgASgFEhUKDW1hY2hpbmVfY291bnQYCiABKAUSNwoTbGFzdF9yZWNvbmNpbGVfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHgoWbGFzdF9yZWNvbmNpbGVfb3V0Y29tZRgMIAEoCRITCgtkb21haW5fdHlwZRgNIAEoCRIYChBkb21haW5fdHlwZV9ub3RlGA4gASgJEgwKBG5hbWUYDyABKAkSOgoGbGFiZWxzGBAgAygLMioubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QuTGFiZWxzRW50cnkSEAoIY29yZG9uZWQYESABKAgSNAoGY29yZG9uGBIgASgLMiQubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3RDb3Jkb24SOAoIY2FwYWNpdHkYEyABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdENhcGFjaXR5EhoKEmhvc3RfbWFjaGluZV9jb3VudBgUIAEoBRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlMKCkhvc3RDb3Jkb24SDgoGcmVhc29uGAEgASgJEgoKAmJ5GAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLNAgoMSG9zdENhcGFjaXR5Eg0KBXZjcHVzGAEgASgFEhYKDmNwdV9vdmVyY29tbWl0GAIgASgBEhcKD3ZjcHVzX3BsYWNlYWJsZRgDIAEoBRISCgp2Y3B1c191c2VkGAQgASgFEhcKD3ZjcHVzX2F2YWlsYWJsZRgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAQSGQoRbWVtb3J5X292ZXJjb21taXQYByABKAESHgoWbWVtb3J5X3BsYWNlYWJsZV9ieXRlcxgIIAEoBBIZChFtZW1vcnlfdXNlZF9ieXRlcxgJIAEoBBIeChZtZW1vcnlfYXZhaWxhYmxlX2J5dGVzGAogASgEEhkKEW1lbW9yeV9mcmVlX2J5dGVzGAsgASgEEhcKD3Bvb2xfZnJlZV9ieXRlcxgMIAEoBBIQCghtYWNoaW5lcxgNIAEoBSISChBMaXN0SG9zdHNSZXF1ZXN0IkIKEUxpc3RIb3N0c1Jlc3BvbnNlEi0KBWhvc3RzGAEgAygLMh4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QixwIKDEFkbWluTWFjaGluZRIrCgdtYWNoaW5lGAEgASgLMhouYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZRIOCgZkb21haW4YAiABKAkSFAoMb3BlcmF0aW9uX2lkGAMgASgJEhYKDm9wZXJhdGlvbl9raW5kGAQgASgJEi8KC3N0YXRlX3NpbmNlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCg10aW1lX2luX3N0YXRlGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKEm9wZXJhdGlvbl9kZWFkbGluZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmV2aXNpb24YCCABKAQSDAoEaG9zdBgJIAEoCRIRCglhZGRyZXNzZXMYCiADKAkieQoTTGlzdE1hY2hpbmVzUmVxdWVzdBIvCgZzdGF0ZXMYASADKA4yHy5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lU3RhdGUSDQoFem9uZXMYAiADKAkSEwoLbWF4X3Jlc3VsdHMYAyABKAUSDQoFaG9zdHMYBCADKAkiZwoUTGlzdE1hY2hpbmVzUmVzcG9uc2USOAoIbWFjaGluZXMYASADKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lEhUKDXRvdGFsX21hdGNoZWQYAiABKAUiHwoRR2V0TWFjaGluZVJlcXVlc3QSCgoCaWQYASABKAkiTQoSR2V0TWFjaGluZVJlc3BvbnNlEjcKB21hY2hpbmUYASABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lItACCgpUcmFuc2l0aW9uEhQKDG9wZXJhdGlvbl9pZBgBIAEoCRIMCgRraW5kGAIgASgJEjMKCmZyb21fc3RhdGUYAyABKA4yHy5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lU3RhdGUSMQoIdG9fc3RhdGUYBCABKA4yHy5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lU3RhdGUSKwoHc3RhcnRlZBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFZW5kZWQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKCGR1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB291dGNvbWUYCCABKAkSEgoKbGFzdF9lcnJvchgJIAEoCRIMCgRub3RlGAogASgJIiYKGEdldE1hY2hpbmVIaXN0b3J5UmVxdWVzdBIKCgJpZBgBIAEoCSJ5ChlHZXRNYWNoaW5lSGlzdG9yeVJlc3BvbnNlEhIKCm1hY2hpbmVfaWQYASABKAkSOQoLdHJhbnNpdGlvbnMYAiADKAsyJC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJhbnNpdGlvbhINCgVsaW1pdBgDIAEoBSJACglGZW5jZU1hcmsSEgoKbWFjaGluZV9pZBgBIAEoCRINCgVlcG9jaBgCIAEoAxIQCghzZXF1ZW5jZRgDIAEoAyJSCgpTaGFyZE1hcmtzEhAKCHNoYXJkX2lkGAEgASgJEjIKBW1hcmtzGAIgAygLMiMubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkZlbmNlTWFyayI9ChVMaXN0RmVuY2VNYXJrc1JlcXVlc3QSEAoIc2hhcmRfaWQYASABKAkSEgoKbWFjaGluZV9pZBgCIAEoCSLIAQoWTGlzdEZlbmNlTWFya3NSZXNwb25zZRI0CgZzaGFyZHMYASADKAsyJC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuU2hhcmRNYXJrcxIgChhzaGFyZHNfcGVyX21hY2hpbmVfbGltaXQYAiABKAUSPAoHYnVzaWVzdBgDIAMoCzIrLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5NYWNoaW5lU2hhcmRDb3VudBIYChByZWZ1c2VkX2F0X2xpbWl0GAQgASgDIjcKEU1hY2hpbmVTaGFyZENvdW50EhIKCm1hY2hpbmVfaWQYASABKAkSDgoGc2hhcmRzGAIgASgFIh0KG0xpc3RJZGVudGl0eVJlZnVzYWxzUmVxdWVzdCJpChxMaXN0SWRlbnRpdHlSZWZ1c2Fsc1Jlc3BvbnNlEgwKBG1vZGUYASABKAkSOwoIcmVmdXNhbHMYAiADKAsyKS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSWRlbnRpdHlSZWZ1c2FsIp4BCg9JZGVudGl0eVJlZnVzYWwSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGbWV0aG9kGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIRCglwcmVzZW50ZWQYBCABKAkSDgoGbmVlZGVkGAUgASgJEgwKBHBlZXIYBiABKAkSEAoIcHJvdG9jb2wYByABKAkiFgoUV2F0Y2hNYWNoaW5lc1JlcXVlc3QiugEKFVdhdGNoTWFjaGluZXNSZXNwb25zZRI2CgR0eXBlGAEgASgOMigubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldhdGNoRXZlbnRUeXBlEjgKCG1hY2hpbmVzGAIgAygLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZRIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIwoVUmVsZWFzZU1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJImcKFlJlbGVhc2VNYWNoaW5lUmVzcG9uc2USFAoMb3BlcmF0aW9uX2lkGAEgASgJEjcKB21hY2hpbmUYAiABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lIhkKF1RyaWdnZXJSZWNvbmNpbGVSZXF1ZXN0IlkKGFRyaWdnZXJSZWNvbmNpbGVSZXNwb25zZRI9CglyZWNvbmNpbGUYASABKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVjb25jaWxlU3VtbWFyeSIxChFDb3Jkb25Ib3N0UmVxdWVzdBIMCgRob3N0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSJCChJDb3Jkb25Ib3N0UmVzcG9uc2USLAoEaG9zdBgBIAEoCzIeLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0IiMKE1VuY29yZG9uSG9zdFJlcXVlc3QSDAoEaG9zdBgBIAEoCSJEChRVbmNvcmRvbkhvc3RSZXNwb25zZRIsCgRob3N0GAEgASgLMh4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QiNAoVTWlncmF0ZU1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3RvX2hvc3QYAiABKAkisQEKFk1pZ3JhdGVNYWNoaW5lUmVzcG9uc2USNwoHbWFjaGluZRgBIAEoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5BZG1pbk1hY2hpbmUSEQoJZnJvbV9ob3N0GAIgASgJEg8KB3RvX2hvc3QYAyABKAkSEQoJcGxhY2VtZW50GAQgASgJEicKBHRvb2sYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDwoNV2hvQW1JUmVxdWVzdCJYCg5XaG9BbUlSZXNwb25zZRIQCghpZGVudGl0eRgBIAEoCRIRCglhbm9ueW1vdXMYAiABKAgSEQoJbWF5X3dyaXRlGAMgASgIEg4KBnJlYXNvbhgEIAEoCSqsAQoOV2F0Y2hFdmVudFR5cGUSIAocV0FUQ0hfRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEh0KGVdBVENIX0VWRU5UX1RZUEVfU05BUFNIT1QQARIbChdXQVRDSF9FVkVOVF9UWVBFX1NZTkNFRBACEhwKGFdBVENIX0VWRU5UX1RZUEVfQ0hBTkdFRBADEh4KGldBVENIX0VWRU5UX1RZUEVfSEVBUlRCRUFUEAQyhQ0KDEFkbWluU2VydmljZRJ7Cg9HZXRGbGVldFN1bW1hcnkSMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0RmxlZXRTdW1tYXJ5UmVxdWVzdBoxLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRGbGVldFN1bW1hcnlSZXNwb25zZSIDkAIBEmkKCUxpc3RIb3N0cxIqLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0SG9zdHNSZXF1ZXN0GisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RIb3N0c1Jlc3BvbnNlIgOQAgEScgoMTGlzdE1hY2hpbmVzEi0ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RNYWNoaW5lc1JlcXVlc3QaLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdE1hY2hpbmVzUmVzcG9uc2UiA5ACARJsCgpHZXRNYWNoaW5lEisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVSZXF1ZXN0GiwubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVSZXNwb25zZSIDkAIBEoEBChFHZXRNYWNoaW5lSGlzdG9yeRIyLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lSGlzdG9yeVJlcXVlc3QaMy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0TWFjaGluZUhpc3RvcnlSZXNwb25zZSIDkAIBEngKDkxpc3RGZW5jZU1hcmtzEi8ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RGZW5jZU1hcmtzUmVxdWVzdBowLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0RmVuY2VNYXJrc1Jlc3BvbnNlIgOQAgESdwoNV2F0Y2hNYWNoaW5lcxIuLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaE1hY2hpbmVzUmVxdWVzdBovLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaE1hY2hpbmVzUmVzcG9uc2UiA5ACATABEnMKDlJlbGVhc2VNYWNoaW5lEi8ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlbGVhc2VNYWNoaW5lUmVxdWVzdBowLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5SZWxlYXNlTWFjaGluZVJlc3BvbnNlEnkKEFRyaWdnZXJSZWNvbmNpbGUSMS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJpZ2dlclJlY29uY2lsZVJlcXVlc3QaMi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJpZ2dlclJlY29uY2lsZVJlc3BvbnNlEmwKCkNvcmRvbkhvc3QSKy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQ29yZG9uSG9zdFJlcXVlc3QaLC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQ29yZG9uSG9zdFJlc3BvbnNlIgOQAgIScgoMVW5jb3Jkb25Ib3N0Ei0ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlVuY29yZG9uSG9zdFJlcXVlc3QaLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVW5jb3Jkb25Ib3N0UmVzcG9uc2UiA5ACAhJzCg5NaWdyYXRlTWFjaGluZRIvLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5NaWdyYXRlTWFjaGluZVJlcXVlc3QaMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTWlncmF0ZU1hY2hpbmVSZXNwb25zZRKKAQoUTGlzdElkZW50aXR5UmVmdXNhbHMSNS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdElkZW50aXR5UmVmdXNhbHNSZXF1ZXN0GjYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RJZGVudGl0eVJlZnVzYWxzUmVzcG9uc2UiA5ACARJgCgZXaG9BbUkSJy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2hvQW1JUmVxdWVzdBooLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XaG9BbUlSZXNwb25zZSIDkAIBQktaSWdpdGh1Yi5jb20vYmlnZmxlZXQvbGlidmlydC1wcm92aWRlci9nZW4vbGlidmlydHByb3ZpZGVyL2FkbWluL3YxO2FkbWludjFiBnByb3RvMw", [file_bigfleet_v1alpha1_provider, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * StateZoneCount is the number of machines in one (state, zone).
@@ -884,6 +884,30 @@ export type ListFenceMarksResponse = Message<"libvirtprovider.admin.v1.ListFence
    * @generated from field: repeated libvirtprovider.admin.v1.ShardMarks shards = 1;
    */
   shards: ShardMarks[];
+
+  /**
+   * How many distinct shards may hold marks on one machine; a new shard's
+   * first call on a machine at the limit is refused (ResourceExhausted).
+   *
+   * @generated from field: int32 shards_per_machine_limit = 2;
+   */
+  shardsPerMachineLimit: number;
+
+  /**
+   * The machines with marks of the most distinct shards, most first
+   * (at most 20, ties by machine id), after the same filters.
+   *
+   * @generated from field: repeated libvirtprovider.admin.v1.MachineShardCount busiest = 3;
+   */
+  busiest: MachineShardCount[];
+
+  /**
+   * First contacts refused since start because the machine was at the
+   * limit.
+   *
+   * @generated from field: int64 refused_at_limit = 4;
+   */
+  refusedAtLimit: bigint;
 };
 
 /**
@@ -892,6 +916,129 @@ export type ListFenceMarksResponse = Message<"libvirtprovider.admin.v1.ListFence
  */
 export const ListFenceMarksResponseSchema: GenMessage<ListFenceMarksResponse> = /*@__PURE__*/
   messageDesc(file_libvirtprovider_admin_v1_admin, 21);
+
+/**
+ * MachineShardCount is how many distinct shards hold marks on a machine.
+ *
+ * @generated from message libvirtprovider.admin.v1.MachineShardCount
+ */
+export type MachineShardCount = Message<"libvirtprovider.admin.v1.MachineShardCount"> & {
+  /**
+   * @generated from field: string machine_id = 1;
+   */
+  machineId: string;
+
+  /**
+   * @generated from field: int32 shards = 2;
+   */
+  shards: number;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.MachineShardCount.
+ * Use `create(MachineShardCountSchema)` to create a new message.
+ */
+export const MachineShardCountSchema: GenMessage<MachineShardCount> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 22);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.ListIdentityRefusalsRequest
+ */
+export type ListIdentityRefusalsRequest = Message<"libvirtprovider.admin.v1.ListIdentityRefusalsRequest"> & {
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.ListIdentityRefusalsRequest.
+ * Use `create(ListIdentityRefusalsRequestSchema)` to create a new message.
+ */
+export const ListIdentityRefusalsRequestSchema: GenMessage<ListIdentityRefusalsRequest> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 23);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.ListIdentityRefusalsResponse
+ */
+export type ListIdentityRefusalsResponse = Message<"libvirtprovider.admin.v1.ListIdentityRefusalsResponse"> & {
+  /**
+   * The mode --addr enforces: bigfleet, any or off (no client
+   * certificates on the transport).
+   *
+   * @generated from field: string mode = 1;
+   */
+  mode: string;
+
+  /**
+   * Newest first; at most the last 64.
+   *
+   * @generated from field: repeated libvirtprovider.admin.v1.IdentityRefusal refusals = 2;
+   */
+  refusals: IdentityRefusal[];
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.ListIdentityRefusalsResponse.
+ * Use `create(ListIdentityRefusalsResponseSchema)` to create a new message.
+ */
+export const ListIdentityRefusalsResponseSchema: GenMessage<ListIdentityRefusalsResponse> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 24);
+
+/**
+ * IdentityRefusal is one call answered PermissionDenied by the caller
+ * identity check. It names only the certificate's bigfleet:// URI SANs,
+ * never its other contents.
+ *
+ * @generated from message libvirtprovider.admin.v1.IdentityRefusal
+ */
+export type IdentityRefusal = Message<"libvirtprovider.admin.v1.IdentityRefusal"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 1;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * The RPC's name (Create, Get, …).
+   *
+   * @generated from field: string method = 2;
+   */
+  method: string;
+
+  /**
+   * The identity_rejected_total reason label (shard_mismatch, …).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * What the certificate presented.
+   *
+   * @generated from field: string presented = 4;
+   */
+  presented: string;
+
+  /**
+   * What the call needed.
+   *
+   * @generated from field: string needed = 5;
+   */
+  needed: string;
+
+  /**
+   * @generated from field: string peer = 6;
+   */
+  peer: string;
+
+  /**
+   * @generated from field: string protocol = 7;
+   */
+  protocol: string;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.IdentityRefusal.
+ * Use `create(IdentityRefusalSchema)` to create a new message.
+ */
+export const IdentityRefusalSchema: GenMessage<IdentityRefusal> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 25);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WatchMachinesRequest
@@ -904,7 +1051,7 @@ export type WatchMachinesRequest = Message<"libvirtprovider.admin.v1.WatchMachin
  * Use `create(WatchMachinesRequestSchema)` to create a new message.
  */
 export const WatchMachinesRequestSchema: GenMessage<WatchMachinesRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 22);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 26);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WatchMachinesResponse
@@ -931,7 +1078,7 @@ export type WatchMachinesResponse = Message<"libvirtprovider.admin.v1.WatchMachi
  * Use `create(WatchMachinesResponseSchema)` to create a new message.
  */
 export const WatchMachinesResponseSchema: GenMessage<WatchMachinesResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 23);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 27);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ReleaseMachineRequest
@@ -948,7 +1095,7 @@ export type ReleaseMachineRequest = Message<"libvirtprovider.admin.v1.ReleaseMac
  * Use `create(ReleaseMachineRequestSchema)` to create a new message.
  */
 export const ReleaseMachineRequestSchema: GenMessage<ReleaseMachineRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 24);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 28);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ReleaseMachineResponse
@@ -970,7 +1117,7 @@ export type ReleaseMachineResponse = Message<"libvirtprovider.admin.v1.ReleaseMa
  * Use `create(ReleaseMachineResponseSchema)` to create a new message.
  */
 export const ReleaseMachineResponseSchema: GenMessage<ReleaseMachineResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 25);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 29);
 
 /**
  * @generated from message libvirtprovider.admin.v1.TriggerReconcileRequest
@@ -983,7 +1130,7 @@ export type TriggerReconcileRequest = Message<"libvirtprovider.admin.v1.TriggerR
  * Use `create(TriggerReconcileRequestSchema)` to create a new message.
  */
 export const TriggerReconcileRequestSchema: GenMessage<TriggerReconcileRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 26);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 30);
 
 /**
  * @generated from message libvirtprovider.admin.v1.TriggerReconcileResponse
@@ -1000,7 +1147,7 @@ export type TriggerReconcileResponse = Message<"libvirtprovider.admin.v1.Trigger
  * Use `create(TriggerReconcileResponseSchema)` to create a new message.
  */
 export const TriggerReconcileResponseSchema: GenMessage<TriggerReconcileResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 27);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 31);
 
 /**
  * @generated from message libvirtprovider.admin.v1.CordonHostRequest
@@ -1026,7 +1173,7 @@ export type CordonHostRequest = Message<"libvirtprovider.admin.v1.CordonHostRequ
  * Use `create(CordonHostRequestSchema)` to create a new message.
  */
 export const CordonHostRequestSchema: GenMessage<CordonHostRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 28);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 32);
 
 /**
  * @generated from message libvirtprovider.admin.v1.CordonHostResponse
@@ -1043,7 +1190,7 @@ export type CordonHostResponse = Message<"libvirtprovider.admin.v1.CordonHostRes
  * Use `create(CordonHostResponseSchema)` to create a new message.
  */
 export const CordonHostResponseSchema: GenMessage<CordonHostResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 29);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 33);
 
 /**
  * @generated from message libvirtprovider.admin.v1.UncordonHostRequest
@@ -1060,7 +1207,7 @@ export type UncordonHostRequest = Message<"libvirtprovider.admin.v1.UncordonHost
  * Use `create(UncordonHostRequestSchema)` to create a new message.
  */
 export const UncordonHostRequestSchema: GenMessage<UncordonHostRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 30);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 34);
 
 /**
  * @generated from message libvirtprovider.admin.v1.UncordonHostResponse
@@ -1077,7 +1224,7 @@ export type UncordonHostResponse = Message<"libvirtprovider.admin.v1.UncordonHos
  * Use `create(UncordonHostResponseSchema)` to create a new message.
  */
 export const UncordonHostResponseSchema: GenMessage<UncordonHostResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 31);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 35);
 
 /**
  * @generated from message libvirtprovider.admin.v1.MigrateMachineRequest
@@ -1101,7 +1248,7 @@ export type MigrateMachineRequest = Message<"libvirtprovider.admin.v1.MigrateMac
  * Use `create(MigrateMachineRequestSchema)` to create a new message.
  */
 export const MigrateMachineRequestSchema: GenMessage<MigrateMachineRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 32);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 36);
 
 /**
  * @generated from message libvirtprovider.admin.v1.MigrateMachineResponse
@@ -1144,7 +1291,7 @@ export type MigrateMachineResponse = Message<"libvirtprovider.admin.v1.MigrateMa
  * Use `create(MigrateMachineResponseSchema)` to create a new message.
  */
 export const MigrateMachineResponseSchema: GenMessage<MigrateMachineResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 33);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 37);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WhoAmIRequest
@@ -1157,7 +1304,7 @@ export type WhoAmIRequest = Message<"libvirtprovider.admin.v1.WhoAmIRequest"> & 
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 34);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 38);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WhoAmIResponse
@@ -1200,7 +1347,7 @@ export type WhoAmIResponse = Message<"libvirtprovider.admin.v1.WhoAmIResponse"> 
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 35);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 39);
 
 /**
  * WatchEventType says how to apply a WatchMachinesResponse.
@@ -1409,6 +1556,18 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof MigrateMachineRequestSchema;
     output: typeof MigrateMachineResponseSchema;
+  },
+  /**
+   * ListIdentityRefusals returns the latest CapacityProvider calls refused
+   * because the caller's certificate did not allow them (BigFleet
+   * ADR-0048, --caller-identity=bigfleet), newest first.
+   *
+   * @generated from rpc libvirtprovider.admin.v1.AdminService.ListIdentityRefusals
+   */
+  listIdentityRefusals: {
+    methodKind: "unary";
+    input: typeof ListIdentityRefusalsRequestSchema;
+    output: typeof ListIdentityRefusalsResponseSchema;
   },
   /**
    * WhoAmI reports the identity the server saw on this call and whether
