@@ -59,7 +59,8 @@ type leaf struct {
 
 // issue signs a server certificate for 127.0.0.1/localhost (sans nil), or
 // a client certificate with the given SANs: URI SANs for names with "://"
-// (bigfleet://shard/s1), DNS SANs for the others.
+// (bigfleet://shard/s1), DNS SANs for the others and for "dns:NAME" (a DNS
+// SAN that looks like a URI).
 func (ca *testCA) issue(t *testing.T, cn string, sans ...string) leaf {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -69,7 +70,9 @@ func (ca *testCA) issue(t *testing.T, cn string, sans ...string) leaf {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	for _, s := range sans {
-		if u, err := url.Parse(s); err == nil && strings.Contains(s, "://") {
+		if dns, ok := strings.CutPrefix(s, "dns:"); ok {
+			tmpl.DNSNames = append(tmpl.DNSNames, dns)
+		} else if u, err := url.Parse(s); err == nil && strings.Contains(s, "://") {
 			tmpl.URIs = append(tmpl.URIs, u)
 		} else {
 			tmpl.DNSNames = append(tmpl.DNSNames, s)
