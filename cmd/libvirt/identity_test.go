@@ -276,7 +276,6 @@ func first[T any](s []T) any {
 
 func ptr[T any](v T) *T { return &v }
 
-
 // TestNoCertificateFencesAnotherShard is the property of issue 29: for
 // any sequence of calls from any set of certificates, with any shard_id
 // and token, a shard's own next call at its true epoch is never fenced by
