@@ -1,8 +1,9 @@
 #!/bin/bash
 # scripts/demo-pki.sh DIR: a throwaway mTLS PKI for the demos (admin writes
 # need mTLS and --admin-clients): DIR/ca.pem, the provider's certificate
-# for 127.0.0.1 (server.pem, server-key.pem) and the admin client
-# "demo-admin" (admin.pem, admin-key.pem), valid for a day.
+# for 127.0.0.1 (server.pem, server-key.pem), the admin client
+# bigfleet://admin (admin.pem, admin-key.pem) and the shard client
+# bigfleet://shard/demo (shard.pem, shard-key.pem), valid for a day.
 set -euo pipefail
 d=${1:?usage: demo-pki.sh DIR}
 mkdir -p "$d"
@@ -16,5 +17,10 @@ issue() { # name cn ext
 }
 issue server 127.0.0.1 'subjectAltName=IP:127.0.0.1
 extendedKeyUsage=serverAuth'
-issue admin demo-admin 'subjectAltName=DNS:demo-admin
+# BigFleet's identities (ADR-0048/0060): the admin tooling
+# (bigfleet://admin: reads and, with --admin-write, the admin writes) and
+# one shard, "demo", whose lifecycle calls carry shard_id demo.
+issue admin demo-admin 'subjectAltName=URI:bigfleet://admin,DNS:demo-admin
+extendedKeyUsage=clientAuth'
+issue shard demo-shard 'subjectAltName=URI:bigfleet://shard/demo,DNS:demo-shard
 extendedKeyUsage=clientAuth'

@@ -70,12 +70,17 @@ say "  second host up in $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{printf "%.
 # shellcheck disable=SC1091
 source "$work/host2.env"
 
-# An admin client certificate: cordon and the other admin writes need mTLS
-# and --admin-clients.
+# Client certificates: the admin writes (cordon, …) need mTLS and a name on
+# --admin-clients (by default bigfleet://admin); lifecycle calls need a
+# shard's certificate (--caller-identity=bigfleet, the default under mTLS).
 scripts/demo-pki.sh "$work/pki"
+# Lifecycle calls are a shard's (its certificate names the token's shard,
+# libvirtctl stamps the sequence); the rest is the admin tooling's.
 ctl() {
-	bin/libvirtctl --addr "$addr" --tls-ca "$work/pki/ca.pem" --tls-cert "$work/pki/admin.pem" \
-		--tls-key "$work/pki/admin-key.pem" "$@"
+	local who=admin
+	case "${1:-}" in create | configure | drain | delete) who=shard ;; esac
+	bin/libvirtctl --addr "$addr" --tls-ca "$work/pki/ca.pem" --tls-cert "$work/pki/$who.pem" \
+		--tls-key "$work/pki/$who-key.pem" "$@"
 }
 
 # Each host has this machine's CPUs; CPU overcommit 2.5/CPUs leaves 2.5
@@ -107,7 +112,7 @@ bin/libvirt --addr "$addr" --metrics-addr= --provider "$name" --hosts "$work/hos
 	--kernel "$BIGFLEET_KERNEL" --initrd "$BIGFLEET_INITRD" --cmdline "$BIGFLEET_CMDLINE" \
 	--instance-types "$work/types.json" --offerings "$work/offerings.json" \
 	--tls-cert "$work/pki/server.pem" --tls-key "$work/pki/server-key.pem" --tls-ca "$work/pki/ca.pem" \
-	--admin-write --admin-clients demo-admin --reconcile-interval 5s \
+	--admin-write --reconcile-interval 5s \
 	--migrate-tls=false \
 	>"$work/provider.out" 2>"$work/provider.log" &
 pid=$!

@@ -118,12 +118,17 @@ trap 'exit 143' TERM
 
 sweep "leftover of an earlier run"
 
-# An admin client certificate: cordon and the other admin writes need mTLS
-# and --admin-clients.
+# Client certificates: the admin writes (cordon, …) need mTLS and a name on
+# --admin-clients (by default bigfleet://admin); lifecycle calls need a
+# shard's certificate (--caller-identity=bigfleet, the default under mTLS).
 scripts/demo-pki.sh "$work/pki" || fail "could not make the demo's PKI"
+# Lifecycle calls are a shard's (its certificate names the token's shard,
+# libvirtctl stamps the sequence); the rest is the admin tooling's.
 ctl() {
-	bin/libvirtctl --addr "$addr" --tls-ca "$work/pki/ca.pem" --tls-cert "$work/pki/admin.pem" \
-		--tls-key "$work/pki/admin-key.pem" "$@"
+	local who=admin
+	case "${1:-}" in create | configure | drain | delete) who=shard ;; esac
+	bin/libvirtctl --addr "$addr" --tls-ca "$work/pki/ca.pem" --tls-cert "$work/pki/$who.pem" \
+		--tls-key "$work/pki/$who-key.pem" "$@"
 }
 
 echo '[{"name":"lab.tiny","vcpu":1,"memory_mib":256}]' >"$work/types.json"
@@ -159,7 +164,7 @@ s=$(now)
 bin/libvirt --addr "$addr" --metrics-addr= --provider "$name" --hosts "$BIGFLEET_LAB_HOSTS" $BIGFLEET_LAB_ARGS \
 	--instance-types "$work/types.json" --offerings "$work/offerings.json" \
 	--tls-cert "$work/pki/server.pem" --tls-key "$work/pki/server-key.pem" --tls-ca "$work/pki/ca.pem" \
-	--admin-write --admin-clients demo-admin --reconcile-interval 2s --log-format text \
+	--admin-write --reconcile-interval 2s --log-format text \
 	>"$work/provider.out" 2>"$work/provider.log" 9>&- &
 pid=$!
 # It serves once it has dialled every host (a host that does not answer

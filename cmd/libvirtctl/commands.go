@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -241,7 +243,57 @@ func errNote(s string) string {
 	return "error=" + strconv.Quote(truncate(s, 80))
 }
 
-func token(o *opts) (string, int64, int64) { return o.shard, o.epoch, o.seq }
+// token is the lifecycle call's fencing token. Without --shard, a client
+// certificate naming one shard (URI SAN bigfleet://shard/<id>) supplies
+// it: a provider under --caller-identity=bigfleet accepts a mutation only
+// with that shard id. A token with a shard but no --seq gets the current
+// time in nanoseconds as its sequence, so each call is newer than the last
+// one made this way at the same epoch.
+func token(o *opts) (string, int64, int64) {
+	shard, seq := o.shard, o.seq
+	if shard == "" {
+		shard = certShard(o.tlsCert)
+	}
+	if shard != "" && !o.seqSet {
+		seq = time.Now().UnixNano()
+	}
+	return shard, o.epoch, seq
+}
+
+// certShard is the shard a client certificate file names, or "" (no
+// file, unreadable, or not exactly one bigfleet://shard/<id> URI SAN; the
+// provider says which in its PermissionDenied).
+func certShard(file string) string {
+	if file == "" {
+		return ""
+	}
+	pemBytes, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return ""
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	shard, n := "", 0
+	for _, u := range c.URIs {
+		if u.Scheme != "bigfleet" {
+			continue
+		}
+		n++
+		if id, ok := strings.CutPrefix(u.Path, "/"); ok && u.Host == "shard" {
+			shard = id
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	return shard
+}
 
 func printAck(w io.Writer, o *opts, ack *pb.TransitionAck) error {
 	if o.output == "json" {

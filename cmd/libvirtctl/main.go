@@ -148,5 +148,11 @@ func printUsage(w io.Writer, global *flag.FlagSet) {
 	global.SetOutput(w)
 	global.PrintDefaults()
 	fmt.Fprintln(w, "\nlifecycle calls also take --shard, --epoch, --seq (fencing token);")
+	fmt.Fprintln(w, "\ncertificates (under mTLS with --caller-identity=bigfleet, BigFleet ADR-0048):")
+	fmt.Fprintln(w, "  create, configure, drain, delete  URI SAN bigfleet://shard/<id>; the token's shard is that id")
+	fmt.Fprintln(w, "  list, get, history, watch, summary, hosts, drain-list, marks")
+	fmt.Fprintln(w, "                                    any of bigfleet://shard/<id>, bigfleet://readonly, bigfleet://admin")
+	fmt.Fprintln(w, "  release, reconcile, cordon, uncordon, migrate")
+	fmt.Fprintln(w, "                                    a name on the provider's --admin-clients (default bigfleet://admin)")
 	fmt.Fprintln(w, "run 'libvirtctl COMMAND -h' for a command's own flags.")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
@@ -21,6 +22,7 @@ type opts struct {
 	events                 int
 	shard                  string
 	epoch, seq             int64
+	seqSet                 bool // --seq was given
 	cluster, blobFile      string
 	metadata               map[string]string
 	grace                  int64
@@ -81,9 +83,13 @@ func cordonFlags(fs *flag.FlagSet, o *opts) {
 }
 
 func tokenFlags(fs *flag.FlagSet, o *opts) {
-	fs.StringVar(&o.shard, "shard", "", "fencing token: shard id (empty = no token)")
+	fs.StringVar(&o.shard, "shard", "", "fencing token: shard id (empty: the shard of a --tls-cert with URI SAN bigfleet://shard/<id>, else no token)")
 	fs.Int64Var(&o.epoch, "epoch", 0, "fencing token: shard epoch")
-	fs.Int64Var(&o.seq, "seq", 0, "fencing token: sequence number")
+	fs.Func("seq", "fencing token: sequence number (default: the current time in nanoseconds when there is a shard)", func(s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		o.seq, o.seqSet = v, err == nil
+		return err
+	})
 }
 
 func configureFlags(fs *flag.FlagSet, o *opts) {

@@ -182,6 +182,13 @@ func checkArgs(t *testing.T, r *rendered, c corev1.Container, vals map[string]an
 	if hasCert != tlsOn || hasCA != mtls {
 		t.Errorf("tls flags cert=%v ca=%v with tls.enabled=%v mtls=%v", hasCert, hasCA, tlsOn, mtls)
 	}
+	wantMode := lookup(vals, "tls", "callerIdentity")
+	if wantMode == nil {
+		wantMode = "bigfleet" // the chart's default
+	}
+	if mode, ok := args["caller-identity"]; ok != (tlsOn && mtls) || (ok && mode != wantMode) {
+		t.Errorf("--caller-identity=%q (passed %v) with tls.enabled=%v mtls=%v callerIdentity=%v", mode, ok, tlsOn, mtls, wantMode)
+	}
 	if tlsOn {
 		if args["tls-cert"] != tlsDir+"/tls.crt" || args["tls-key"] != tlsDir+"/tls.key" {
 			t.Errorf("tls paths %q %q", args["tls-cert"], args["tls-key"])

@@ -126,7 +126,7 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 		{"networkpolicy without grpc peers", "networkPolicy: {enabled: true, grpcFrom: []}", "networkPolicy.grpcFrom must name at least one peer"},
 		{"bad log format", "logging: {format: xml}", `logging.format "xml": want json or text`},
 		{"admin write without mTLS", "admin: {write: true, clients: [ops.example.net]}\ntls: {enabled: true}", "admin.write=true needs mTLS"},
-		{"admin write without clients", "admin: {write: true}\ntls: {enabled: true, mtls: true}", "admin.write=true needs admin.clients"},
+		{"caller identity misspelt", "tls: {enabled: true, mtls: true, callerIdentity: shard}", `tls.callerIdentity "shard": want bigfleet or any`},
 		{"admin clients without write", "admin: {clients: [ops.example.net]}", "admin.clients has no effect without admin.write=true"},
 		{"admin CA without listener", "admin: {listener: {caSecret: ops-ca}}\ntls: {enabled: true}", "admin.listener.caSecret needs admin.listener.enabled=true"},
 		{"admin CA without TLS", "admin: {listener: {enabled: true, caSecret: ops-ca}}", "admin.listener.caSecret needs tls.enabled=true"},

@@ -102,8 +102,8 @@ by every template, so `helm template` fails before anything is applied.
 {{- if and $adm.write (not (or .Values.tls.mtls (and $adm.listener.enabled $adm.listener.caSecret))) }}
 {{- fail "admin.write=true needs mTLS on the listener serving the admin API: tls.mtls=true, or admin.listener.enabled with admin.listener.caSecret" }}
 {{- end }}
-{{- if and $adm.write (not $adm.clients) }}
-{{- fail "admin.write=true needs admin.clients: the client certificate names allowed to write (an empty list allows nobody)" }}
+{{- if not (has .Values.tls.callerIdentity (list "bigfleet" "any")) }}
+{{- fail (printf "tls.callerIdentity %q: want bigfleet or any" .Values.tls.callerIdentity) }}
 {{- end }}
 {{- if and $adm.clients (not $adm.write) }}
 {{- fail "admin.clients has no effect without admin.write=true" }}
@@ -216,6 +216,7 @@ by every template, so `helm template` fails before anything is applied.
 {{- $args = append $args (printf "--tls-key=%s/tls.key" $dir) }}
 {{- if $v.tls.mtls }}
 {{- $args = append $args (printf "--tls-ca=%s/ca.crt" $dir) }}
+{{- $args = append $args (printf "--caller-identity=%s" $v.tls.callerIdentity) }}
 {{- end }}
 {{- end }}
 {{- $args = append $args (printf "--log-level=%s" $v.logging.level) }}
