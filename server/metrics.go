@@ -241,3 +241,21 @@ func (c domainTypesCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// ShardLimitFunc reports the bound on distinct shards with fence marks on
+// one machine and how many first contacts it has refused since start.
+type ShardLimitFunc func() (limit int, refused int64)
+
+// RegisterShardLimit adds fence_shards_per_machine_limit and
+// fence_shard_limit_refused_total, read at scrape time.
+func (m *Metrics) RegisterShardLimit(f ShardLimitFunc) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fence_shards_per_machine_limit",
+			Help: "How many distinct shards may hold fence marks on one machine.",
+		}, func() float64 { l, _ := f(); return float64(l) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fence_shard_limit_refused_total",
+			Help: "Calls refused with ResourceExhausted because they were a new shard's first contact with a machine whose fence marks were already at fence_shards_per_machine_limit (the admin API's ListFenceMarks lists the busiest machines).",
+		}, func() float64 { _, r := f(); return float64(r) }))
+}

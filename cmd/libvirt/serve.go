@@ -77,6 +77,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return fmt.Errorf("start engine: %w", err)
 	}
 	engPtr.Store(eng)
+	metrics.RegisterShardLimit(eng.ShardLimit)
 	// Loading a large state file leaves the decoder's garbage behind; hand
 	// it back now rather than carry a startup-sized heap for hours.
 	debug.FreeOSMemory()
