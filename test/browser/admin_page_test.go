@@ -16,6 +16,7 @@ import (
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
 	"github.com/bigfleet/libvirt-provider/server/admin/admintest"
+	"github.com/bigfleet/libvirt-provider/server/callerid"
 )
 
 // TestAdminPage loads the admin page in headless Chromium from a provider
@@ -33,8 +34,11 @@ func TestAdminPage(t *testing.T) {
 		}
 		t.Skip("chromium not found: install Debian's chromium (scripts/deps.sh browser) to run the browser test")
 	}
+	refused := callerid.Rejection{At: time.Now(), Method: "Delete", Reason: callerid.ReasonShardMismatch,
+		Presented: "bigfleet://shard/s2", Needed: "the URI SAN bigfleet://shard/s1 (the request's shard_id)", Peer: "10.0.0.7:50000", Protocol: "grpc"}
 	s := admintest.Start(t, admintest.Options{AdminWrite: true, Machines: 8, Fake: fake.Options{Delays: map[string]time.Duration{
-		fake.OpCreate: 1500 * time.Millisecond, fake.OpConfigure: 800 * time.Millisecond}}})
+		fake.OpCreate: 1500 * time.Millisecond, fake.OpConfigure: 800 * time.Millisecond}},
+		CallerMode: "bigfleet", Refusals: func() []callerid.Rejection { return []callerid.Rejection{refused} }})
 	cp := bigfleetv1alpha1connect.NewCapacityProviderClient(s.HTTPClient(), s.URL, connect.WithGRPC())
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -90,6 +94,20 @@ func TestAdminPage(t *testing.T) {
 	step("hosts tab", p.eval(ctx, `location.hash = "#/hosts"`, nil))
 	step("hosts listed", p.waitFor(ctx, `[...document.querySelectorAll("#hosts tbody tr")].map(r => r.children[7].textContent)`,
 		[]string{"fake://zone-a", "fake://zone-b"}))
+
+	// Fence marks: m-002's shard, the bound, the busiest machines.
+	step("marks tab", p.eval(ctx, `location.hash = "#/marks"`, nil))
+	step("m-002's mark", p.waitFor(ctx, `[...document.querySelectorAll("#marks tbody tr")].map(r => r.children[0].textContent + " " + r.children[1].textContent)`,
+		[]string{"shard-1 m-002"}))
+	step("the bound", p.waitFor(ctx, `/^at most 32 shards hold marks on one machine; 0 first contacts refused/.test(document.getElementById("marks-limit").textContent)`, true))
+	step("busiest", p.waitFor(ctx, `[...document.querySelectorAll("#busiest tbody tr")].map(r => r.children[0].textContent + "=" + r.children[1].textContent)`,
+		[]string{"m-002=1"}))
+
+	// Refused callers (ADR-0048): what was presented and needed.
+	step("callers tab", p.eval(ctx, `location.hash = "#/callers"`, nil))
+	step("mode", p.waitFor(ctx, `document.getElementById("callers-mode").textContent`, "caller identity: bigfleet"))
+	step("refusal listed", p.waitFor(ctx, `[...document.querySelectorAll("#callers tbody tr")].map(r => [1, 2, 3, 5].map(i => r.children[i].textContent).join(" | "))`,
+		[]string{"Delete | shard_mismatch | bigfleet://shard/s2 | 10.0.0.7:50000"}))
 
 	// Release the FAILED machine from its detail view (admin write on).
 	step("detail m-007", p.eval(ctx, `location.hash = "#/machine/m-007"`, nil))

@@ -287,6 +287,29 @@ async function loadMarks() {
       el("td", { class: "mono", text: s.shardId }), el("td", { class: "mono", text: m.machineId }),
       el("td", { class: "num", text: String(m.epoch) }), el("td", { class: "num", text: String(m.sequence) }))));
     body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { class: "muted", text: "no fencing marks yet" }))]));
+    $("marks-limit").textContent = `at most ${res.shardsPerMachineLimit} shards hold marks on one machine; ` +
+      `${res.refusedAtLimit} first contacts refused at that limit since start`;
+    const busiest = res.busiest.map((b) => el("tr", {},
+      el("td", { class: "mono", text: b.machineId }), el("td", { class: "num", text: String(b.shards) })));
+    $("busiest").querySelector("tbody")!.replaceChildren(...(busiest.length ? busiest :
+      [el("tr", {}, el("td", { class: "muted", text: "no fencing marks yet" }))]));
+  } catch (e) {
+    body.replaceChildren(el("tr", {}, el("td", { class: "err", text: ConnectError.from(e).message })));
+  }
+}
+
+// loadCallers lists the CapacityProvider calls refused because the
+// caller's certificate did not allow them (BigFleet ADR-0048).
+async function loadCallers() {
+  const body = $("callers").querySelector("tbody")!;
+  try {
+    const res = await admin.listIdentityRefusals({});
+    $("callers-mode").textContent = `caller identity: ${res.mode}`;
+    const rows = res.refusals.map((r) => el("tr", {},
+      el("td", { text: clock(tsMillis(r.time)) }), el("td", { text: r.method }), el("td", { class: "mono", text: r.reason }),
+      el("td", { class: "mono", text: r.presented }), el("td", { text: r.needed }),
+      el("td", { class: "mono", text: r.peer }), el("td", { text: r.protocol })));
+    body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { class: "muted", text: "no refused calls" }))]));
   } catch (e) {
     body.replaceChildren(el("tr", {}, el("td", { class: "err", text: ConnectError.from(e).message })));
   }
@@ -365,12 +388,13 @@ function route() {
     tab = h.slice(2) || "machines";
     if (tab === "machines") selected = null;
   }
-  for (const t of ["machines", "hosts", "marks"]) {
+  for (const t of ["machines", "hosts", "marks", "callers"]) {
     ($(`tab-${t}`) as HTMLElement).hidden = t !== tab;
     document.querySelector(`nav a[data-tab="${t}"]`)?.classList.toggle("active", t === tab);
   }
   if (tab === "hosts") loadHosts();
   if (tab === "marks") loadMarks();
+  if (tab === "callers") loadCallers();
   renderMachines();
   renderDetail(true);
 }
@@ -382,6 +406,7 @@ function init() {
   for (const id of ["f-text", "f-state", "f-zone"]) $(id).addEventListener("input", schedule);
   $("refresh-hosts").onclick = loadHosts;
   $("refresh-marks").onclick = loadMarks;
+  $("refresh-callers").onclick = loadCallers;
   $("reconcile").onclick = async () => {
     const out = $("reconcile-out");
     out.textContent = "reconciling…";

@@ -28,6 +28,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
+	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 	"github.com/bigfleet/libvirt-provider/server/store"
 )
@@ -54,6 +55,10 @@ type Options struct {
 	OnCordon func()
 	// Service, when set, receives the admin service (e.g. to Close it).
 	Service **admin.Service
+	// CallerMode and Refusals are admin.Options' (what the page lists as
+	// refused callers).
+	CallerMode string
+	Refusals   func() []callerid.Rejection
 }
 
 // TestCaller is the identity of every caller when Options.Clients is empty.
@@ -135,7 +140,8 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	metrics := server.NewMetrics(nil)
 	aopts := admin.Options{Engine: ae, AllowWrite: opts.AdminWrite, Logger: log,
-		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile, OnCordon: opts.OnCordon}
+		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile, OnCordon: opts.OnCordon,
+		CallerMode: opts.CallerMode, Refusals: opts.Refusals}
 	if aopts.Clients, err = admin.ParseClients(opts.Clients); err != nil {
 		t.Fatal(err)
 	}
