@@ -1,36 +1,23 @@
 package callerid
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"math/big"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/bigfleet/libvirt-provider/internal/testpki"
 )
 
-// certWith returns c as x509 parses it back from DER, so URI SANs are
+// certWith returns tmpl as x509 parses it back from DER, so URI SANs are
 // what a real handshake would hand the guard.
 func certWith(t testing.TB, tmpl x509.Certificate) *x509.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl.SerialNumber = big.NewInt(1)
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 	if tmpl.Subject.CommonName == "" {
 		tmpl.Subject = pkix.Name{CommonName: "test"}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
+	_, c, err := testpki.Issue(nil, nil, &tmpl)
 	if err != nil {
 		t.Fatal(err)
 	}
