@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -341,6 +342,9 @@ func TestNoCertificateFencesAnotherShard(t *testing.T) {
 func TestShardMarkBoundOverTheWire(t *testing.T) {
 	t.Parallel()
 	p := startProvider(t, "--use-fake-backend", "--seed-count=1", "--metrics-addr=127.0.0.1:0", "--state="+t.TempDir()+"/state.db")
+	if s := p.logLines("serving"); len(s) != 1 || !strings.HasPrefix(s[0]["caller_identity"].(string), "off (no client certificates") {
+		t.Errorf("serving log = %v; want caller_identity off in plaintext", s)
+	}
 	c := dial(t, p.addr)
 	id := c.list(t).GetMachines()[0].GetId()
 	const invented = 10_000
@@ -371,6 +375,37 @@ func TestShardMarkBoundOverTheWire(t *testing.T) {
 	for _, want := range []string{fmt.Sprintf("fence_shard_limit_refused_total %d", exhausted), fmt.Sprintf("fence_shards_per_machine_limit %d", limit)} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestAdminWritesDefaultToBigFleetAdmin: with --admin-write and no
+// --admin-clients, BigFleet's admin identity (a URI SAN) may write; a
+// shard, a DNS SAN spelling the URI and a CN spelling it may not.
+func TestAdminWritesDefaultToBigFleetAdmin(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t, "bigfleet-ca")
+	srv := ca.issue(t, "server")
+	p := startProvider(t, "--use-fake-backend", "--seed-count=1", "--metrics-addr=",
+		"--tls-cert="+srv.certFile, "--tls-key="+srv.keyFile, "--tls-ca="+ca.file, "--admin-write")
+	if s := p.logLines("serving"); len(s) != 1 || s[0]["admin_clients"] != "uri:bigfleet://admin" {
+		t.Errorf("serving log = %v; want admin_clients uri:bigfleet://admin", s)
+	}
+	reconcile := func(l leaf) error {
+		return dialTLS(t, p.addr, clientTLS(ca, &l)).admin(t, "TriggerReconcile",
+			&adminv1.TriggerReconcileRequest{}, new(adminv1.TriggerReconcileResponse))
+	}
+	if err := reconcile(ca.issue(t, "ctl", "bigfleet://admin")); err != nil {
+		t.Errorf("bigfleet://admin: %v", err)
+	}
+	for name, l := range map[string]leaf{
+		"shard":               ca.issue(t, "s1", "bigfleet://shard/s1"),
+		"readonly":            ca.issue(t, "dash", "bigfleet://readonly"),
+		"DNS SAN spelling it": ca.issue(t, "spoof", "dns:bigfleet://admin"),
+		"upper-case DNS SAN":  ca.issue(t, "spoof", "dns:BIGFLEET://ADMIN"),
+	} {
+		if code := status.Code(reconcile(l)); code != codes.PermissionDenied {
+			t.Errorf("%s: %v; want PermissionDenied", name, code)
 		}
 	}
 }
