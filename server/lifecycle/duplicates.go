@@ -179,7 +179,7 @@ func (e *Engine) recordDuplicate(seen *Machine, c, keep backend.Observed, rmErr 
 		return
 	}
 	now := e.cfg.Now()
-	n := cur.edit()
+	n := cur.Edit()
 	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
 		From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
 	_ = e.commit(context.Background(), cur.ID, "", nil, &n) // lost: the log line and metric remain

@@ -99,7 +99,7 @@ func setHost(t *testing.T, f *fixture, id, host string) {
 	unlock := f.e.locks.Lock(id)
 	defer unlock()
 	cur, _ := f.e.idx.get(id)
-	n := cur.edit()
+	n := cur.Edit()
 	n.HostName = host
 	if err := f.e.commit(context.Background(), id, "", nil, &n); err != nil {
 		t.Fatal(err)

@@ -181,7 +181,7 @@ func (e *Engine) addSeed(ctx context.Context, interner *mapInterner) error {
 		n := min(len(missing), 2048)
 		chunk := make([]Machine, n)
 		for i, m := range missing[:n] {
-			c := m.edit()
+			c := m.Edit()
 			c.State = Speculative
 			c.StateSince = now
 			c.Revision = e.idx.reserve()
@@ -209,7 +209,7 @@ func (e *Engine) Start(ctx context.Context) {
 	}
 	for _, id := range e.idx.ids() {
 		m, _ := e.idx.get(id)
-		if m.State.transitional() {
+		if m.State.Transitional() {
 			e.resume(id)
 		}
 	}
@@ -254,7 +254,7 @@ func (e *Engine) List(ctx context.Context, q ListQuery) (ListResult, error) {
 	out := make([]Machine, len(res.Machines))
 	for i, m := range res.Machines {
 		out[i] = *m
-		out[i].wire = nil // a copy: the caller may change it
+		out[i].DetachWireCache() // a copy: the caller may change it
 	}
 	return ListResult{Machines: out, Revision: res.Revision}, nil
 }
@@ -287,14 +287,6 @@ func newOperationID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "op-" + hex.EncodeToString(b[:])
-}
-
-func (s State) transitional() bool {
-	switch s {
-	case Creating, Configuring, Draining, Deleting:
-		return true
-	}
-	return false
 }
 
 // goBackground runs f as tracked background work, unless the engine is

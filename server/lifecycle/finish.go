@@ -49,7 +49,7 @@ func (e *Engine) finishOnce(op Machine, r result) error {
 	unlock := e.locks.Lock(op.ID)
 	defer unlock()
 	cur, ok := e.idx.get(op.ID)
-	if !ok || cur.OperationID != op.OperationID || !cur.State.transitional() {
+	if !ok || cur.OperationID != op.OperationID || !cur.State.Transitional() {
 		e.log.Info("discarding late completion", "machine", op.ID, "op", op.OperationID)
 		return errStale
 	}
@@ -60,7 +60,7 @@ func (e *Engine) finishOnce(op Machine, r result) error {
 // machine's lock and has checked that cur is that transition's record.
 func (e *Engine) record(cur *Machine, r result) error {
 	now := e.cfg.Now()
-	n := cur.edit()
+	n := cur.Edit()
 	outcome := "succeeded"
 	if r.err != nil {
 		outcome = "failed"
@@ -75,7 +75,7 @@ func (e *Engine) record(cur *Machine, r result) error {
 	}
 	n.StateSince = now
 	n.OpDeadline = time.Time{}
-	if h := n.lastTransition(); h != nil {
+	if h := n.LastTransition(); h != nil {
 		h.Ended, h.Outcome, h.To, h.LastError = now, outcome, n.State, n.LastError
 		if r.err == nil && cur.OpKind == OpCreate && r.placement.Why != "" {
 			h.Note = r.placement.Why // the host chosen and why, kept with the machine

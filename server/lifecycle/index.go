@@ -64,7 +64,7 @@ func newIndex(machines []Machine) *index {
 	}
 	for i := range machines {
 		m := &machines[i]
-		m.wire = new(wireCache)
+		m.AttachWireCache()
 		ix.byID[m.ID] = m
 		ix.log = append(ix.log, logEntry{m.Revision, m.ID})
 		ix.counter = max(ix.counter, m.Revision)
@@ -122,7 +122,7 @@ func (ix *index) complete(rev uint64, m *Machine) {
 // apply installs a record; ix.mu is held. The record gets its own wire
 // cache here, whatever it was copied from.
 func (ix *index) apply(m *Machine) {
-	m.wire = new(wireCache)
+	m.AttachWireCache()
 	if old, ok := ix.byID[m.ID]; ok {
 		ix.stale++
 		ix.counts[StateZone{old.State, old.Zone}]--
@@ -220,7 +220,7 @@ func (ix *index) ids() []string {
 
 // track keeps transit in step with m; ix.mu is held.
 func (ix *index) track(m *Machine) {
-	if m.State.transitional() {
+	if m.State.Transitional() {
 		ix.transit[m.ID] = struct{}{}
 	} else {
 		delete(ix.transit, m.ID)

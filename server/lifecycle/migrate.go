@@ -124,7 +124,7 @@ func (e *Engine) recordMigration(id string, was *Machine, pl backend.Placement, 
 	}
 	now := e.cfg.Now()
 	res := MigrateResult{From: was.HostName, To: pl.Host, Why: pl.Why, Took: now.Sub(started)}
-	n := cur.edit()
+	n := cur.Edit()
 	h := Transition{OperationID: cur.OperationID, Kind: OpMigrate, From: cur.State, To: cur.State,
 		Started: started, Ended: now, Outcome: "succeeded"}
 	if merr == nil {

@@ -125,7 +125,7 @@ func (e *Engine) recordRecovery(m *Machine, res backend.MigrationRecovery) {
 		return
 	}
 	now := e.cfg.Now()
-	n := cur.edit()
+	n := cur.Edit()
 	if cur.HostName != res.Live.Host {
 		n.HostName = res.Live.Host
 		n.Host = HostRef{Provider: e.cfg.Provider, Ref: res.Live.Ref()}

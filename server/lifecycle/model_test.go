@@ -17,11 +17,11 @@ type oracle struct {
 
 func (o *oracle) apply(kind OpKind, id, cluster string, t Token) (Code, bool) {
 	if t.ShardID != "" {
-		k := MarkKey{t.ShardID, id}
+		k := MarkKey{ShardID: t.ShardID, MachineID: id}
 		if m, ok := o.marks[k]; ok && !newer(m, t.Epoch, t.Sequence) {
 			return CodeFenced, false
 		}
-		o.marks[k] = Mark{t.Epoch, t.Sequence}
+		o.marks[k] = Mark{Epoch: t.Epoch, Sequence: t.Sequence}
 	}
 	s, ok := o.state[id]
 	if !ok {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -122,7 +121,7 @@ func (e *Engine) Delete(ctx context.Context, r DeleteRequest) (Ack, error) {
 // never reused, the deadline, and a history entry.
 func (e *Engine) begin(m *Machine, kind OpKind, through State, timeout time.Duration, edit func(*Machine)) decision {
 	now := e.cfg.Now()
-	n := m.edit()
+	n := m.Edit()
 	n.State = through
 	n.OperationID = newOperationID()
 	n.OpKind = kind
@@ -272,23 +271,4 @@ func firstErr(errs ...*Error) *Error {
 		}
 	}
 	return nil
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	return maps.Clone(m)
-}
-
-func appendHistory(h []Transition, t Transition) []Transition {
-	if len(h) < HistoryLimit {
-		return append(h[:len(h):len(h)], t) // a new array, whoever shares h's
-	}
-	// Full: one new slice of the newest entries (never the shared array of
-	// the published record; see edit).
-	out := make([]Transition, HistoryLimit)
-	copy(out, h[len(h)-HistoryLimit+1:])
-	out[HistoryLimit-1] = t
-	return out
 }

@@ -90,7 +90,7 @@ func (e *Engine) setRunNote(seen *Machine, note, msg string) {
 	if !ok || cur.Revision != seen.Revision || cur.LastError == note || (note == "" && !isRunNote(cur)) {
 		return
 	}
-	n := cur.edit()
+	n := cur.Edit()
 	n.LastError = note
 	if err := e.commit(context.Background(), cur.ID, "", nil, &n); err != nil {
 		return // the next pass tries again
@@ -132,7 +132,7 @@ func (e *Engine) recordRestart(seen *Machine, was backend.RunState, startErr err
 		return
 	}
 	now := e.cfg.Now()
-	n := cur.edit()
+	n := cur.Edit()
 	t := Transition{OperationID: n.OperationID, Kind: OpReconcile, From: Idle, To: Idle, Started: now, Ended: now}
 	if startErr == nil {
 		t.Outcome, t.LastError = outcomeRestarted, fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)

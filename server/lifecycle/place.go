@@ -79,10 +79,10 @@ func (e *Engine) recordHost(m *Machine, host, why string) error {
 	if !ok || cur.OperationID != m.OperationID || cur.State != Creating {
 		return errStale
 	}
-	n := cur.edit()
+	n := cur.Edit()
 	n.HostName = host
 	if why != "" {
-		if h := n.lastTransition(); h != nil {
+		if h := n.LastTransition(); h != nil {
 			h.Note = why
 		}
 	}

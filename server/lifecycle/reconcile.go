@@ -83,7 +83,7 @@ func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedA
 		return ""
 	}
 	now := e.cfg.Now()
-	n := cur.edit()
+	n := cur.Edit()
 	var what string
 	switch {
 	case cur.State == Speculative && found:

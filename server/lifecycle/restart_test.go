@@ -88,7 +88,7 @@ func TestCloseDuringMutations(t *testing.T) {
 	f.start(64)
 	for i := range 64 {
 		m, _ := f.e.Get(context.Background(), fmt.Sprintf("m%03d", i))
-		if m.State.transitional() {
+		if m.State.Transitional() {
 			f.waitState(m.ID, map[State]State{Creating: Idle, Deleting: Speculative}[m.State])
 		}
 	}

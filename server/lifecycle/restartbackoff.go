@@ -183,7 +183,7 @@ func (e *Engine) giveUpRestart(seen *Machine, o backend.Observed, note string, t
 	}
 	msg := fmt.Sprintf("reconcile gave up restarting it after %d tries (%s)", tr.tries, last)
 	now := e.cfg.Now()
-	n := cur.edit()
+	n := cur.Edit()
 	n.LastError = note + "; " + msg
 	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
 		From: Idle, To: Idle, Started: now, Ended: now, Outcome: outcomeGaveUp, LastError: msg})
@@ -212,7 +212,7 @@ func (e *Engine) runningAgain(seen *Machine, listedAt time.Time) {
 	if !ok || cur.Revision != seen.Revision {
 		return
 	}
-	n := cur.edit()
+	n := cur.Edit()
 	if isRunNote(cur) {
 		n.LastError = ""
 	}

@@ -28,7 +28,7 @@ func (e *Engine) launch(m *Machine, blob []byte) {
 
 // launchFor launches with budget as the timeout its message names.
 func (e *Engine) launchFor(m *Machine, blob []byte, budget time.Duration) {
-	snap := m.edit()
+	snap := m.Edit()
 	e.track(snap.OperationID, func() { e.run(snap, blob, roundBudget(budget)) })
 }
 
@@ -154,7 +154,7 @@ func (e *Engine) resume(id string) {
 	}
 	// A resumed transition gets a fresh deadline, and its timeout message
 	// must name that budget.
-	n := m.edit()
+	n := m.Edit()
 	budget := e.timeout(m.OpKind)
 	n.OpDeadline = e.cfg.Now().Add(budget)
 	e.log.Info("resuming transition after restart", "machine", id, "op", n.OperationID, "kind", string(n.OpKind))

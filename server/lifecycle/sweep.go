@@ -49,7 +49,7 @@ func (e *Engine) sweepOne(id string, now time.Time) bool {
 	unlock := e.locks.Lock(id)
 	defer unlock()
 	cur, ok := e.idx.get(id)
-	if !ok || !cur.State.transitional() || cur.OpDeadline.After(now) ||
+	if !ok || !cur.State.Transitional() || cur.OpDeadline.After(now) ||
 		e.runs.has(cur.OperationID) || e.isParked(cur.OperationID) {
 		return false
 	}

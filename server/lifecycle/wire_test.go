@@ -69,7 +69,7 @@ func TestCopiesHaveNoCache(t *testing.T) {
 	var c countingEnc
 	old := string(pub.Encoded(c.enc))
 
-	for name, cp := range map[string]Machine{"edit": pub.edit(), "Clone": pub.Clone()} {
+	for name, cp := range map[string]Machine{"edit": pub.Edit(), "Clone": pub.Clone()} {
 		cp.State = Failed
 		if got := string(cp.Encoded(c.enc)); got == old {
 			t.Errorf("%s copy serves its original's bytes %q", name, got)

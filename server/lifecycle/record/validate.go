@@ -1,4 +1,4 @@
-package lifecycle
+package record
 
 import (
 	"unicode"
@@ -26,26 +26,26 @@ const (
 )
 
 func overCap(field string, n, limit int) *Error {
-	return errorf(CodeInvalid, "%s is %d bytes; the limit is %d", field, n, limit)
+	return Errorf(CodeInvalid, "%s is %d bytes; the limit is %d", field, n, limit)
 }
 
-// validateID checks a machine id (field names it on the wire). It runs
+// ValidateID checks a machine id (field names it on the wire). It runs
 // before the fence: an id that is empty or over the cap names no machine
 // and can hold no mark (no id over the cap was ever accepted, and seed ids
 // are checked against it), so the fence could only pass it as first
 // contact; refusing it first changes no answer and keeps it out of every
 // map and lock.
-func validateID(field, id string) *Error {
+func ValidateID(field, id string) *Error {
 	switch {
 	case id == "":
-		return errorf(CodeInvalid, "%s is required", field)
+		return Errorf(CodeInvalid, "%s is required", field)
 	case len(id) > MaxMachineIDBytes:
 		return overCap(field, len(id), MaxMachineIDBytes)
 	}
 	return nil
 }
 
-// validateToken checks the token's own values. It runs AFTER the fence
+// ValidateToken checks the token's own values. It runs AFTER the fence
 // (contract: the fence runs before any check of the token's own values):
 // a token that is not newer than its mark is FailedPrecondition whatever
 // its parts. Only a token that passes the fence is refused here, and then
@@ -53,7 +53,7 @@ func validateID(field, id string) *Error {
 // before the fence, because a store written before the cap existed may
 // hold a mark for a longer shard id; the fence lookup is a map read, cheap
 // whatever the length. An empty shard_id means "no token".
-func validateToken(t Token) *Error {
+func ValidateToken(t Token) *Error {
 	switch {
 	case t.ShardID == "":
 		return nil
@@ -63,7 +63,7 @@ func validateToken(t Token) *Error {
 	return nil
 }
 
-func validateConfigure(r ConfigureRequest) *Error {
+func ValidateConfigure(r ConfigureRequest) *Error {
 	if err := validateClusterID(r.ClusterID); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func validateConfigure(r ConfigureRequest) *Error {
 	case len(r.BootstrapBlob) > MaxBootstrapBlobBytes:
 		return overCap("bootstrap_blob", len(r.BootstrapBlob), MaxBootstrapBlobBytes)
 	case len(r.ShardMetadata) > MaxShardMetadataEntries:
-		return errorf(CodeInvalid, "shard_metadata has %d entries; the limit is %d", len(r.ShardMetadata), MaxShardMetadataEntries)
+		return Errorf(CodeInvalid, "shard_metadata has %d entries; the limit is %d", len(r.ShardMetadata), MaxShardMetadataEntries)
 	}
 	return validateMetadata(r.ShardMetadata)
 }
@@ -81,15 +81,15 @@ func validateConfigure(r ConfigureRequest) *Error {
 func validateClusterID(id string) *Error {
 	switch {
 	case id == "":
-		return errorf(CodeInvalid, "cluster_id is required")
+		return Errorf(CodeInvalid, "cluster_id is required")
 	case len(id) > MaxClusterIDBytes:
 		return overCap("cluster_id", len(id), MaxClusterIDBytes)
 	case !utf8.ValidString(id):
-		return errorf(CodeInvalid, "cluster_id is not valid UTF-8")
+		return Errorf(CodeInvalid, "cluster_id is not valid UTF-8")
 	}
 	if i := controlAt(id); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(id[i:])
-		return errorf(CodeInvalid, "cluster_id has a control character (%U at byte %d); control characters (C0, DEL, C1) are not allowed", r, i)
+		return Errorf(CodeInvalid, "cluster_id has a control character (%U at byte %d); control characters (C0, DEL, C1) are not allowed", r, i)
 	}
 	return nil
 }

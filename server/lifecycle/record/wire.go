@@ -1,4 +1,4 @@
-package lifecycle
+package record
 
 import "sync/atomic"
 
@@ -32,3 +32,11 @@ func (m *Machine) Encoded(enc func(*Machine) []byte) []byte {
 	c.b.CompareAndSwap(nil, &b)
 	return *c.b.Load()
 }
+
+// AttachWireCache gives a record about to be published its own, empty
+// encoding cache (the index calls it as it publishes).
+func (m *Machine) AttachWireCache() { m.wire = new(wireCache) }
+
+// DetachWireCache drops the cache from a copy the caller may change, so it
+// can never serve its original's bytes.
+func (m *Machine) DetachWireCache() { m.wire = nil }

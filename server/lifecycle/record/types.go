@@ -1,4 +1,4 @@
-package lifecycle
+package record
 
 import (
 	"maps"
@@ -122,7 +122,7 @@ type Machine struct {
 	History     []Transition `json:"history,omitempty"`
 
 	// wire caches the record's wire encoding (see Encoded). The index gives
-	// every record a fresh one as it is published; copies (Clone, edit)
+	// every record a fresh one as it is published; copies (Clone, Edit)
 	// drop it, so an edited copy can never serve its original's bytes.
 	wire *wireCache
 }
@@ -135,7 +135,7 @@ func (m *Machine) Placement() backend.Placement {
 
 // Clone returns a deep copy, so a published record never aliases a caller's
 // maps or a later edit. The engine hands deep copies across its API (Get,
-// acks, watch); inside, records share their maps (see edit).
+// acks, watch); inside, records share their maps (see Edit).
 func (m Machine) Clone() Machine {
 	c := m
 	c.wire = nil
@@ -210,27 +210,60 @@ type ListResult struct {
 	Revision []byte
 }
 
-// edit returns a copy to build the next version of a record from. Maps are
+// Edit returns a copy to build the next version of a record from. Maps are
 // shared: the engine never writes into a record's map, it only replaces
 // whole maps, so sharing them between versions (and between the slots of
 // one offering) is safe and keeps a large fleet's memory small. History is
-// shared too, capped so that an append copies it (appendHistory), and an
-// entry is changed only through lastTransition, which copies it first: a
+// shared too, capped so that an append copies it (AppendHistory), and an
+// entry is changed only through LastTransition, which copies it first: a
 // full history is 32 entries (~5 KiB), and copying it on every edit was the
 // largest allocation of an accepted mutation.
-func (m Machine) edit() Machine {
+func (m Machine) Edit() Machine {
 	c := m
 	c.wire = nil
 	c.History = m.History[:len(m.History):len(m.History)]
 	return c
 }
 
-// lastTransition returns the newest history entry of a record being built
+// LastTransition returns the newest history entry of a record being built
 // (an edit), on a copy of the history it may change; nil when it has none.
-func (m *Machine) lastTransition() *Transition {
+func (m *Machine) LastTransition() *Transition {
 	if len(m.History) == 0 {
 		return nil
 	}
 	m.History = slices.Clone(m.History)
 	return &m.History[len(m.History)-1]
+}
+
+// Transitional reports whether s is one of the four states a transition
+// runs through (CREATING, CONFIGURING, DRAINING, DELETING).
+func (s State) Transitional() bool {
+	switch s {
+	case Creating, Configuring, Draining, Deleting:
+		return true
+	}
+	return false
+}
+
+// CloneMap copies m (nil when it is empty).
+func CloneMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
+
+// AppendHistory adds t to a history being built (an Edit), keeping at most
+// HistoryLimit entries, and never writes into the array h shares with the
+// published record.
+func AppendHistory(h []Transition, t Transition) []Transition {
+	if len(h) < HistoryLimit {
+		return append(h[:len(h):len(h)], t) // a new array, whoever shares h's
+	}
+	// Full: one new slice of the newest entries (never the shared array of
+	// the published record; see Edit).
+	out := make([]Transition, HistoryLimit)
+	copy(out, h[len(h)-HistoryLimit+1:])
+	out[HistoryLimit-1] = t
+	return out
 }

@@ -1,4 +1,4 @@
-package lifecycle
+package record
 
 import "fmt"
 
@@ -25,6 +25,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
-func errorf(code Code, format string, args ...any) *Error {
+// Errorf builds an *Error of code.
+func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
