@@ -95,7 +95,7 @@ func spareCopy(keep, c backend.Observed) string {
 func (p *pass) duplicates(obs []backend.Observed, seen map[string]backend.Observed) {
 	e, at := p.e, p.rep.At
 	for id, copies := range copiesOf(obs) {
-		m, ok := e.idx.get(id)
+		m, ok := e.idx.Get(id)
 		if !ok {
 			continue
 		}
@@ -148,7 +148,7 @@ func (e *Engine) removeCopy(ctx context.Context, seen *Machine, c, keep backend.
 		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
 	defer leave()
-	if cur, ok := e.idx.get(seen.ID); !ok || cur.Revision != seen.Revision {
+	if cur, ok := e.idx.Get(seen.ID); !ok || cur.Revision != seen.Revision {
 		return nil // the machine changed since the listing: next pass
 	}
 	err = rm.RemoveCopy(ctx, seen.ID, c.Placement, keep.Placement)
@@ -174,7 +174,7 @@ func (e *Engine) recordDuplicate(seen *Machine, c, keep backend.Observed, rmErr 
 	e.observeDuplicate(seen.Zone, metric)
 	unlock := e.locks.Lock(seen.ID)
 	defer unlock()
-	cur, ok := e.idx.get(seen.ID)
+	cur, ok := e.idx.Get(seen.ID)
 	if !ok || cur.OperationID != seen.OperationID {
 		return
 	}

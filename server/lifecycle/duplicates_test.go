@@ -98,7 +98,7 @@ func dupFixture(t *testing.T, cluster string, copyOnH2 backend.Observed) (*fixtu
 func setHost(t *testing.T, f *fixture, id, host string) {
 	unlock := f.e.locks.Lock(id)
 	defer unlock()
-	cur, _ := f.e.idx.get(id)
+	cur, _ := f.e.idx.Get(id)
 	n := cur.Edit()
 	n.HostName = host
 	if err := f.e.commit(context.Background(), id, "", nil, &n); err != nil {

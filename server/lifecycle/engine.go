@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
 )
 
 // Observer is told about every finished transition (for metrics).
@@ -85,11 +87,11 @@ type Engine struct {
 	storeID uint64
 
 	locks keyedMutex
-	idx   *index
+	idx   *index.Index
 
-	marks   *markTable    // durable: machines that exist
-	unknown *unknownMarks // in memory, bounded: ids that do not exist
-	listed  *listedZones  // zones listed since start (listed.go)
+	marks   *fence.Table   // durable: machines that exist
+	unknown *fence.Unknown // in memory, bounded: ids that do not exist
+	listed  *listedZones   // zones listed since start (listed.go)
 	// atLimit counts first contacts refused because the machine's marks
 	// were at ShardsPerMachine.
 	atLimit atomic.Int64
@@ -149,11 +151,11 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: newMarkTable(snap.Marks),
-		unknown: newUnknownMarks(cfg.UnknownMarkLimit), listed: newListedZones()}
-	interner := newMapInterner()
-	interner.machines(snap.Machines)
-	e.idx = newIndex(snap.Machines)
+	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
+		unknown: fence.NewUnknown(cfg.UnknownMarkLimit), listed: newListedZones()}
+	interner := index.NewMapInterner()
+	interner.Machines(snap.Machines)
+	e.idx = index.New(snap.Machines)
 	if err := e.addSeed(ctx, interner); err != nil {
 		return nil, err
 	}
@@ -168,14 +170,14 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 // chunks so a first start with a large fleet stays one write per chunk.
 // Only the missing slots are interned: on a restart that is none of them,
 // and interning 100k seed slots by content cost ~0.3 s of the boot.
-func (e *Engine) addSeed(ctx context.Context, interner *mapInterner) error {
+func (e *Engine) addSeed(ctx context.Context, interner *index.MapInterner) error {
 	var missing []Machine
 	for _, m := range e.cfg.Seed {
-		if _, ok := e.idx.byID[m.ID]; !ok {
+		if _, ok := e.idx.Get(m.ID); !ok {
 			missing = append(missing, m)
 		}
 	}
-	interner.machines(missing)
+	interner.Machines(missing)
 	now := e.cfg.Now()
 	for len(missing) > 0 {
 		n := min(len(missing), 2048)
@@ -184,17 +186,17 @@ func (e *Engine) addSeed(ctx context.Context, interner *mapInterner) error {
 			c := m.Edit()
 			c.State = Speculative
 			c.StateSince = now
-			c.Revision = e.idx.reserve()
+			c.Revision = e.idx.Reserve()
 			chunk[i] = c
 		}
 		if err := e.st.Commit(ctx, Batch{Machines: chunk}); err != nil {
 			for i := range chunk {
-				e.idx.abandon(chunk[i].Revision)
+				e.idx.Abandon(chunk[i].Revision)
 			}
 			return fmt.Errorf("seed state: %w", err)
 		}
 		for i := range chunk {
-			e.idx.publish(&chunk[i])
+			e.idx.Publish(&chunk[i])
 		}
 		missing = missing[n:]
 	}
@@ -207,8 +209,8 @@ func (e *Engine) Start(ctx context.Context) {
 	if e.started.Swap(true) {
 		return
 	}
-	for _, id := range e.idx.ids() {
-		m, _ := e.idx.get(id)
+	for _, id := range e.idx.IDs() {
+		m, _ := e.idx.Get(id)
 		if m.State.Transitional() {
 			e.resume(id)
 		}
@@ -234,7 +236,7 @@ func (e *Engine) GetShared(_ context.Context, id string) (*Machine, error) {
 	if err := validateID("id", id); err != nil {
 		return nil, err
 	}
-	m, ok := e.idx.get(id)
+	m, ok := e.idx.Get(id)
 	if !ok {
 		return nil, errorf(CodeNotFound, "machine %q not found", id)
 	}
@@ -265,9 +267,9 @@ func (e *Engine) ListShared(_ context.Context, q ListQuery) (SharedList, error) 
 	if q.MaxResults < 0 {
 		return SharedList{}, errorf(CodeInvalid, "max_results must not be negative")
 	}
-	from, _ := decodeCursor(q.Since, e.storeID)
-	ms, cursor := e.idx.list(from, q.States, q.MaxResults)
-	return SharedList{Machines: ms, Revision: encodeCursor(e.storeID, cursor)}, nil
+	from, _ := index.DecodeCursor(q.Since, e.storeID)
+	ms, cursor := e.idx.List(from, q.States, q.MaxResults)
+	return SharedList{Machines: ms, Revision: index.EncodeCursor(e.storeID, cursor)}, nil
 }
 
 // SharedList is one page of published records (read only) and the cursor
@@ -278,7 +280,14 @@ type SharedList struct {
 }
 
 // Counts returns the number of machines per state and zone.
-func (e *Engine) Counts() map[StateZone]int { return e.idx.countsCopy() }
+func (e *Engine) Counts() map[StateZone]int { return e.idx.Counts() }
+
+// Watch subscribes to machine changes. The returned channel gets a copy of
+// every record published from now on; cancel unsubscribes and closes it.
+// lost reports whether the buffer overflowed and records were dropped.
+func (e *Engine) Watch(buffer int) (ch <-chan Machine, lost func() bool, cancel func()) {
+	return e.idx.Watch(buffer)
+}
 
 // Backend returns the substrate (for the admin API's host view).
 func (e *Engine) Backend() backend.Backend { return e.be }

@@ -2,15 +2,9 @@ package lifecycle
 
 import (
 	"fmt"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
 	"strconv"
 )
-
-// newer reports whether token (e, s) is strictly newer than the mark,
-// comparing (epoch, sequence) lexicographically. Plain comparisons: no
-// arithmetic, so int64 max values cannot overflow.
-func newer(m Mark, epoch, seq int64) bool {
-	return epoch > m.Epoch || (epoch == m.Epoch && seq > m.Sequence)
-}
 
 // fence checks a token against the mark of (shard, machine), then the
 // token's own values, in the order the contract fixes: a token that is not
@@ -28,7 +22,7 @@ func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, *Error) {
 	}
 	key := MarkKey{ShardID: t.ShardID, MachineID: machineID}
 	m, seen := e.markOf(key, known)
-	if seen && !newer(m, t.Epoch, t.Sequence) {
+	if seen && !fence.NewerThanMark(m, t.Epoch, t.Sequence) {
 		return nil, errorf(CodeFenced,
 			"stale fencing token for machine %q: shard %s (epoch %d, sequence %d) is not newer than (epoch %d, sequence %d)",
 			machineID, quoteClipped(t.ShardID), t.Epoch, t.Sequence, m.Epoch, m.Sequence)
@@ -50,7 +44,7 @@ func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, *Error) {
 // (ResourceExhausted, nothing applied) and counted; under
 // --caller-identity=bigfleet only certified shards get this far.
 func (e *Engine) roomForShard(machineID, shard string) *Error {
-	n := e.marks.shardsOn(machineID)
+	n := e.marks.ShardsOn(machineID)
 	if n < e.cfg.ShardsPerMachine {
 		return nil
 	}
@@ -71,39 +65,39 @@ func (e *Engine) ShardLimit() (limit int, refused int64) {
 // BusiestMachines returns up to n machines with marks of the most distinct
 // shards, most first, among those keep allows (the admin listing).
 func (e *Engine) BusiestMachines(n int, keep func(machineID string) bool) []ShardCount {
-	return e.marks.busiest(n, keep)
+	return e.marks.Busiest(n, keep)
 }
 
 // markOf finds the mark of key: durable for a machine that exists, in the
 // bounded in-memory set for one that does not (see unknownMarks).
 func (e *Engine) markOf(key MarkKey, known bool) (Mark, bool) {
 	if !known {
-		return e.unknown.get(key)
+		return e.unknown.Get(key)
 	}
-	return e.marks.get(key)
+	return e.marks.Get(key)
 }
 
 func (e *Engine) setMark(machineID, shardID string, m Mark) {
-	e.marks.set(MarkKey{ShardID: shardID, MachineID: machineID}, m)
+	e.marks.Set(MarkKey{ShardID: shardID, MachineID: machineID}, m)
 }
 
 // adoptUnknownMarks moves loaded marks of machine ids the engine does not
 // know (stored by versions that kept them durably) into the bounded
 // in-memory set, so the two never disagree about one key.
 func (e *Engine) adoptUnknownMarks() {
-	unknown := e.marks.takeIf(func(k MarkKey) bool {
-		_, ok := e.idx.get(k.MachineID)
+	unknown := e.marks.TakeIf(func(k MarkKey) bool {
+		_, ok := e.idx.Get(k.MachineID)
 		return !ok
 	})
 	for k, m := range unknown {
-		e.unknown.put(k, m)
+		e.unknown.Put(k, m)
 	}
 }
 
 // Marks returns a copy of every durable fence mark, those of existing
 // machines (for the admin API).
 func (e *Engine) Marks() map[MarkKey]Mark {
-	return e.marks.clone()
+	return e.marks.Clone()
 }
 
 // quoteClipped quotes s for a message, clipped if it is over the shard_id

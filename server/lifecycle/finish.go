@@ -48,7 +48,7 @@ func (e *Engine) finish(op Machine, r result) {
 func (e *Engine) finishOnce(op Machine, r result) error {
 	unlock := e.locks.Lock(op.ID)
 	defer unlock()
-	cur, ok := e.idx.get(op.ID)
+	cur, ok := e.idx.Get(op.ID)
 	if !ok || cur.OperationID != op.OperationID || !cur.State.Transitional() {
 		e.log.Info("discarding late completion", "machine", op.ID, "op", op.OperationID)
 		return errStale

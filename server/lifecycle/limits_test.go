@@ -10,7 +10,7 @@ import (
 func (s *memStore) storedMarks() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.marks) }
 
 // heldMarks counts the marks the engine holds, durable and in memory.
-func (f *fixture) heldMarks() int { return len(f.e.Marks()) + f.e.unknown.len() }
+func (f *fixture) heldMarks() int { return len(f.e.Marks()) + f.e.unknown.Len() }
 
 // TestInputCaps: every cap, exceeded by one byte (or entry), is
 // InvalidArgument naming the field and the cap, and changes nothing: no
@@ -238,7 +238,7 @@ func TestUnknownIDMarksEvictOldest(t *testing.T) {
 			t.Fatalf("ghost-%d within the bound: %v", i, err)
 		}
 	}
-	if n := f.e.unknown.len(); n != limit {
+	if n := f.e.unknown.Len(); n != limit {
 		t.Fatalf("%d unknown-id marks held, limit %d", n, limit)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
 )
 
 func TestPagingNoGapNoDuplicate(t *testing.T) {
@@ -66,9 +68,9 @@ func TestDeltaAndGarbageCursors(t *testing.T) {
 	}
 	mutated := append([]byte(nil), full.Revision...)
 	mutated[10] ^= 1
-	foreign := encodeCursor(7, 1)
-	for name, c := range map[string][]byte{"garbage": []byte("xyz"), "empty": {}, "zero": make([]byte, cursorLen),
-		"mutated": mutated, "foreign": foreign, "future": encodeCursor(42, 1<<40)} {
+	foreign := index.EncodeCursor(7, 1)
+	for name, c := range map[string][]byte{"garbage": []byte("xyz"), "empty": {}, "zero": make([]byte, 1+8+8+4),
+		"mutated": mutated, "foreign": foreign, "future": index.EncodeCursor(42, 1<<40)} {
 		l, err := f.e.List(ctx, ListQuery{Since: c})
 		if err != nil || len(l.Machines) != 10 {
 			t.Errorf("%s cursor: %v, %d machines (want full list)", name, err, len(l.Machines))
@@ -144,16 +146,16 @@ func ids(ms []Machine) string {
 }
 
 func FuzzDecodeCursor(f *testing.F) {
-	f.Add(encodeCursor(1, 2))
+	f.Add(index.EncodeCursor(1, 2))
 	f.Add([]byte{})
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rev, ok := decodeCursor(b, 1)
+		rev, ok := index.DecodeCursor(b, 1)
 		if ok {
-			if got, _ := decodeCursor(encodeCursor(1, rev), 1); got != rev {
+			if got, _ := index.DecodeCursor(index.EncodeCursor(1, rev), 1); got != rev {
 				t.Fatal("round trip")
 			}
-			if string(encodeCursor(1, rev)) != string(b) {
+			if string(index.EncodeCursor(1, rev)) != string(b) {
 				t.Fatal("a cursor that decodes must be one we could have issued")
 			}
 		}

@@ -168,7 +168,7 @@ var listingWait = 20 * time.Second
 // connection attempt (backend.ErrHostConnecting) is waited for too; one
 // whose host is down is not. notListed still refuses if the wait ran out.
 func (e *Engine) awaitListing(ctx context.Context, id string) {
-	m, ok := e.idx.get(id)
+	m, ok := e.idx.Get(id)
 	if !ok || e.listed.covers(m.Zone, m.HostName) {
 		return
 	}

@@ -98,7 +98,7 @@ func TestStaleTokenWaitsForItsHost(t *testing.T) {
 	if took := time.Since(t0); took > time.Second {
 		t.Fatalf("refused after %s: h2 is down, no listing can come, so no wait", took)
 	}
-	if _, seen := f.e.marks.get(MarkKey{ShardID: "s1", MachineID: "m000"}); seen {
+	if _, seen := f.e.marks.Get(MarkKey{ShardID: "s1", MachineID: "m000"}); seen {
 		t.Fatal("the refused mutation recorded its mark")
 	}
 	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000"}); codeOf(err) != CodeUnavailable {

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
 )
 
 // Fence marks survive the loss of the state file as bindings do (issue 15
@@ -17,7 +18,7 @@ import (
 // machineMarks returns the durable fence marks of machine id, by shard id,
 // for the backend to record with the machine (nil when it has none).
 func (e *Engine) machineMarks(id string) map[string]backend.FenceMark {
-	return e.marks.forMachine(id)
+	return e.marks.ForMachine(id)
 }
 
 // restoreMarks raises the marks of existing machines to those one zone's
@@ -48,11 +49,11 @@ func (e *Engine) restoreMarks(ctx context.Context, zi backend.ZoneInventory) int
 // hasNewerMark is the cheap check (no lock on the machine) that lets the
 // common case, nothing to raise, cost map reads only.
 func (e *Engine) hasNewerMark(id string, recorded map[string]backend.FenceMark) bool {
-	if _, ok := e.idx.get(id); !ok {
+	if _, ok := e.idx.Get(id); !ok {
 		return false
 	}
 	for shard, r := range recorded {
-		if m, seen := e.markOf(MarkKey{ShardID: shard, MachineID: id}, true); !seen || newer(m, r.Epoch, r.Sequence) {
+		if m, seen := e.markOf(MarkKey{ShardID: shard, MachineID: id}, true); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
 			return true
 		}
 	}
@@ -68,7 +69,7 @@ func (e *Engine) raiseMarks(id string, recorded map[string]backend.FenceMark) in
 	b := Batch{Marks: map[MarkKey]Mark{}}
 	for shard, r := range recorded {
 		k := MarkKey{ShardID: shard, MachineID: id}
-		if m, seen := e.markOf(k, true); !seen || newer(m, r.Epoch, r.Sequence) {
+		if m, seen := e.markOf(k, true); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
 			b.Marks[k] = Mark{Epoch: r.Epoch, Sequence: r.Sequence}
 		}
 	}

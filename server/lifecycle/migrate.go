@@ -56,7 +56,7 @@ func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult,
 func (e *Engine) holdForMigration(id, toHost string) (*Machine, error) {
 	unlock := e.locks.Lock(id)
 	defer unlock()
-	cur, ok := e.idx.get(id)
+	cur, ok := e.idx.Get(id)
 	switch {
 	case !ok:
 		return nil, errorf(CodeNotFound, "machine %q not found", id)
@@ -118,7 +118,7 @@ func (e *Engine) recordMigration(id string, was *Machine, pl backend.Placement, 
 	}
 	unlock := e.locks.Lock(id)
 	defer unlock()
-	cur, ok := e.idx.get(id)
+	cur, ok := e.idx.Get(id)
 	if !ok {
 		return MigrateResult{}, errorf(CodeNotFound, "machine %q not found", id)
 	}

@@ -69,7 +69,7 @@ func (p *pass) migrations(obs []backend.Observed) {
 		return
 	}
 	for id, copies := range interrupted(obs) {
-		m, ok := e.idx.get(id)
+		m, ok := e.idx.Get(id)
 		if !ok || e.moves.skip(id, at) || (m.State != Idle && m.State != Configured) {
 			continue // not ours, a migration of this process under way, or busy: next pass
 		}
@@ -120,7 +120,7 @@ func (e *Engine) recordRecovery(m *Machine, res backend.MigrationRecovery) {
 	}
 	unlock := e.locks.Lock(m.ID)
 	defer unlock()
-	cur, ok := e.idx.get(m.ID)
+	cur, ok := e.idx.Get(m.ID)
 	if !ok {
 		return
 	}

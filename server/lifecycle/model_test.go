@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
 	"math/rand/v2"
 	"testing"
 )
@@ -18,7 +19,7 @@ type oracle struct {
 func (o *oracle) apply(kind OpKind, id, cluster string, t Token) (Code, bool) {
 	if t.ShardID != "" {
 		k := MarkKey{ShardID: t.ShardID, MachineID: id}
-		if m, ok := o.marks[k]; ok && !newer(m, t.Epoch, t.Sequence) {
+		if m, ok := o.marks[k]; ok && !fence.NewerThanMark(m, t.Epoch, t.Sequence) {
 			return CodeFenced, false
 		}
 		o.marks[k] = Mark{Epoch: t.Epoch, Sequence: t.Sequence}

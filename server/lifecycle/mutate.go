@@ -161,14 +161,14 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 		return Ack{}, errorf(CodeUnavailable, "provider is shutting down; retry against the next instance")
 	}
 	defer e.runs.done(acceptingKey) // after start has registered the run it launched
-	cur, known := e.idx.get(id)
+	cur, known := e.idx.Get(id)
 	mark, ferr := e.fence(id, t, known)
 	if ferr != nil {
 		return Ack{}, ferr
 	}
 	if !known {
 		if mark != nil {
-			e.unknown.put(MarkKey{ShardID: t.ShardID, MachineID: id}, *mark)
+			e.unknown.Put(MarkKey{ShardID: t.ShardID, MachineID: id}, *mark)
 		}
 		return Ack{}, errorf(CodeNotFound, "machine %q not found", id)
 	}
@@ -209,12 +209,12 @@ func (e *Engine) commit(ctx context.Context, id, shard string, mark *Mark, next 
 		b.Marks = map[MarkKey]Mark{{ShardID: shard, MachineID: id}: *mark}
 	}
 	if next != nil {
-		next.Revision = e.idx.reserve()
+		next.Revision = e.idx.Reserve()
 		b.Machines = []Machine{*next}
 	}
 	if err := e.durable(ctx, b); err != nil {
 		if next != nil {
-			e.idx.abandon(next.Revision)
+			e.idx.Abandon(next.Revision)
 		}
 		if errors.Is(err, ErrTooLarge) {
 			// The request, not the store, is at fault: retrying cannot help,
@@ -229,7 +229,7 @@ func (e *Engine) commit(ctx context.Context, id, shard string, mark *Mark, next 
 		e.setMark(id, shard, *mark)
 	}
 	if next != nil {
-		e.idx.publish(next)
+		e.idx.Publish(next)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ const restartTimeout = time.Minute
 // a Start the host did not carry out. sick: the host failed an earlier
 // call of this pass, so no Start is tried now.
 func (e *Engine) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time, sick bool) (down string, restarted bool, err error) {
-	cur, ok := e.idx.get(o.MachineID)
+	cur, ok := e.idx.Get(o.MachineID)
 	if !ok || (cur.State != Idle && cur.State != Configured) || !cur.StateSince.Before(listedAt) ||
 		cur.Domain != o.Placement.Domain {
 		return "", false, nil
@@ -86,7 +86,7 @@ func isRunNote(cur *Machine) bool {
 func (e *Engine) setRunNote(seen *Machine, note, msg string) {
 	unlock := e.locks.Lock(seen.ID)
 	defer unlock()
-	cur, ok := e.idx.get(seen.ID)
+	cur, ok := e.idx.Get(seen.ID)
 	if !ok || cur.Revision != seen.Revision || cur.LastError == note || (note == "" && !isRunNote(cur)) {
 		return
 	}
@@ -114,7 +114,7 @@ func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine,
 		return false, fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
 	defer leave()
-	if cur, ok := e.idx.get(seen.ID); !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
+	if cur, ok := e.idx.Get(seen.ID); !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
 		return false, fmt.Errorf("the machine changed meanwhile")
 	}
 	return true, st.Start(ctx, seen.ID, o.Placement)
@@ -127,7 +127,7 @@ func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine,
 func (e *Engine) recordRestart(seen *Machine, was backend.RunState, startErr error, note string) {
 	unlock := e.locks.Lock(seen.ID)
 	defer unlock()
-	cur, ok := e.idx.get(seen.ID)
+	cur, ok := e.idx.Get(seen.ID)
 	if !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
 		return
 	}

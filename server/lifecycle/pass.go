@@ -55,8 +55,8 @@ type passJob func(ctx context.Context, sick bool) error
 func (e *Engine) newPass() *pass {
 	p := &pass{e: e, byZone: map[string][]string{}, down: map[string]map[string]int{},
 		jobs: map[string][]passJob{}, rep: ReconcileReport{At: e.cfg.Now(), Zones: map[string]string{}}}
-	for _, id := range e.idx.ids() {
-		if m, ok := e.idx.get(id); ok {
+	for _, id := range e.idx.IDs() {
+		if m, ok := e.idx.Get(id); ok {
 			p.byZone[m.Zone] = append(p.byZone[m.Zone], id)
 		}
 	}
@@ -121,7 +121,7 @@ func byMachine(obs []backend.Observed) map[string]backend.Observed {
 // queued for the second phase.
 func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.Observed) {
 	e, at := p.e, p.rep.At
-	m, ok := e.idx.get(id)
+	m, ok := e.idx.Get(id)
 	if !ok || e.moves.skip(id, at) {
 		return // a migration holds it, or ended after the listing
 	}

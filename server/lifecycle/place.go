@@ -75,7 +75,7 @@ func (e *Engine) recordHost(m *Machine, host, why string) error {
 	}
 	unlock := e.locks.Lock(m.ID)
 	defer unlock()
-	cur, ok := e.idx.get(m.ID)
+	cur, ok := e.idx.Get(m.ID)
 	if !ok || cur.OperationID != m.OperationID || cur.State != Creating {
 		return errStale
 	}

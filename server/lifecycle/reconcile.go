@@ -76,7 +76,7 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedAt time.Time) string {
 	unlock := e.locks.Lock(id)
 	defer unlock()
-	cur, ok := e.idx.get(id)
+	cur, ok := e.idx.Get(id)
 	// A record that changed after the hosts were listed is judged next time:
 	// the listing may predate a Create or Delete that just finished.
 	if !ok || !cur.StateSince.Before(listedAt) {

@@ -1,6 +1,10 @@
 package lifecycle
 
-import "github.com/bigfleet/libvirt-provider/server/lifecycle/record"
+import (
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
+)
 
 // The record types live in package record; these aliases keep the engine's
 // callers (server, server/admin, server/store, cmd) spelling them
@@ -27,6 +31,11 @@ type (
 	Batch            = record.Batch
 	Snapshot         = record.Snapshot
 	Store            = record.Store
+
+	// StateZone keys the machine counts.
+	StateZone = index.StateZone
+	// ShardCount is how many distinct shards hold marks on one machine.
+	ShardCount = fence.ShardCount
 )
 
 const (
@@ -56,6 +65,9 @@ const (
 	OpMigrate   = record.OpMigrate
 
 	HistoryLimit = record.HistoryLimit
+
+	DefaultShardsPerMachine = fence.DefaultShardsPerMachine
+	DefaultUnknownMarkLimit = fence.DefaultUnknownMarkLimit
 
 	CodeInvalid       = record.CodeInvalid
 	CodeFenced        = record.CodeFenced

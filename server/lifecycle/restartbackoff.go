@@ -173,7 +173,7 @@ func (e *Engine) waitNote(tr restartTrail, maxTries int) string {
 func (e *Engine) giveUpRestart(seen *Machine, o backend.Observed, note string, tr restartTrail) {
 	unlock := e.locks.Lock(seen.ID)
 	defer unlock()
-	cur, ok := e.idx.get(seen.ID)
+	cur, ok := e.idx.Get(seen.ID)
 	if !ok || cur.Revision != seen.Revision {
 		return // changed meanwhile: the next pass judges it again
 	}
@@ -208,7 +208,7 @@ func (e *Engine) runningAgain(seen *Machine, listedAt time.Time) {
 	}
 	unlock := e.locks.Lock(seen.ID)
 	defer unlock()
-	cur, ok := e.idx.get(seen.ID)
+	cur, ok := e.idx.Get(seen.ID)
 	if !ok || cur.Revision != seen.Revision {
 		return
 	}

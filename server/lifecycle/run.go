@@ -140,7 +140,7 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attem
 // again with a fresh deadline; Configure cannot, because the bootstrap blob
 // is deliberately never stored, so it ends FAILED saying why.
 func (e *Engine) resume(id string) {
-	m, _ := e.idx.get(id)
+	m, _ := e.idx.Get(id)
 	if m.OpKind == OpConfigure {
 		op := *m
 		e.track(op.OperationID, func() {

@@ -30,9 +30,9 @@ func (e *Engine) Sweep() int {
 		}
 	}
 	now := e.cfg.Now()
-	for _, id := range e.idx.transitional() {
+	for _, id := range e.idx.Transitional() {
 		// A cheap look first: most transitional records are running.
-		if m, ok := e.idx.get(id); !ok || m.OpDeadline.After(now) || e.runs.has(m.OperationID) {
+		if m, ok := e.idx.Get(id); !ok || m.OpDeadline.After(now) || e.runs.has(m.OperationID) {
 			continue
 		}
 		if e.sweepOne(id, now) {
@@ -48,7 +48,7 @@ func (e *Engine) Sweep() int {
 func (e *Engine) sweepOne(id string, now time.Time) bool {
 	unlock := e.locks.Lock(id)
 	defer unlock()
-	cur, ok := e.idx.get(id)
+	cur, ok := e.idx.Get(id)
 	if !ok || !cur.State.Transitional() || cur.OpDeadline.After(now) ||
 		e.runs.has(cur.OperationID) || e.isParked(cur.OperationID) {
 		return false

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
 )
 
 // countingEnc encodes a record's id, state and revision and counts calls.
@@ -64,8 +66,8 @@ func TestEncodedOncePerRevision(t *testing.T) {
 // bytes of the record it was copied from.
 func TestCopiesHaveNoCache(t *testing.T) {
 	t.Parallel()
-	ix := newIndex(seed(1))
-	pub, _ := ix.get("m000")
+	ix := index.New(seed(1))
+	pub, _ := ix.Get("m000")
 	var c countingEnc
 	old := string(pub.Encoded(c.enc))
 
@@ -77,13 +79,13 @@ func TestCopiesHaveNoCache(t *testing.T) {
 	}
 	plain := *pub // a raw copy still carries the cache pointer...
 	plain.State = Idle
-	plain.Revision = ix.reserve()
-	ix.publish(&plain) // ...until it is published, which gives it its own
-	cur, _ := ix.get("m000")
+	plain.Revision = ix.Reserve()
+	ix.Publish(&plain) // ...until it is published, which gives it its own
+	cur, _ := ix.Get("m000")
 	if got, want := string(cur.Encoded(c.enc)), string(c.enc(cur)); got != want {
 		t.Fatalf("published copy serves %q, want %q", got, want)
 	}
-	lst, _ := ix.list(0, nil, 0)
+	lst, _ := ix.List(0, nil, 0)
 	if len(lst) != 1 || lst[0] != cur {
 		t.Fatalf("list holds %v, want the new record", lst)
 	}
@@ -93,8 +95,8 @@ func TestCopiesHaveNoCache(t *testing.T) {
 // next time rather than its failure being served forever.
 func TestEncodedFailureNotCached(t *testing.T) {
 	t.Parallel()
-	ix := newIndex(seed(1))
-	pub, _ := ix.get("m000")
+	ix := index.New(seed(1))
+	pub, _ := ix.Get("m000")
 	var calls int
 	fail := func(*Machine) []byte { calls++; return nil }
 	if pub.Encoded(fail) != nil || pub.Encoded(fail) != nil || calls != 2 {

@@ -1,4 +1,4 @@
-package lifecycle
+package index
 
 // watcher receives every published record. A slow watcher loses records
 // rather than stalling the engine; Lost tells it to resynchronise.
@@ -10,9 +10,8 @@ type watcher struct {
 // Watch subscribes to machine changes. The returned channel gets a copy of
 // every record published from now on; cancel unsubscribes and closes it.
 // lost reports whether the buffer overflowed and records were dropped.
-func (e *Engine) Watch(buffer int) (ch <-chan Machine, lost func() bool, cancel func()) {
+func (ix *Index) Watch(buffer int) (ch <-chan Machine, lost func() bool, cancel func()) {
 	w := &watcher{ch: make(chan Machine, buffer)}
-	ix := e.idx
 	ix.mu.Lock()
 	ix.watchers[w] = struct{}{}
 	ix.mu.Unlock()
@@ -33,7 +32,7 @@ func (e *Engine) Watch(buffer int) (ch <-chan Machine, lost func() bool, cancel 
 }
 
 // notify runs under ix.mu (write-locked).
-func (ix *index) notify(m *Machine) {
+func (ix *Index) notify(m *Machine) {
 	for w := range ix.watchers {
 		select {
 		case w.ch <- m.Clone():

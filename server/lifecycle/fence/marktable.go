@@ -1,4 +1,4 @@
-package lifecycle
+package fence
 
 import (
 	"cmp"
@@ -7,6 +7,12 @@ import (
 	"sync"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
+)
+
+type (
+	Mark    = record.Mark
+	MarkKey = record.MarkKey
 )
 
 // DefaultShardsPerMachine bounds how many distinct shards may hold fence
@@ -17,54 +23,57 @@ import (
 // machine would leave a durable mark, on the host too (issue 29).
 const DefaultShardsPerMachine = 32
 
-// markTable holds the durable fence marks of existing machines. Besides
+// Table holds the durable fence marks of existing machines. Besides
 // the map the fence reads, it keeps each machine's shard ids, so that a
 // machine's marks (handed to the backend with every transition that
 // records them on the host) and its count of shards cost a lookup, not a
 // scan of every mark: a fleet may hold 100k marks.
-type markTable struct {
+type Table struct {
 	mu        sync.RWMutex
 	marks     map[MarkKey]Mark
 	byMachine map[string][]string // machine id → its shard ids
 }
 
-func newMarkTable(loaded map[MarkKey]Mark) *markTable {
-	t := &markTable{marks: make(map[MarkKey]Mark, len(loaded)), byMachine: map[string][]string{}}
+// NewTable holds the marks loaded from the store.
+func NewTable(loaded map[MarkKey]Mark) *Table {
+	t := &Table{marks: make(map[MarkKey]Mark, len(loaded)), byMachine: map[string][]string{}}
 	for k, m := range loaded {
 		t.setLocked(k, m)
 	}
 	return t
 }
 
-func (t *markTable) get(k MarkKey) (Mark, bool) {
+// Get returns the mark of k, if there is one.
+func (t *Table) Get(k MarkKey) (Mark, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	m, ok := t.marks[k]
 	return m, ok
 }
 
-func (t *markTable) set(k MarkKey, m Mark) {
+// Set makes m the mark of k.
+func (t *Table) Set(k MarkKey, m Mark) {
 	t.mu.Lock()
 	t.setLocked(k, m)
 	t.mu.Unlock()
 }
 
-func (t *markTable) setLocked(k MarkKey, m Mark) {
+func (t *Table) setLocked(k MarkKey, m Mark) {
 	if _, ok := t.marks[k]; !ok {
 		t.byMachine[k.MachineID] = append(t.byMachine[k.MachineID], k.ShardID)
 	}
 	t.marks[k] = m
 }
 
-// shardsOn is how many distinct shards hold marks on machine id.
-func (t *markTable) shardsOn(id string) int {
+// ShardsOn is how many distinct shards hold marks on machine id.
+func (t *Table) ShardsOn(id string) int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.byMachine[id])
 }
 
-// forMachine returns machine id's marks by shard id (nil when none).
-func (t *markTable) forMachine(id string) map[string]backend.FenceMark {
+// ForMachine returns machine id's marks by shard id (nil when none).
+func (t *Table) ForMachine(id string) map[string]backend.FenceMark {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	shards := t.byMachine[id]
@@ -79,7 +88,8 @@ func (t *markTable) forMachine(id string) map[string]backend.FenceMark {
 	return out
 }
 
-func (t *markTable) clone() map[MarkKey]Mark {
+// Clone copies every mark.
+func (t *Table) Clone() map[MarkKey]Mark {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return maps.Clone(t.marks)
@@ -91,9 +101,9 @@ type ShardCount struct {
 	Shards    int
 }
 
-// busiest returns up to n machines with the most shards' marks, most
+// Busiest returns up to n machines with the most shards' marks, most
 // first, ties by machine id, among those keep allows.
-func (t *markTable) busiest(n int, keep func(id string) bool) []ShardCount {
+func (t *Table) Busiest(n int, keep func(id string) bool) []ShardCount {
 	t.mu.RLock()
 	out := make([]ShardCount, 0, len(t.byMachine))
 	for id, shards := range t.byMachine {
@@ -108,8 +118,8 @@ func (t *markTable) busiest(n int, keep func(id string) bool) []ShardCount {
 	return out[:min(n, len(out))]
 }
 
-// takeIf removes and returns the marks whose key matches (startup only).
-func (t *markTable) takeIf(match func(MarkKey) bool) map[MarkKey]Mark {
+// TakeIf removes and returns the marks whose key matches (startup only).
+func (t *Table) TakeIf(match func(MarkKey) bool) map[MarkKey]Mark {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := map[MarkKey]Mark{}

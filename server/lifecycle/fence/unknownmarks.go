@@ -1,4 +1,4 @@
-package lifecycle
+package fence
 
 import (
 	"container/list"
@@ -11,7 +11,7 @@ import (
 // about 6 MB at worst.
 const DefaultUnknownMarkLimit = 10_000
 
-// unknownMarks holds the fence marks of (shard, machine) pairs whose
+// Unknown holds the fence marks of (shard, machine) pairs whose
 // machine id does not exist, least recently used first out.
 //
 // Why not the store: the contract makes the fence answer before not-found
@@ -25,7 +25,7 @@ const DefaultUnknownMarkLimit = 10_000
 // FailedPrecondition into NotFound: still refused, still nothing changed.
 // The set of known ids is fixed for the engine's life (the seed), so a
 // mark never has to move between here and the durable marks.
-type unknownMarks struct {
+type Unknown struct {
 	mu    sync.Mutex
 	limit int
 	order *list.List // of *unknownMark, most recently used at the front
@@ -37,14 +37,16 @@ type unknownMark struct {
 	mark Mark
 }
 
-func newUnknownMarks(limit int) *unknownMarks {
+// NewUnknown keeps at most limit marks (0: DefaultUnknownMarkLimit).
+func NewUnknown(limit int) *Unknown {
 	if limit <= 0 {
 		limit = DefaultUnknownMarkLimit
 	}
-	return &unknownMarks{limit: limit, order: list.New(), byKey: make(map[MarkKey]*list.Element)}
+	return &Unknown{limit: limit, order: list.New(), byKey: make(map[MarkKey]*list.Element)}
 }
 
-func (u *unknownMarks) get(k MarkKey) (Mark, bool) {
+// Get returns the mark of k, if it is still kept.
+func (u *Unknown) Get(k MarkKey) (Mark, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	el, ok := u.byKey[k]
@@ -55,8 +57,8 @@ func (u *unknownMarks) get(k MarkKey) (Mark, bool) {
 	return el.Value.(*unknownMark).mark, true
 }
 
-// put sets k's mark, evicting the least recently used one over the limit.
-func (u *unknownMarks) put(k MarkKey, m Mark) {
+// Put sets k's mark, evicting the least recently used one over the limit.
+func (u *Unknown) Put(k MarkKey, m Mark) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if el, ok := u.byKey[k]; ok {
@@ -72,7 +74,8 @@ func (u *unknownMarks) put(k MarkKey, m Mark) {
 	}
 }
 
-func (u *unknownMarks) len() int {
+// Len is how many marks are kept.
+func (u *Unknown) Len() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.order.Len()

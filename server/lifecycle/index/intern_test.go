@@ -1,8 +1,10 @@
-package lifecycle
+package index
 
 import (
 	"reflect"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func sameMap(a, b map[string]string) bool {
@@ -14,7 +16,7 @@ func sameMap(a, b map[string]string) bool {
 // stay apart, and empty ones become nil.
 func TestInternShares(t *testing.T) {
 	shared := map[string]string{"cpu": "2", "memory": "4Gi"}
-	ms := []Machine{
+	ms := []record.Machine{
 		{ID: "a", Resources: shared, Labels: map[string]string{"zone": "z1"}},
 		{ID: "b", Resources: shared, Labels: map[string]string{"zone": "z1"}},
 		{ID: "c", Resources: map[string]string{"cpu": "2", "memory": "4Gi"}, Labels: map[string]string{"zone": "z2"}},
@@ -23,9 +25,9 @@ func TestInternShares(t *testing.T) {
 		{ID: "e", Allocatable: map[string]string{"a:b": ""}},
 		{ID: "f", Allocatable: map[string]string{"a": ":b"}},
 	}
-	in := newMapInterner()
-	in.machines(ms)
-	in.machines(ms) // again: every map is now known by identity
+	in := NewMapInterner()
+	in.Machines(ms)
+	in.Machines(ms) // again: every map is now known by identity
 	switch {
 	case !sameMap(ms[0].Resources, ms[1].Resources) || !sameMap(ms[0].Resources, ms[2].Resources):
 		t.Error("equal resources not shared")

@@ -1,4 +1,4 @@
-package lifecycle
+package index
 
 import (
 	"reflect"
@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// mapInterner makes equal maps one shared map. A fleet's slots carry the
+// MapInterner makes equal maps one shared map. A fleet's slots carry the
 // same resources, allocatable and labels per offering; decoded from the
 // store or built by the capacity model they would otherwise be a few
 // hundred bytes each, per machine. Safe because records never write into
-// their maps (see Machine.edit).
-type mapInterner struct {
+// their maps (see Machine.Edit).
+type MapInterner struct {
 	seen map[string]map[string]string
 	key  strings.Builder
 	// byPtr remembers maps already interned, by identity: records loaded
@@ -23,11 +23,13 @@ type mapInterner struct {
 
 type ptrEntry struct{ orig, shared map[string]string }
 
-func newMapInterner() *mapInterner {
-	return &mapInterner{seen: make(map[string]map[string]string), byPtr: make(map[uintptr]ptrEntry)}
+// NewMapInterner returns an empty interner.
+func NewMapInterner() *MapInterner {
+	return &MapInterner{seen: make(map[string]map[string]string), byPtr: make(map[uintptr]ptrEntry)}
 }
 
-func (in *mapInterner) machines(ms []Machine) {
+// Machines interns the maps of every record of ms in place.
+func (in *MapInterner) Machines(ms []Machine) {
 	for i := range ms {
 		m := &ms[i]
 		m.Resources = in.intern(m.Resources)
@@ -36,7 +38,7 @@ func (in *mapInterner) machines(ms []Machine) {
 	}
 }
 
-func (in *mapInterner) intern(m map[string]string) map[string]string {
+func (in *MapInterner) intern(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
@@ -49,7 +51,7 @@ func (in *mapInterner) intern(m map[string]string) map[string]string {
 	return shared
 }
 
-func (in *mapInterner) byContent(m map[string]string) map[string]string {
+func (in *MapInterner) byContent(m map[string]string) map[string]string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

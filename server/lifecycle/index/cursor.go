@@ -1,4 +1,4 @@
-package lifecycle
+package index
 
 import (
 	"encoding/binary"
@@ -15,7 +15,8 @@ const (
 
 var cursorTable = crc32.MakeTable(crc32.Castagnoli)
 
-func encodeCursor(storeID, rev uint64) []byte {
+// EncodeCursor is the cursor of revision rev of store storeID.
+func EncodeCursor(storeID, rev uint64) []byte {
 	b := make([]byte, cursorLen)
 	b[0] = cursorVersion
 	binary.BigEndian.PutUint64(b[1:9], storeID)
@@ -24,9 +25,9 @@ func encodeCursor(storeID, rev uint64) []byte {
 	return b
 }
 
-// decodeCursor returns the revision a cursor carries, or ok=false when the
+// DecodeCursor returns the revision a cursor carries, or ok=false when the
 // cursor is absent, malformed, mutated or from another store.
-func decodeCursor(b []byte, storeID uint64) (rev uint64, ok bool) {
+func DecodeCursor(b []byte, storeID uint64) (rev uint64, ok bool) {
 	if len(b) != cursorLen || b[0] != cursorVersion {
 		return 0, false
 	}

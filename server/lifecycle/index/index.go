@@ -1,10 +1,17 @@
-package lifecycle
+package index
 
 import (
 	"cmp"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
+)
+
+type (
+	Machine = record.Machine
+	State   = record.State
 )
 
 // StateZone keys the machine counts.
@@ -18,7 +25,7 @@ type logEntry struct {
 	id  string
 }
 
-// index holds the published machine records and the revision log behind
+// Index holds the published machine records and the revision log behind
 // incremental List.
 //
 // Every change gets its revision before it is written to the store, so the
@@ -30,7 +37,7 @@ type logEntry struct {
 // and when it returns cursor r, every change at or below r is visible and
 // every later one gets a revision above r: paging has no gap and no
 // duplicate.
-type index struct {
+type Index struct {
 	mu       sync.RWMutex
 	byID     map[string]*Machine
 	log      []logEntry // sorted by rev; may hold superseded entries
@@ -53,8 +60,9 @@ type pendingRev struct {
 	published chan struct{}
 }
 
-func newIndex(machines []Machine) *index {
-	ix := &index{
+// New indexes the records loaded from the store.
+func New(machines []Machine) *Index {
+	ix := &Index{
 		byID:     make(map[string]*Machine, len(machines)),
 		log:      make([]logEntry, 0, len(machines)),
 		pending:  make(map[uint64]*pendingRev),
@@ -81,10 +89,10 @@ func newIndex(machines []Machine) *index {
 	return ix
 }
 
-// reserve hands out the next revision for a record about to be committed.
+// Reserve hands out the next revision for a record about to be committed.
 // Every reservation must be completed (publish or abandon), or publication
 // stops at it.
-func (ix *index) reserve() uint64 {
+func (ix *Index) Reserve() uint64 {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.counter++
@@ -92,14 +100,14 @@ func (ix *index) reserve() uint64 {
 	return ix.counter
 }
 
-// publish makes a committed record (carrying a reserved revision) visible,
+// Publish makes a committed record (carrying a reserved revision) visible,
 // once every lower revision is; it returns when m is visible.
-func (ix *index) publish(m *Machine) { ix.complete(m.Revision, m) }
+func (ix *Index) Publish(m *Machine) { ix.complete(m.Revision, m) }
 
-// abandon releases a revision whose commit failed.
-func (ix *index) abandon(rev uint64) { ix.complete(rev, nil) }
+// Abandon releases a revision whose commit failed.
+func (ix *Index) Abandon(rev uint64) { ix.complete(rev, nil) }
 
-func (ix *index) complete(rev uint64, m *Machine) {
+func (ix *Index) complete(rev uint64, m *Machine) {
 	ix.mu.Lock()
 	p := ix.pending[rev]
 	p.done, p.m = true, m
@@ -121,7 +129,7 @@ func (ix *index) complete(rev uint64, m *Machine) {
 
 // apply installs a record; ix.mu is held. The record gets its own wire
 // cache here, whatever it was copied from.
-func (ix *index) apply(m *Machine) {
+func (ix *Index) apply(m *Machine) {
 	m.AttachWireCache()
 	if old, ok := ix.byID[m.ID]; ok {
 		ix.stale++
@@ -137,7 +145,7 @@ func (ix *index) apply(m *Machine) {
 	ix.notify(m)
 }
 
-func (ix *index) get(id string) (*Machine, bool) {
+func (ix *Index) Get(id string) (*Machine, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	m, ok := ix.byID[id]
@@ -145,7 +153,7 @@ func (ix *index) get(id string) (*Machine, bool) {
 }
 
 // compact drops superseded log entries in one linear pass.
-func (ix *index) compact() {
+func (ix *Index) compact() {
 	live := ix.log[:0]
 	for _, e := range ix.log {
 		if m := ix.byID[e.id]; m != nil && m.Revision == e.rev {
@@ -157,8 +165,8 @@ func (ix *index) compact() {
 	ix.stale = 0
 }
 
-// list walks records changed after from, in revision order.
-func (ix *index) list(from uint64, states []State, limit int) (out []*Machine, cursor uint64) {
+// List walks records changed after from, in revision order.
+func (ix *Index) List(from uint64, states []State, limit int) (out []*Machine, cursor uint64) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	upto := ix.visible
@@ -196,7 +204,8 @@ func wanted(s State, states []State) bool {
 	return len(states) == 0 || slices.Contains(states, s)
 }
 
-func (ix *index) countsCopy() map[StateZone]int {
+// Counts returns the number of machines per state and zone.
+func (ix *Index) Counts() map[StateZone]int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := make(map[StateZone]int, len(ix.counts))
@@ -208,7 +217,7 @@ func (ix *index) countsCopy() map[StateZone]int {
 	return out
 }
 
-func (ix *index) ids() []string {
+func (ix *Index) IDs() []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := make([]string, 0, len(ix.byID))
@@ -219,7 +228,7 @@ func (ix *index) ids() []string {
 }
 
 // track keeps transit in step with m; ix.mu is held.
-func (ix *index) track(m *Machine) {
+func (ix *Index) track(m *Machine) {
 	if m.State.Transitional() {
 		ix.transit[m.ID] = struct{}{}
 	} else {
@@ -227,8 +236,8 @@ func (ix *index) track(m *Machine) {
 	}
 }
 
-// transitional returns the ids of the transitional records.
-func (ix *index) transitional() []string {
+// Transitional returns the ids of the transitional records.
+func (ix *Index) Transitional() []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := make([]string, 0, len(ix.transit))
