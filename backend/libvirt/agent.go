@@ -7,53 +7,25 @@ import (
 	"maps"
 	"time"
 
-	"libvirt.org/go/libvirt"
-
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/agentcmd"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
-// agentTransport is guestagent.Transport over virDomainQemuAgentCommand.
-//
-// Each command takes its own connection reference and domain handle and
-// frees them when libvirt returns. guestagent.Client gives up waiting at its
-// timeout while the cgo call may still run; handles shared with the caller
-// could then be freed under it.
-type agentTransport struct {
-	h    *host
-	name string
-}
-
-// Command sends one request; libvirt bounds it by timeout (whole seconds,
-// at least one).
-func (t agentTransport) Command(_ context.Context, req []byte, timeout time.Duration) ([]byte, error) {
-	secs := int((timeout + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	var reply string
-	err := t.h.WithDomain(t.name, func(_ hostconn.Conn, dom hostconn.Domain) error {
-		var err error
-		reply, err = dom.QemuAgentCommand(string(req), libvirt.DomainQemuAgentCommandTimeout(secs), 0)
-		return err
-	})
-	if err != nil {
-		if isNoDomain(err) {
-			return nil, fmt.Errorf("domain %s is gone: %w", t.name, guestagent.ErrAgentUnavailable)
-		}
-		return nil, agentError(t.h.Scrub(err))
-	}
-	return []byte(reply), nil
-}
-
-func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
-	var t guestagent.Transport = agentTransport{h: h, name: name}
+// agentClient talks to the domain's guest agent over libvirt (or the
+// tests' transport), each command bounded by --agent-timeout.
+func (b *Backend) agentClient(h *host, name string) *guestagent.Client {
+	var t guestagent.Transport = agentcmd.Transport{Host: h.Host, Domain: name}
 	if b.transport != nil {
 		t = b.transport(h, name)
 	}
-	c := guestagent.NewClient(t, guestagent.WithTimeout(b.cfg.AgentTimeout))
+	return guestagent.NewClient(t, guestagent.WithTimeout(b.cfg.AgentTimeout))
+}
+
+func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
+	c := b.agentClient(h, name)
 	cfg := b.cfg.Bootstrap
 	if cfg.OnEscalate == nil {
 		cfg.OnEscalate = func(cluster string, cause error) {
@@ -170,7 +142,7 @@ func (b *Backend) AgentClient(pl backend.Placement) (*guestagent.Client, error) 
 	if pl.Domain == "" {
 		return nil, errors.New("agent client: placement has no domain")
 	}
-	return guestagent.NewClient(agentTransport{h: h, name: pl.Domain}, guestagent.WithTimeout(b.cfg.AgentTimeout)), nil
+	return guestagent.NewClient(agentcmd.Transport{Host: h.Host, Domain: pl.Domain}, guestagent.WithTimeout(b.cfg.AgentTimeout)), nil
 }
 
 // AbandonConfigure is backend.Abandoner: a Configure cut by a provider
@@ -199,4 +171,30 @@ func (b *Backend) AbandonConfigure(ctx context.Context, machineID string, pl bac
 		return fmt.Errorf("abandon configure: %w", err)
 	}
 	return nil
+}
+
+// GuestAddresses is backend.GuestAddresser: the guest's global addresses
+// through guest-network-get-interfaces, over the transport Configure uses and
+// bounded by the same per-command timeout. An agent that refuses the command
+// (an image limiting qemu-ga's RPCs without allowing it) leaves the addresses
+// unknown with one WARN per call; the engine calls it once per Configure.
+func (b *Backend) GuestAddresses(ctx context.Context, machineID string, pl backend.Placement) ([]string, error) {
+	h, name, err := b.locate(machineID, pl, "")
+	if err != nil {
+		return nil, fmt.Errorf("guest addresses: %w", err)
+	}
+	addrs, err := b.agentClient(h, name).Addresses(ctx)
+	if guestagent.IsAgentError(err) {
+		b.log.Warn("guest agent refused guest-network-get-interfaces; addresses unknown",
+			"domain", name, "machine", machineID, "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("guest addresses: %w", err)
+	}
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out, nil
 }

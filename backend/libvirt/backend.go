@@ -5,17 +5,36 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
-
-	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/config"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
-	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
+
+// The configuration lives in backend/libvirt/config; these are the names
+// callers of New use, kept here so that they need not know the sub-package.
+type (
+	Config = config.Config
+	Host   = config.Host
+)
+
+// Values of --domain-type.
+const (
+	DomainTypeAuto = config.DomainTypeAuto
+	DomainTypeKVM  = config.DomainTypeKVM
+	DomainTypeQEMU = config.DomainTypeQEMU
+)
+
+// ParseConnect reads --connect (config.ParseConnect).
+func ParseConnect(connect, defaultZone string) ([]Host, error) {
+	return config.ParseConnect(connect, defaultZone)
+}
+
+// ValidDomainType checks a --domain-type value (config.ValidDomainType).
+func ValidDomainType(s string) error { return config.ValidDomainType(s) }
 
 // Backend implements backend.Backend and backend.ZoneReadiness over libvirt.
 type Backend struct {
@@ -173,42 +192,4 @@ func (b *Backend) owned(dom hostconn.Domain, name, machineID string) (meta.Metad
 		return meta.Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
 	}
 	return md, nil
-}
-
-// waitRunning polls the domain state with backoff until it runs or ctx ends.
-func waitRunning(ctx context.Context, dom hostconn.Domain) error {
-	delay := backoff.New(20*time.Millisecond, time.Second)
-	for {
-		st, reason, err := dom.GetState()
-		if err != nil {
-			return err
-		}
-		if st == libvirt.DOMAIN_RUNNING {
-			return nil
-		}
-		if st == libvirt.DOMAIN_SHUTOFF || st == libvirt.DOMAIN_CRASHED {
-			return fmt.Errorf("domain stopped while starting (%s)", stopReason(st, reason))
-		}
-		if err := delay.Wait(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// stopReason names why a domain is off, in libvirt's words.
-func stopReason(st libvirt.DomainState, reason int) string {
-	if st == libvirt.DOMAIN_CRASHED {
-		return "crashed"
-	}
-	switch libvirt.DomainShutoffReason(reason) {
-	case libvirt.DOMAIN_SHUTOFF_FAILED:
-		return "shut off: failed to start"
-	case libvirt.DOMAIN_SHUTOFF_CRASHED:
-		return "shut off: crashed"
-	case libvirt.DOMAIN_SHUTOFF_SHUTDOWN:
-		return "shut off: the guest powered off"
-	case libvirt.DOMAIN_SHUTOFF_DESTROYED:
-		return "shut off: destroyed"
-	}
-	return fmt.Sprintf("shut off, reason %d", reason)
 }

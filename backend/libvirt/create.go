@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -79,7 +83,7 @@ func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, s
 			return fmt.Errorf("create: adopt: start domain: %w", err)
 		}
 	}
-	if err := waitRunning(ctx, dom); err != nil {
+	if err := domstate.WaitRunning(ctx, dom); err != nil {
 		return fmt.Errorf("create: adopt: wait running: %w", err)
 	}
 	b.log.Info("adopted existing domain", "domain", name, "machine", spec.MachineID, "was_running", active)
@@ -137,14 +141,14 @@ func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name s
 }
 
 func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) error {
-	shape := b.shapeOf(spec)
-	if probe := shape; shapeNeedsProbe(probe) {
+	sh := b.shapeOf(spec)
+	if probe := sh; shape.NeedsProbe(probe) {
 		probe.DiskGiB = 0 // checked against the golden image buildVolumes reads anyway
 		if err := a.step("instance type shape", b.checkShapeOn(h, a.conn, spec, probe)); err != nil {
 			return err
 		}
 	}
-	overlay, seed, err := b.buildVolumes(a, spec.InstanceType, shape)
+	overlay, seed, err := b.buildVolumes(a, spec.InstanceType, sh)
 	if err != nil {
 		return err
 	}
@@ -167,7 +171,52 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	if err := a.step("start domain", err); err != nil {
 		return err
 	}
-	return a.step("wait running", h.ExplainStart(a.name, waitRunning(a.ctx, started)))
+	return a.step("wait running", h.ExplainStart(a.name, domstate.WaitRunning(a.ctx, started)))
+}
+
+// shapeOf is the shape of the machine's instance type (zero for a type
+// without one, or one the backend was not told about).
+func (b *Backend) shapeOf(spec backend.MachineSpec) backend.Shape {
+	return b.cfg.Shapes[spec.InstanceType]
+}
+
+// CheckShapes checks every instance type's shape against every host that
+// is connected (waiting for each host's first connection attempt, within
+// ctx): the firmware files, TPM emulation, huge pages, networks and the
+// golden image's size the shapes need. A host that is not connected is
+// not checked here: a Create on it then fails with the same message. An
+// error names the instance type, the field and the host.
+func (b *Backend) CheckShapes(ctx context.Context) error {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(b.cfg.Shapes)), shape.NeedsProbe) {
+		return nil
+	}
+	b.AwaitFirstAttempts(ctx)
+	var errs []error
+	for _, h := range b.list {
+		if h.Ready() != nil {
+			b.log.Warn("instance type shapes not checked on a host that is not connected; a Create there checks its own", "host", h.name)
+			continue
+		}
+		err := h.With(func(conn hostconn.Conn) error {
+			o, err := shape.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, b.cfg.Shapes)
+			if err != nil {
+				return fmt.Errorf("--instance-types: probing host %s for the machine shapes: %w", h.name, err)
+			}
+			return shape.Check(h.name, b.cfg.Shapes, b.cfg.ShapeMemoryMiB, b.cfg.Network, o)
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// checkShapeOn is CheckShapes for one Create's shape on its host.
+func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.MachineSpec, s backend.Shape) error {
+	one := map[string]backend.Shape{spec.InstanceType: s}
+	o, err := shape.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, one)
+	if err != nil {
+		return err
+	}
+	return shape.Check(h.name, one, map[string]int{spec.InstanceType: spec.MemoryMiB}, b.cfg.Network, o)
 }
 
 // start starts the defined domain and returns the handle of the domain it
@@ -195,7 +244,7 @@ func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.M
 
 // buildVolumes makes (or reuses) the overlay and the optional seed and
 // returns their paths.
-func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape) (overlay, seed string, err error) {
+func (b *Backend) buildVolumes(a *attempt, typeName string, sh backend.Shape) (overlay, seed string, err error) {
 	pool, err := a.conn.LookupStoragePoolByName(b.cfg.Pool)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", b.cfg.Pool, err)
@@ -208,7 +257,7 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape)
 	if err := a.step("golden image", err); err != nil {
 		return "", "", err
 	}
-	if g, err = sizedGolden(g, typeName, shape); err != nil {
+	if g, err = shape.Sized(g, typeName, sh); err != nil {
 		return "", "", fmt.Errorf("create: overlay volume: %w", err)
 	}
 	ovName := meta.OverlayName(a.name)
@@ -227,6 +276,38 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, shape backend.Shape)
 		return "", "", err
 	}
 	return overlay, seed, nil
+}
+
+// ensureSeed serves --base-user-data to the guest as a NoCloud seed: an ISO
+// 9660 image labelled "cidata" with user-data and meta-data, uploaded into a
+// raw volume "<domain>-seed.iso" and attached read-only. Without the flag it
+// does nothing. A seed left by an earlier attempt for the same domain is
+// reused (its content depends only on the file and the domain name).
+func (b *Backend) ensureSeed(conn hostconn.Conn, pool hostconn.Pool, domain string, undo *rollback) (string, error) {
+	if b.cfg.BaseUserData == "" {
+		return "", nil
+	}
+	name := meta.SeedName(domain)
+	if vol, err := pool.LookupStorageVolByName(name); err == nil {
+		defer vol.Free()
+		return vol.GetPath()
+	} else if !isNoVolume(err) {
+		return "", err
+	}
+	iso, err := volume.BuildSeedISO(b.cfg.BaseUserData, domain)
+	if err != nil {
+		return "", err
+	}
+	vol, err := volume.CreateRaw(pool, name, uint64(len(iso)))
+	if err != nil {
+		return "", err
+	}
+	defer vol.Free()
+	undo.push("delete seed volume", func() error { return b.deleteVolumeIn(conn, name) })
+	if err := conn.UploadVolume(vol, iso); err != nil {
+		return "", fmt.Errorf("upload: %w", err)
+	}
+	return vol.GetPath()
 }
 
 // define renders the domain XML and defines it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -287,5 +288,57 @@ func TestCreateErrors(t *testing.T) {
 	b3, _ := newTestBackend(t, func(c *Config) { c.Pool = "nopool" })
 	if _, err := b3.Create(ctx, spec("m1")); err == nil || !strings.HasPrefix(err.Error(), "create: storage pool: nopool: ") {
 		t.Errorf("missing pool: %v", err)
+	}
+}
+
+// CheckShapes on a connected host (the test driver, which has the
+// network "default" and a 64 MiB golden image) names an unknown network;
+// a disk_gib type gets an overlay of that size.
+func TestCheckShapesAndDiskSize(t *testing.T) {
+	t.Parallel()
+	shapes := map[string]backend.Shape{
+		"big":   {DiskGiB: 2, NICs: []backend.NIC{{Network: "default"}}},
+		"nonet": {NICs: []backend.NIC{{Network: "nowhere"}}},
+	}
+	b, _ := newTestBackend(t, func(c *Config) { c.Shapes = shapes })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := b.CheckShapes(ctx)
+	if err == nil || !strings.Contains(err.Error(), `--instance-types: instance type "nonet": network[0]: no active libvirt network "nowhere" (active: default) (host z1)`) ||
+		strings.Contains(err.Error(), `"big"`) {
+		t.Fatalf("CheckShapes: %v", err)
+	}
+	delete(b.cfg.Shapes, "nonet")
+	if err := b.CheckShapes(ctx); err != nil {
+		t.Fatalf("good shapes refused: %v", err)
+	}
+	spec := backend.MachineSpec{MachineID: "m1", OperationID: "op1", Zone: "z1", InstanceType: "big", VCPU: 1, MemoryMiB: 256}
+	if _, err := b.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	conn := testConn(t, b, "z1")
+	pool, err := conn.LookupStoragePoolByName("bigfleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Free()
+	vol, err := pool.LookupStorageVolByName(meta.OverlayName(meta.DomainName(b.cfg.Provider, "m1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Free()
+	info, err := vol.GetInfo()
+	if err != nil || info.Capacity != 2<<30 {
+		t.Fatalf("overlay capacity %v (%v), want 2 GiB", info, err)
+	}
+	// A type whose network is gone fails its Create with the same words.
+	b.cfg.Shapes["nonet"] = backend.Shape{NICs: []backend.NIC{{Network: "nowhere"}}}
+	spec = backend.MachineSpec{MachineID: "m2", OperationID: "op2", Zone: "z1", InstanceType: "nonet", VCPU: 1, MemoryMiB: 256}
+	_, err = b.Create(ctx, spec)
+	if err == nil || !strings.Contains(err.Error(), `create: instance type shape: --instance-types: instance type "nonet": network[0]`) {
+		t.Fatalf("create on a missing network: %v", err)
+	}
+	if errors.Is(err, backend.ErrHostUnavailable) {
+		t.Fatal("a shape the host lacks is not a host outage")
 	}
 }

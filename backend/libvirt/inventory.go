@@ -9,9 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"libvirt.org/go/libvirt"
-
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
@@ -247,21 +246,12 @@ func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.
 		MachineID:     md.MachineID,
 		OperationID:   md.OperationID,
 		Placement:     backend.Placement{Zone: zone, Domain: name},
-		Running:       running(st),
-		Run:           runState(st, reason),
+		Running:       domstate.Running(st),
+		Run:           domstate.Run(st, reason),
 		ClusterID:     md.ClusterID,
 		ShardMetadata: md.ShardMetadata,
 		Marks:         md.Marks,
 	}, md, true, nil
-}
-
-// running: the VM exists as a process (paused or blocked still counts).
-func running(st libvirt.DomainState) bool {
-	switch st {
-	case libvirt.DOMAIN_RUNNING, libvirt.DOMAIN_BLOCKED, libvirt.DOMAIN_PAUSED:
-		return true
-	}
-	return false
 }
 
 func freeAll(doms []hostconn.Domain) {

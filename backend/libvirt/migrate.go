@@ -10,6 +10,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
@@ -121,7 +122,7 @@ func (m *migration) run() error {
 	if st, reason, err := m.dom.GetState(); err != nil {
 		return fmt.Errorf("migrate: state of %s: %w", m.name, err)
 	} else if st != libvirt.DOMAIN_RUNNING {
-		return fmt.Errorf("migrate: domain %s is %s: %w", m.name, runStateOf(st, reason), backend.ErrNotRunning)
+		return fmt.Errorf("migrate: domain %s is %s: %w", m.name, domstate.Describe(st, reason), backend.ErrNotRunning)
 	}
 	if other, err := m.dconn.LookupDomainByName(m.name); err == nil {
 		_ = other.Free()
@@ -307,14 +308,4 @@ func (m *migration) prepareSeed(spool, dpool hostconn.Pool, disks map[string]str
 	}
 	disks[srcSeed] = path
 	return nil
-}
-
-func runStateOf(st libvirt.DomainState, reason int) string {
-	switch st {
-	case libvirt.DOMAIN_PAUSED:
-		return "paused"
-	case libvirt.DOMAIN_SHUTOFF, libvirt.DOMAIN_CRASHED:
-		return stopReason(st, reason)
-	}
-	return fmt.Sprintf("in state %d", st)
 }

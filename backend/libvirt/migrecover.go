@@ -8,6 +8,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
@@ -47,7 +48,7 @@ func (c copyState) migrationLeftover() bool {
 }
 
 func (c copyState) String() string {
-	return fmt.Sprintf("host %s: %s", c.pl.Host, runState(c.st, c.reason))
+	return fmt.Sprintf("host %s: %s", c.pl.Host, domstate.Run(c.st, c.reason))
 }
 
 // recoveryPlan: which copy is the machine, whether it must be resumed,

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"libvirt.org/go/libvirt"
-
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
@@ -37,7 +36,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 		if err := dom.Create(); err != nil {
 			return h.ExplainStart(name, fmt.Errorf("start domain: %w", err))
 		}
-		return h.ExplainStart(name, waitRunning(ctx, dom))
+		return h.ExplainStart(name, domstate.WaitRunning(ctx, dom))
 	})
 	if isNoDomain(err) {
 		return fmt.Errorf("start: domain %s: %w", name, backend.ErrNotFound)
@@ -67,7 +66,7 @@ func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, 
 		if err != nil {
 			return fmt.Errorf("state of %s: %w", name, err)
 		}
-		if rs := runState(st, reason); !rs.Up() {
+		if rs := domstate.Run(st, reason); !rs.Up() {
 			return fmt.Errorf("domain %s is %s: %w", name, rs, backend.ErrNotRunning)
 		}
 		return nil
@@ -76,41 +75,4 @@ func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, 
 		return meta.Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)
 	}
 	return md, err
-}
-
-// runState names a domain's state and libvirt's reason for it, in the
-// words virsh domstate --reason uses.
-func runState(st libvirt.DomainState, reason int) backend.RunState {
-	name, reasons := stateNames(st)
-	r := "unknown"
-	if reason >= 0 && reason < len(reasons) {
-		r = reasons[reason]
-	}
-	return backend.RunState{State: name, Reason: r}
-}
-
-// stateNames maps a state to its name and its reasons, indexed by
-// libvirt's virDomain<State>Reason values.
-func stateNames(st libvirt.DomainState) (string, []string) {
-	switch st {
-	case libvirt.DOMAIN_RUNNING:
-		return backend.RunRunning, []string{"unknown", "booted", "migrated", "restored", "from snapshot",
-			"unpaused", "migration canceled", "save canceled", "event wakeup", "crashed", "post-copy", "post-copy failed"}
-	case libvirt.DOMAIN_BLOCKED:
-		return backend.RunBlocked, []string{"unknown"}
-	case libvirt.DOMAIN_PAUSED:
-		return backend.RunPaused, []string{"unknown", "user", "migrating", "saving", "dumping", "I/O error",
-			"watchdog", "from snapshot", "shutting down", "creating snapshot", "crashed", "starting up",
-			"post-copy", "post-copy failed", "api error"}
-	case libvirt.DOMAIN_SHUTDOWN:
-		return backend.RunShutdown, []string{"unknown", "user"}
-	case libvirt.DOMAIN_SHUTOFF:
-		return backend.RunShutoff, []string{"unknown", "shutdown", "destroyed", "crashed", "migrated",
-			"saved", "failed", "from snapshot", "daemon"}
-	case libvirt.DOMAIN_CRASHED:
-		return backend.RunCrashed, []string{"unknown", "panicked"}
-	case libvirt.DOMAIN_PMSUSPENDED:
-		return backend.RunSuspended, []string{"unknown"}
-	}
-	return backend.RunNoState, []string{"unknown"}
 }

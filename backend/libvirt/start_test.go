@@ -94,26 +94,6 @@ func isActive(t *testing.T, c *libvirt.Connect, name string) bool {
 	return a
 }
 
-func TestRunStateNames(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		st     libvirt.DomainState
-		reason int
-		want   string
-	}{
-		{libvirt.DOMAIN_SHUTOFF, int(libvirt.DOMAIN_SHUTOFF_CRASHED), "shut off (crashed)"},
-		{libvirt.DOMAIN_SHUTOFF, int(libvirt.DOMAIN_SHUTOFF_SHUTDOWN), "shut off (shutdown)"},
-		{libvirt.DOMAIN_CRASHED, int(libvirt.DOMAIN_CRASHED_PANICKED), "crashed (panicked)"},
-		{libvirt.DOMAIN_PAUSED, int(libvirt.DOMAIN_PAUSED_IOERROR), "paused (I/O error)"},
-		{libvirt.DOMAIN_RUNNING, int(libvirt.DOMAIN_RUNNING_BOOTED), "running (booted)"},
-		{libvirt.DOMAIN_SHUTOFF, 99, "shut off"}, // a reason newer than this table
-	} {
-		if got := runState(c.st, c.reason).String(); got != c.want {
-			t.Errorf("state %d reason %d: %q, want %q", c.st, c.reason, got, c.want)
-		}
-	}
-}
-
 // TestOwnedRunning: the check Configure and Drain would make before they
 // talk to the agent reads the metadata of a running domain, and says at
 // once, with the state, that a stopped guest cannot answer.

@@ -1,7 +1,11 @@
-package libvirt
+// Package shape checks what a host offers against the instance types'
+// shapes: the firmware files, TPM emulation, huge pages, CPU model,
+// networks and the golden image's size (Probe reads them from one host's
+// connection, Check names every shape the host cannot give). It needs no
+// Backend.
+package shape
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,14 +20,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
-// shapeOf is the shape of the machine's instance type (zero for a type
-// without one, or one the backend was not told about).
-func (b *Backend) shapeOf(spec backend.MachineSpec) backend.Shape {
-	return b.cfg.Shapes[spec.InstanceType]
-}
-
-// hugePageSizes lists the huge page sizes the instance types use.
-func hugePageSizes(shapes map[string]backend.Shape) []uint64 {
+// HugePageSizes lists the huge page sizes the instance types use.
+func HugePageSizes(shapes map[string]backend.Shape) []uint64 {
 	var out []uint64
 	for _, s := range shapes {
 		if s.HugePageKiB != 0 && !slices.Contains(out, s.HugePageKiB) {
@@ -34,8 +32,8 @@ func hugePageSizes(shapes map[string]backend.Shape) []uint64 {
 	return out
 }
 
-// hostOffers is what one host offers the shapes: read by probeHost.
-type hostOffers struct {
+// Offers is what one host offers the shapes: read by Probe.
+type Offers struct {
 	// Loaders are the firmware files QEMU can load for UEFI domains of
 	// the host's type (domain capabilities of a q35 machine).
 	Loaders []string
@@ -71,12 +69,14 @@ func needsOf(shapes map[string]backend.Shape) needs {
 	return n
 }
 
-// probeHost reads what the host offers for the shapes given.
-func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backend.Shape) (hostOffers, error) {
-	o := hostOffers{DomainType: h.DomainType().Type}
+// Probe reads what the host offers for the shapes given: domainType is
+// the type the host's domains get, pool and image the --storage-pool and
+// --image whose golden image a disk_gib is checked against.
+func Probe(conn hostconn.Conn, domainType, pool, image string, shapes map[string]backend.Shape) (Offers, error) {
+	o := Offers{DomainType: domainType}
 	n := needsOf(shapes)
 	if n.uefi || n.tpm || n.cpu {
-		x, err := conn.GetDomainCapabilities("", "x86_64", domxml.UEFIMachine, h.DomainType().Type, 0)
+		x, err := conn.GetDomainCapabilities("", "x86_64", domxml.UEFIMachine, domainType, 0)
 		if err != nil {
 			return o, fmt.Errorf("domain capabilities: %w", err)
 		}
@@ -87,7 +87,7 @@ func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backe
 		o.Loaders, o.TPMEmulator, o.TPMKnown = offersOf(&dc)
 		o.CPUModes, o.CPUModels = cpuOffersOf(&dc)
 	}
-	if sizes := hugePageSizes(shapes); len(sizes) > 0 {
+	if sizes := HugePageSizes(shapes); len(sizes) > 0 {
 		hp, err := hostconn.HugePageSizes(conn, sizes)
 		if err != nil {
 			return o, fmt.Errorf("capabilities: %w", err)
@@ -102,12 +102,12 @@ func (b *Backend) probeHost(h *host, conn hostconn.Conn, shapes map[string]backe
 		o.Networks = nets
 	}
 	if slices.ContainsFunc(slices.Collect(maps.Values(shapes)), func(s backend.Shape) bool { return s.DiskGiB > 0 }) {
-		pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
+		p, err := conn.LookupStoragePoolByName(pool)
 		if err != nil {
-			return o, fmt.Errorf("--storage-pool %s: %w", b.cfg.Pool, err)
+			return o, fmt.Errorf("--storage-pool %s: %w", pool, err)
 		}
-		defer pool.Free()
-		g, err := volume.ReadGolden(pool, b.cfg.Image)
+		defer p.Free()
+		g, err := volume.ReadGolden(p, image)
 		if err != nil {
 			return o, fmt.Errorf("--image: %w", err)
 		}
@@ -155,11 +155,11 @@ func cpuOffersOf(dc *libvirtxml.DomainCaps) (modes map[string]bool, models map[s
 }
 
 // checkCPU reports a CPU model the host cannot give.
-func (o hostOffers) checkCPU(c backend.CPUShape) string {
+func (o Offers) checkCPU(c backend.CPUShape) string {
 	switch m := c.Model; {
 	case m == "":
 		return ""
-	case m == backend.CPUHostPassthrough && o.DomainType != DomainTypeKVM:
+	case m == backend.CPUHostPassthrough && o.DomainType != hostconn.DomainTypeKVM:
 		return fmt.Sprintf("cpu.model %s needs KVM, and the host runs %s domains (leave cpu.model out for the hypervisor's default under TCG)", m, o.DomainType)
 	case m == backend.CPUHostPassthrough || m == backend.CPUHostModel:
 		if o.CPUModes != nil && !o.CPUModes[m] {
@@ -178,10 +178,11 @@ func (o hostOffers) checkCPU(c backend.CPUShape) string {
 	return ""
 }
 
-// checkOffers reports every shape the host cannot give, each naming the
+// Check reports every shape the host cannot give, each naming the
 // instance type and the field. memory is each type's memory_mib (for the
-// huge page total).
-func checkOffers(hostName string, shapes map[string]backend.Shape, memory map[string]int, netFlag string, o hostOffers) error {
+// huge page total); netFlag is --network, which the types without a
+// network list use.
+func Check(hostName string, shapes map[string]backend.Shape, memory map[string]int, netFlag string, o Offers) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(shapes)) {
 		s := shapes[name]
@@ -248,49 +249,10 @@ func pageName(kib uint64) string {
 
 func gib(b uint64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 
-// CheckShapes checks every instance type's shape against every host that
-// is connected (waiting for each host's first connection attempt, within
-// ctx): the firmware files, TPM emulation, huge pages, networks and the
-// golden image's size the shapes need. A host that is not connected is
-// not checked here: a Create on it then fails with the same message. An
-// error names the instance type, the field and the host.
-func (b *Backend) CheckShapes(ctx context.Context) error {
-	if !slices.ContainsFunc(slices.Collect(maps.Values(b.cfg.Shapes)), shapeNeedsProbe) {
-		return nil
-	}
-	b.AwaitFirstAttempts(ctx)
-	var errs []error
-	for _, h := range b.list {
-		if h.Ready() != nil {
-			b.log.Warn("instance type shapes not checked on a host that is not connected; a Create there checks its own", "host", h.name)
-			continue
-		}
-		err := h.With(func(conn hostconn.Conn) error {
-			o, err := b.probeHost(h, conn, b.cfg.Shapes)
-			if err != nil {
-				return fmt.Errorf("--instance-types: probing host %s for the machine shapes: %w", h.name, err)
-			}
-			return checkOffers(h.name, b.cfg.Shapes, b.cfg.ShapeMemoryMiB, b.cfg.Network, o)
-		})
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// checkShapeOn is CheckShapes for one Create's shape on its host.
-func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.MachineSpec, s backend.Shape) error {
-	one := map[string]backend.Shape{spec.InstanceType: s}
-	o, err := b.probeHost(h, conn, one)
-	if err != nil {
-		return err
-	}
-	return checkOffers(h.name, one, map[string]int{spec.InstanceType: spec.MemoryMiB}, b.cfg.Network, o)
-}
-
-// sizedGolden gives the overlay the shape's disk size: never smaller than
+// Sized gives the overlay the shape's disk size: never smaller than
 // the golden image's virtual size, which the guest's partition table and
 // file systems were made for.
-func sizedGolden(g volume.Golden, typeName string, s backend.Shape) (volume.Golden, error) {
+func Sized(g volume.Golden, typeName string, s backend.Shape) (volume.Golden, error) {
 	if s.DiskGiB <= 0 {
 		return g, nil
 	}
@@ -303,7 +265,7 @@ func sizedGolden(g volume.Golden, typeName string, s backend.Shape) (volume.Gold
 	return g, nil
 }
 
-// shapeNeedsProbe: a shape with anything a host may lack.
-func shapeNeedsProbe(s backend.Shape) bool {
+// NeedsProbe: a shape with anything a host may lack.
+func NeedsProbe(s backend.Shape) bool {
 	return s.UEFI() || s.TPM || s.HugePageKiB != 0 || len(s.NICs) > 0 || s.DiskGiB > 0 || s.CPU.Model != ""
 }

@@ -1,27 +1,22 @@
-package libvirt
+package shape
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // Each shape a host cannot give fails naming the type, the field and the
-// host: what CheckShapes stops the process with at startup.
+// host: what the backend's CheckShapes stops the process with at startup.
 func TestCheckOffersRefuses(t *testing.T) {
 	t.Parallel()
-	offers := hostOffers{
+	offers := Offers{
 		Loaders: []string{domxml.OVMFCode}, TPMKnown: true, TPMEmulator: false,
 		HugePages: map[uint64]hostconn.HugePages{2048: {Supported: true, TotalKiB: 512 << 10}, 1 << 20: {}, 16 << 10: {Supported: true}},
 		Networks:  []string{"default"}, GoldenBytes: 10 << 30,
@@ -39,7 +34,7 @@ func TestCheckOffersRefuses(t *testing.T) {
 		"plain": {},
 	}
 	mem := map[string]int{"hp1g": 1024, "hp2m": 1024}
-	err := checkOffers("h1", shapes, mem, "", offers)
+	err := Check("h1", shapes, mem, "", offers)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -63,7 +58,7 @@ func TestCheckOffersRefuses(t *testing.T) {
 	}
 	// A host whose domain capabilities say nothing of TPMs is not refused
 	// for one (an older libvirt): the start then says what is missing.
-	if err := checkOffers("h1", map[string]backend.Shape{"tpm": {TPM: true}}, nil, "", hostOffers{}); err != nil {
+	if err := Check("h1", map[string]backend.Shape{"tpm": {TPM: true}}, nil, "", Offers{}); err != nil {
 		t.Errorf("TPM unknown: %v", err)
 	}
 }
@@ -71,13 +66,13 @@ func TestCheckOffersRefuses(t *testing.T) {
 func TestSizedGolden(t *testing.T) {
 	t.Parallel()
 	g := volume.Golden{Capacity: 3 << 30}
-	if got, err := sizedGolden(g, "t", backend.Shape{}); err != nil || got.Capacity != 3<<30 {
+	if got, err := Sized(g, "t", backend.Shape{}); err != nil || got.Capacity != 3<<30 {
 		t.Fatalf("no disk_gib: %+v %v", got, err)
 	}
-	if got, err := sizedGolden(g, "t", backend.Shape{DiskGiB: 8}); err != nil || got.Capacity != 8<<30 {
+	if got, err := Sized(g, "t", backend.Shape{DiskGiB: 8}); err != nil || got.Capacity != 8<<30 {
 		t.Fatalf("disk_gib 8: %+v %v", got, err)
 	}
-	if _, err := sizedGolden(g, "t", backend.Shape{DiskGiB: 2}); err == nil ||
+	if _, err := Sized(g, "t", backend.Shape{DiskGiB: 2}); err == nil ||
 		!strings.Contains(err.Error(), `instance type "t": disk_gib 2 is smaller than the golden image's virtual size (3.00 GiB)`) {
 		t.Fatalf("disk_gib 2: %v", err)
 	}
@@ -104,107 +99,16 @@ func TestOffersOfDomainCaps(t *testing.T) {
 	}
 }
 
-// CheckShapes on a connected host (the test driver, which has the
-// network "default" and a 64 MiB golden image) names an unknown network;
-// a disk_gib type gets an overlay of that size.
-func TestCheckShapesAndDiskSize(t *testing.T) {
-	t.Parallel()
-	shapes := map[string]backend.Shape{
-		"big":   {DiskGiB: 2, NICs: []backend.NIC{{Network: "default"}}},
-		"nonet": {NICs: []backend.NIC{{Network: "nowhere"}}},
-	}
-	b, _ := newTestBackend(t, func(c *Config) { c.Shapes = shapes })
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	err := b.CheckShapes(ctx)
-	if err == nil || !strings.Contains(err.Error(), `--instance-types: instance type "nonet": network[0]: no active libvirt network "nowhere" (active: default) (host z1)`) ||
-		strings.Contains(err.Error(), `"big"`) {
-		t.Fatalf("CheckShapes: %v", err)
-	}
-	delete(b.cfg.Shapes, "nonet")
-	if err := b.CheckShapes(ctx); err != nil {
-		t.Fatalf("good shapes refused: %v", err)
-	}
-	spec := backend.MachineSpec{MachineID: "m1", OperationID: "op1", Zone: "z1", InstanceType: "big", VCPU: 1, MemoryMiB: 256}
-	if _, err := b.Create(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	conn := testConn(t, b, "z1")
-	pool, err := conn.LookupStoragePoolByName("bigfleet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Free()
-	vol, err := pool.LookupStorageVolByName(meta.OverlayName(meta.DomainName(b.cfg.Provider, "m1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vol.Free()
-	info, err := vol.GetInfo()
-	if err != nil || info.Capacity != 2<<30 {
-		t.Fatalf("overlay capacity %v (%v), want 2 GiB", info, err)
-	}
-	// A type whose network is gone fails its Create with the same words.
-	b.cfg.Shapes["nonet"] = backend.Shape{NICs: []backend.NIC{{Network: "nowhere"}}}
-	spec = backend.MachineSpec{MachineID: "m2", OperationID: "op2", Zone: "z1", InstanceType: "nonet", VCPU: 1, MemoryMiB: 256}
-	_, err = b.Create(ctx, spec)
-	if err == nil || !strings.Contains(err.Error(), `create: instance type shape: --instance-types: instance type "nonet": network[0]`) {
-		t.Fatalf("create on a missing network: %v", err)
-	}
-	if errors.Is(err, backend.ErrHostUnavailable) {
-		t.Fatal("a shape the host lacks is not a host outage")
-	}
-}
-
-// flagDomain answers UndefineFlags as a libvirt of a given age does.
-type flagDomain struct {
-	hostconn.Domain
-	refuse func(libvirt.DomainUndefineFlagsValues) bool
-	calls  []libvirt.DomainUndefineFlagsValues
-	plain  bool
-}
-
-func (d *flagDomain) UndefineFlags(f libvirt.DomainUndefineFlagsValues) error {
-	d.calls = append(d.calls, f)
-	if d.refuse(f) {
-		return libvirt.Error{Code: libvirt.ERR_INVALID_ARG, Message: "unsupported flags"}
-	}
-	return nil
-}
-
-func (d *flagDomain) Undefine() error { d.plain = true; return nil }
-
-// Delete asks libvirt to remove the TPM state and the NVRAM with the
-// domain; a libvirt without VIR_DOMAIN_UNDEFINE_TPM (before 8.9) is asked
-// again without it, one without the others gets plain undefine.
-func TestUndefineRemovesTPMStateWhereLibvirtCan(t *testing.T) {
-	t.Parallel()
-	all := undefineFlags | libvirt.DOMAIN_UNDEFINE_TPM
-	modern := &flagDomain{refuse: func(libvirt.DomainUndefineFlagsValues) bool { return false }}
-	if err := undefine(modern); err != nil || len(modern.calls) != 1 || modern.calls[0] != all ||
-		modern.calls[0]&libvirt.DOMAIN_UNDEFINE_NVRAM == 0 {
-		t.Fatalf("libvirt 9+: %v calls %v", err, modern.calls)
-	}
-	old := &flagDomain{refuse: func(f libvirt.DomainUndefineFlagsValues) bool { return f&libvirt.DOMAIN_UNDEFINE_TPM != 0 }}
-	if err := undefine(old); err != nil || len(old.calls) != 2 || old.calls[1] != undefineFlags || old.plain {
-		t.Fatalf("libvirt < 8.9: %v calls %v plain %v", err, old.calls, old.plain)
-	}
-	bare := &flagDomain{refuse: func(libvirt.DomainUndefineFlagsValues) bool { return true }}
-	if err := undefine(bare); err != nil || len(bare.calls) != 2 || !bare.plain {
-		t.Fatalf("no flags: %v calls %v plain %v", err, bare.calls, bare.plain)
-	}
-}
-
 // --network is checked once, for the types without a network list, when
 // the host's networks were read for the others.
 func TestCheckOffersNetworkFlag(t *testing.T) {
 	t.Parallel()
 	shapes := map[string]backend.Shape{"a": {}, "b": {}, "nics": {NICs: []backend.NIC{{Network: "default"}}}}
-	err := checkOffers("h1", shapes, nil, "gone", hostOffers{Networks: []string{"default"}})
+	err := Check("h1", shapes, nil, "gone", Offers{Networks: []string{"default"}})
 	if err == nil || strings.Count(err.Error(), "--network") != 1 || !strings.Contains(err.Error(), `--network: no active libvirt network "gone"`) {
 		t.Fatalf("got %v", err)
 	}
-	if err := checkOffers("h1", shapes, nil, "default", hostOffers{Networks: []string{"default"}}); err != nil {
+	if err := Check("h1", shapes, nil, "default", Offers{Networks: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -220,7 +124,7 @@ func TestCheckOffersCPU(t *testing.T) {
 	if err := dc.Unmarshal(x); err != nil {
 		t.Fatal(err)
 	}
-	o := hostOffers{DomainType: "qemu"}
+	o := Offers{DomainType: "qemu"}
 	o.CPUModes, o.CPUModels = cpuOffersOf(&dc)
 	for model, want := range map[string]string{
 		"host-passthrough": "cpu.model host-passthrough needs KVM, and the host runs qemu domains",
@@ -230,7 +134,7 @@ func TestCheckOffersCPU(t *testing.T) {
 		"qemu64":           "",
 		"":                 "",
 	} {
-		err := checkOffers("h1", map[string]backend.Shape{"t": {CPU: backend.CPUShape{Model: model}}}, nil, "", o)
+		err := Check("h1", map[string]backend.Shape{"t": {CPU: backend.CPUShape{Model: model}}}, nil, "", o)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("%q refused: %v", model, err)
@@ -239,7 +143,7 @@ func TestCheckOffersCPU(t *testing.T) {
 		}
 	}
 	o.DomainType = "kvm"
-	if err := checkOffers("h1", map[string]backend.Shape{"t": {CPU: backend.CPUShape{Model: "host-passthrough"}}}, nil, "", o); err != nil {
+	if err := Check("h1", map[string]backend.Shape{"t": {CPU: backend.CPUShape{Model: "host-passthrough"}}}, nil, "", o); err != nil {
 		t.Errorf("host-passthrough on kvm: %v", err)
 	}
 }
