@@ -14,7 +14,7 @@
 //     touched (backend.ErrNotOurs). A failed Create removes only what that
 //     attempt made.
 //   - Configure and Drain run the image's hooks through backend/guestagent
-//     over a Transport built on virDomainQemuAgentCommand; the cluster
+//     over agentcmd.Transport (virDomainQemuAgentCommand); the cluster
 //     binding is written to the domain metadata only after the hooks
 //     succeeded, and cleared after a drain.
 //   - Delete destroys, undefines (with managed save, snapshot, checkpoint and
@@ -28,18 +28,21 @@
 // rebuilt from libvirt alone.
 //
 // Connections are hostconn's: connect, liveness, reconnect with backoff,
-// the bound of every call and the host's facts (domain type, size). The
-// backend holds one hostconn.Host per host and uses it through With and
-// WithDomain, Ready, Where and Status; it learns of a host going up or
-// down and of its size through hooks that feed placement. A host that is
-// down does not stop the others: its zone reports
-// backend.ErrHostUnavailable until it is back.
+// the bound of every call and the host's facts (domain type, size,
+// versions). The backend holds one hostconn.Host per host and uses it
+// through With and WithDomain, Ready, Where, Status and Versions; it
+// learns of a host going up or down and of its size through hooks that
+// feed placement. A host that is down does not stop the others: its zone
+// reports backend.ErrHostUnavailable until it is back.
 //
 // Its leaves live in sub-packages that need no Backend: domxml (domain
 // XML and the definition allow-list), meta (domain metadata and names),
 // volume (golden image, overlay, seed and plain volumes), config (the
-// configuration and the URI allow-list) and hostconn (one host's
-// connection). Live migration (migrate*.go) stays here: it needs the
+// configuration and the URI allow-list), shape (what a host offers the
+// instance types' shapes), domstate (domain state names, waiting to run),
+// agentcmd (the guest agent's transport over libvirt), recovery (which
+// copy an interrupted migration left is the machine) and hostconn (one
+// host's connection). Live migration (migrate*.go) stays here: it needs the
 // backend's ownership check, placement bookings, seed rebuilding, volume
 // deletion through a host's connection, rollback and the Create policy,
 // so an interface for it would be as wide as Backend itself.

@@ -10,6 +10,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
+	"libvirt.org/go/libvirt"
 )
 
 // host is one libvirt host as the backend sees it: its connection (the
@@ -28,7 +29,6 @@ type host struct {
 
 	confirming atomic.Int32 // ConfirmGone lookups still inside libvirt
 	listing    sync.Mutex   // held by the host's listing (inventory.go)
-	versions   versionCache // libvirt's and the hypervisor's, per connection (inventory.go)
 }
 
 func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planner) *host {
@@ -38,10 +38,8 @@ func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planne
 	// Placement learns with every change whether the host can take
 	// machines (under the host's lock: see hostconn.Config.OnConnected),
 	// and its size with every reading.
-	hc.OnConnected = func(up bool) {
-		if plan != nil {
-			plan.Update(h.Name, func(p *placement.Host) { p.Connected = up })
-		}
+	if plan != nil {
+		hc.OnConnected = plan.ConnectedHook(h.Name)
 	}
 	hc.OnSize = bh.toPlanner
 	bh.Host = hostconn.New(hc)
@@ -105,3 +103,16 @@ func ratio(r float64) float64 {
 	}
 	return r
 }
+
+// Classification happens once, in hostconn (errors.As on libvirt.Error);
+// these are the backend's names for it.
+var (
+	isCode  = hostconn.IsCode
+	message = hostconn.Message
+)
+
+func isNoDomain(err error) bool { return isCode(err, libvirt.ERR_NO_DOMAIN) }
+func isNoVolume(err error) bool { return isCode(err, libvirt.ERR_NO_STORAGE_VOL) }
+
+// isNotRunning: destroying a domain that is already off is not a failure.
+func isNotRunning(err error) bool { return isCode(err, libvirt.ERR_OPERATION_INVALID) }

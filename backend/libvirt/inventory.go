@@ -283,7 +283,7 @@ func (h *host) baseStatus() backend.HostStatus {
 func (b *Backend) hostStatus(h *host) backend.HostStatus {
 	st := h.baseStatus()
 	err := h.With(func(conn hostconn.Conn) error {
-		st.LibvirtVersion, st.HypervisorVersion = h.versions.read(h.Link(), conn)
+		st.LibvirtVersion, st.HypervisorVersion = h.Versions(conn)
 		if pool, err := conn.LookupStoragePoolByName(b.cfg.Pool); err == nil {
 			if info, err := pool.GetInfo(); err == nil {
 				st.PoolCapacity, st.PoolAllocation = info.Capacity, info.Allocation
@@ -307,34 +307,4 @@ func (b *Backend) hostStatus(h *host) backend.HostStatus {
 		st.Connected, st.LastError = h.Ready() == nil, err.Error()
 	}
 	return st
-}
-
-// versionCache keeps a host's libvirt and hypervisor versions for the
-// connection they were read on: they change only with a new daemon, which
-// means a new connection. The host view is read after every reconcile pass
-// (the capacity gauges), and the QEMU driver answers virConnectGetVersion
-// from its QEMU capabilities, which a daemon whose /dev/kvm QEMU cannot
-// use probes anew on each call: asked every pass, the probes held every
-// define behind them for minutes.
-type versionCache struct {
-	mu       sync.Mutex
-	link     time.Time // hostconn.Host.Link of the connection they were read on
-	lib, hyp string
-}
-
-func (c *versionCache) read(link time.Time, conn hostconn.Conn) (lib, hyp string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !link.IsZero() && link.Equal(c.link) && c.lib != "" {
-		return c.lib, c.hyp
-	}
-	c.lib, c.hyp = "", ""
-	if v, err := conn.GetLibVersion(); err == nil {
-		c.lib = hostconn.Version(v)
-	}
-	if v, err := conn.GetVersion(); err == nil {
-		c.hyp = hostconn.Version(v)
-	}
-	c.link = link
-	return c.lib, c.hyp
 }

@@ -2,14 +2,13 @@ package libvirt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/recovery"
 )
 
 var _ backend.MigrationRecoverer = (*Backend)(nil)
@@ -21,83 +20,13 @@ var _ backend.MigrationRecoverer = (*Backend)(nil)
 // finish step had resumed it. RecoverMigration decides from libvirt's
 // state alone which copy is the machine, and leaves exactly one running.
 
-// copyState is one copy of the machine as read just before the decision.
+// copyState is one copy of the machine as read just before the decision:
+// its state and where it is.
 type copyState struct {
-	pl       backend.Placement
-	h        *host
-	name     string
-	st       libvirt.DomainState
-	reason   int
-	job      bool // a libvirt job (a migration still under way) is active
-	recorded bool // on the host the machine's record names
-}
-
-func (c copyState) up() bool { return c.st == libvirt.DOMAIN_RUNNING || c.st == libvirt.DOMAIN_BLOCKED }
-
-// migrationLeftover: a copy a migration left behind: paused by it (the
-// source after the copy; an incoming destination that was never resumed,
-// "starting up" on some releases) or shut off as migrated.
-func (c copyState) migrationLeftover() bool {
-	switch c.st {
-	case libvirt.DOMAIN_PAUSED:
-		return c.reason == int(libvirt.DOMAIN_PAUSED_MIGRATION) || c.reason == int(libvirt.DOMAIN_PAUSED_STARTING_UP)
-	case libvirt.DOMAIN_SHUTOFF:
-		return c.reason == int(libvirt.DOMAIN_SHUTOFF_MIGRATED)
-	}
-	return false
-}
-
-func (c copyState) String() string {
-	return fmt.Sprintf("host %s: %s", c.pl.Host, domstate.Run(c.st, c.reason))
-}
-
-// recoveryPlan: which copy is the machine, whether it must be resumed,
-// and which copies go.
-type recoveryPlan struct {
-	live   int
-	resume bool
-	remove []int
-}
-
-var errUndecided = errors.New("libvirt's state does not prove which copy is the machine; nothing changed")
-
-// planRecovery is the decision, from the copies' states only. A copy
-// that runs is the machine (the guest's state moved there, or never
-// left); with none running, the recorded copy paused by the migration is
-// (the destination never ran the guest). Every other copy must be a
-// migration's leftover to be removed.
-func planRecovery(cs []copyState) (recoveryPlan, error) {
-	p, rec := recoveryPlan{live: -1}, -1
-	for i, c := range cs {
-		if c.job {
-			return p, fmt.Errorf("a job is still active on %s: %w", c, errUndecided)
-		}
-		if c.up() {
-			if p.live >= 0 {
-				return p, fmt.Errorf("two copies run (%s, %s): %w", cs[p.live], c, errUndecided)
-			}
-			p.live = i
-		}
-		if c.recorded {
-			rec = i
-		}
-	}
-	if p.live < 0 {
-		if rec < 0 || cs[rec].st != libvirt.DOMAIN_PAUSED || cs[rec].reason != int(libvirt.DOMAIN_PAUSED_MIGRATION) {
-			return p, fmt.Errorf("no copy runs and the recorded host's copy is not paused by a migration: %w", errUndecided)
-		}
-		p.live, p.resume = rec, true
-	}
-	for i, c := range cs {
-		if i == p.live {
-			continue
-		}
-		if !c.migrationLeftover() {
-			return p, fmt.Errorf("the copy on %s is not a migration's leftover: %w", c, errUndecided)
-		}
-		p.remove = append(p.remove, i)
-	}
-	return p, nil
+	recovery.Copy
+	pl   backend.Placement
+	h    *host
+	name string
 }
 
 // RecoverMigration is backend.MigrationRecoverer.
@@ -106,14 +35,18 @@ func (b *Backend) RecoverMigration(ctx context.Context, machineID string, record
 	if err != nil {
 		return backend.MigrationRecovery{}, fmt.Errorf("migration recovery: %w", err)
 	}
-	plan, err := planRecovery(cs)
+	states := make([]recovery.Copy, len(cs))
+	for i, c := range cs {
+		states[i] = c.Copy
+	}
+	plan, err := recovery.Decide(states)
 	if err != nil {
 		return backend.MigrationRecovery{}, fmt.Errorf("migration recovery: %w", err)
 	}
-	live := cs[plan.live]
-	out := backend.MigrationRecovery{Live: live.pl, Completed: !live.recorded, Resumed: plan.resume}
+	live := cs[plan.Live]
+	out := backend.MigrationRecovery{Live: live.pl, Completed: !live.Recorded, Resumed: plan.Resume}
 	// The leftovers go first: the resumed copy is then the only one.
-	for _, i := range plan.remove {
+	for _, i := range plan.Remove {
 		c := cs[i]
 		spec := backend.DeleteSpec{MachineID: machineID, OperationID: "reconcile-migration", Zone: c.pl.Zone, Placement: c.pl}
 		if err := b.deleteOn(ctx, c.h, c.name, spec); err != nil {
@@ -121,7 +54,7 @@ func (b *Backend) RecoverMigration(ctx context.Context, machineID string, record
 		}
 		out.Removed = append(out.Removed, c.pl)
 	}
-	if plan.resume {
+	if plan.Resume {
 		if err := b.resumeMigrated(live, machineID); err != nil {
 			return out, fmt.Errorf("migration recovery: resume on host %s: %w", live.pl.Host, err)
 		}
@@ -139,8 +72,8 @@ func (b *Backend) resumeMigrated(c copyState, machineID string) error {
 		if err != nil {
 			return err
 		}
-		if now.job || now.st != libvirt.DOMAIN_PAUSED || now.reason != int(libvirt.DOMAIN_PAUSED_MIGRATION) {
-			return fmt.Errorf("it is now %s: %w", now, errUndecided)
+		if now.Job || now.State != libvirt.DOMAIN_PAUSED || now.Reason != int(libvirt.DOMAIN_PAUSED_MIGRATION) {
+			return fmt.Errorf("it is now %s: %w", now, recovery.ErrUndecided)
 		}
 		return dom.Resume()
 	})
@@ -154,7 +87,7 @@ func (b *Backend) readCopies(machineID string, recorded backend.Placement, copie
 		if err != nil {
 			return nil, err
 		}
-		c := copyState{pl: pl, h: h, name: name, recorded: pl.Host == recorded.Host}
+		c := copyState{Copy: recovery.Copy{Host: pl.Host, Recorded: pl.Host == recorded.Host}, pl: pl, h: h, name: name}
 		if err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 			c, err = b.readCopy(dom, c, machineID)
 			return err
@@ -171,17 +104,17 @@ func (b *Backend) readCopy(dom hostconn.Domain, c copyState, machineID string) (
 		return c, err
 	}
 	var err error
-	if c.st, c.reason, err = dom.GetState(); err != nil {
+	if c.State, c.Reason, err = dom.GetState(); err != nil {
 		return c, fmt.Errorf("state: %w", err)
 	}
 	ji, err := dom.GetJobInfo()
 	switch {
 	case isCode(err, libvirt.ERR_NO_SUPPORT):
-		c.job = false // a driver without jobs (the test driver) has none running
+		c.Job = false // a driver without jobs (the test driver) has none running
 	case err != nil:
 		return c, fmt.Errorf("job: %w", err)
 	default:
-		c.job = ji.Type != libvirt.DOMAIN_JOB_NONE
+		c.Job = ji.Type != libvirt.DOMAIN_JOB_NONE
 	}
 	return c, nil
 }

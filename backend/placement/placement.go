@@ -228,6 +228,13 @@ func (p *Planner) Update(name string, fn func(h *Host)) bool {
 	})
 }
 
+// ConnectedHook is the hook that tells the planner whether the named host
+// can take machines (its connection's OnConnected): the host's link calls
+// straight into placement, not back into the backend that set it up.
+func (p *Planner) ConnectedHook(name string) func(up bool) {
+	return func(up bool) { p.Update(name, func(h *Host) { h.Connected = up }) }
+}
+
 // Get returns a host's description and books.
 func (p *Planner) Get(name string) (Host, Usage, bool) {
 	var hh Host

@@ -19,7 +19,8 @@
 //     once (bound.go, boundconn.go); one past it is a *CallTimeoutError,
 //     transient, naming the host and the call;
 //   - the host's facts: the domain type chosen at connect (domaintype.go),
-//     its size (size.go), its QEMU log for a failed start (qemulog.go).
+//     its size and versions (size.go), its QEMU log for a failed start
+//     (qemulog.go).
 //
 // Its owner (backend/libvirt) learns what changes through two hooks,
 // Config.OnConnected and Config.OnSize, and shows the host only by Where

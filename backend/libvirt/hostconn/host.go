@@ -76,8 +76,9 @@ type Host struct {
 	calls     *callSlots  // admission and bound of every call (bound.go)
 	firstDone atomic.Bool // the first dial attempt returned or ran past the bound
 
-	capMu sync.Mutex
-	size  Size // last capacity read from the host
+	capMu    sync.Mutex
+	size     Size         // last capacity read from the host
+	versions versionCache // libvirt's and the hypervisor's, per connection (size.go)
 }
 
 // New makes the host; Start dials it.

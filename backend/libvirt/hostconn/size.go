@@ -1,5 +1,10 @@
 package hostconn
 
+import (
+	"sync"
+	"time"
+)
+
 // Size is what a host last said about its size (virNodeGetInfo,
 // virNodeGetFreeMemory, the storage pool's info). Zero fields: not read.
 type Size struct {
@@ -58,4 +63,40 @@ func (h *Host) Size() Size {
 	h.capMu.Lock()
 	defer h.capMu.Unlock()
 	return h.size
+}
+
+// Versions are the libvirt and hypervisor versions of the host, read on
+// conn once per connection (see versionCache); "" when not read.
+func (h *Host) Versions(conn Conn) (lib, hyp string) {
+	return h.versions.read(h.Link(), conn)
+}
+
+// versionCache keeps a host's libvirt and hypervisor versions for the
+// connection they were read on: they change only with a new daemon, which
+// means a new connection. The host view is read after every reconcile pass
+// (the capacity gauges), and the QEMU driver answers virConnectGetVersion
+// from its QEMU capabilities, which a daemon whose /dev/kvm QEMU cannot
+// use probes anew on each call: asked every pass, the probes held every
+// define behind them for minutes.
+type versionCache struct {
+	mu       sync.Mutex
+	link     time.Time // Host.Link of the connection they were read on
+	lib, hyp string
+}
+
+func (c *versionCache) read(link time.Time, conn Conn) (lib, hyp string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !link.IsZero() && link.Equal(c.link) && c.lib != "" {
+		return c.lib, c.hyp
+	}
+	c.lib, c.hyp = "", ""
+	if v, err := conn.GetLibVersion(); err == nil {
+		c.lib = Version(v)
+	}
+	if v, err := conn.GetVersion(); err == nil {
+		c.hyp = Version(v)
+	}
+	c.link = link
+	return c.lib, c.hyp
 }
