@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/bigfleet/libvirt-provider/backend"
 )
 
 // abandonTimeout bounds the cleanup of a Configure cut by a restart: the
@@ -18,8 +16,8 @@ const abandonTimeout = time.Minute
 // is reported FAILED. Through the call gate, like every backend call on a
 // machine; a failure is logged and returned for last_error.
 func (e *Engine) abandonConfigure(op Machine) error {
-	ab, ok := e.be.(backend.Abandoner)
-	if !ok {
+	ab := e.can.Abandoner
+	if ab == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(e.bgCtx, abandonTimeout)

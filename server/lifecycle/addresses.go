@@ -14,8 +14,8 @@ import (
 // round trip and no wait; each Configure refreshes them. A failure leaves
 // them unknown and never fails the Configure.
 func (e *Engine) readAddresses(ctx context.Context, id string, pl backend.Placement) []string {
-	ga, ok := e.be.(backend.GuestAddresser)
-	if !ok {
+	ga := e.can.GuestAddresser
+	if ga == nil {
 		return nil
 	}
 	// The reading must never cost the Configure its deadline (a run that

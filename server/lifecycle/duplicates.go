@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // A machine must have exactly one domain. In a zone of several hosts a
@@ -53,16 +54,16 @@ func copiesOf(obs []backend.Observed) map[string][]backend.Observed {
 // keepCopy picks the copy that is the machine m, if the record says which.
 func keepCopy(m *Machine, copies []backend.Observed) (int, bool) {
 	if m.HostName != "" {
-		return only(copies, func(o backend.Observed) bool { return o.Placement.Host == m.HostName })
+		return soleMatch(copies, func(o backend.Observed) bool { return o.Placement.Host == m.HostName })
 	}
 	if m.Cluster != "" {
-		return only(copies, func(o backend.Observed) bool { return o.ClusterID == m.Cluster })
+		return soleMatch(copies, func(o backend.Observed) bool { return o.ClusterID == m.Cluster })
 	}
-	return only(copies, func(o backend.Observed) bool { return o.Run.Up() })
+	return soleMatch(copies, func(o backend.Observed) bool { return o.Run.Up() })
 }
 
-// only is the index of the one copy that matches, if exactly one does.
-func only(copies []backend.Observed, match func(backend.Observed) bool) (int, bool) {
+// soleMatch is the index of the one copy that matches, if exactly one does.
+func soleMatch(copies []backend.Observed, match func(backend.Observed) bool) (int, bool) {
 	at := -1
 	for i, o := range copies {
 		if match(o) {
@@ -75,9 +76,9 @@ func only(copies []backend.Observed, match func(backend.Observed) bool) (int, bo
 	return at, at >= 0
 }
 
-// spareCopy says why copy c may not be removed while keep is kept ("" if
+// whyNotSpare says why copy c may not be removed while keep is kept ("" if
 // the listing shows the evidence; the backend checks it again).
-func spareCopy(keep, c backend.Observed) string {
+func whyNotSpare(keep, c backend.Observed) string {
 	switch {
 	case !keep.Run.Up():
 		return fmt.Sprintf("the kept copy on host %s is %s", keep.Placement.Host, keep.Run)
@@ -108,7 +109,7 @@ func (p *pass) duplicates(obs []backend.Observed, seen map[string]backend.Observ
 		seen[id] = keep
 		stable := (m.State == Idle || m.State == Configured) && m.StateSince.Before(at) && !e.moves.skip(id, at)
 		for i, c := range copies {
-			switch why := spareCopy(keep, c); {
+			switch why := whyNotSpare(keep, c); {
 			case i == k:
 			case !stable:
 				e.noteDuplicate(m, c, "the machine is "+m.State.String()+"; judged when it is idle or configured")
@@ -134,9 +135,9 @@ func (e *Engine) noteDuplicate(m *Machine, c backend.Observed, why string) {
 // removeCopy is the queued removal of one spare copy, through the
 // machine's call gate; it is recorded in the machine's history.
 func (e *Engine) removeCopy(ctx context.Context, seen *Machine, c, keep backend.Observed, sick bool) error {
-	rm, ok := e.be.(backend.CopyRemover)
-	if !ok || sick {
-		if !ok {
+	rm := e.can.CopyRemover
+	if rm == nil || sick {
+		if rm == nil {
 			e.noteDuplicate(seen, c, "the backend cannot remove copies")
 		}
 		return nil
@@ -172,21 +173,16 @@ func (e *Engine) recordDuplicate(seen *Machine, c, keep backend.Observed, rmErr 
 			"host", c.Placement.Host, "kept_on", keep.Placement.Host)
 	}
 	e.observeDuplicate(seen.Zone, metric)
-	unlock := e.locks.Lock(seen.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(seen.ID)
-	if !ok || cur.OperationID != seen.OperationID {
-		return
-	}
-	now := e.cfg.Now()
-	n := cur.Edit()
-	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-		From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
-	_ = e.commit(context.Background(), cur.ID, "", nil, &n) // lost: the log line and metric remain
+	_, _ = e.update(seen.ID, record.Expect{OperationID: seen.OperationID}, func(cur, n *Machine) error {
+		now := e.cfg.Now()
+		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
+		return nil
+	}) // lost: the log line and metric remain
 }
 
 func (e *Engine) observeDuplicate(zone, outcome string) {
-	if do, ok := e.cfg.Observer.(DuplicateObserver); ok {
-		do.DuplicateDomain(zone, outcome)
+	if dobs, ok := e.cfg.Observer.(DuplicateObserver); ok {
+		dobs.DuplicateDomain(zone, outcome)
 	}
 }

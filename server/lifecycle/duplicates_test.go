@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // dupBackend lists extra copies of machines beside testBackend's VMs and
@@ -96,12 +98,7 @@ func dupFixture(t *testing.T, cluster string, copyOnH2 backend.Observed) (*fixtu
 // setHost records host as the machine's host, as a Create through a
 // Placer does.
 func setHost(t *testing.T, f *fixture, id, host string) {
-	unlock := f.e.locks.Lock(id)
-	defer unlock()
-	cur, _ := f.e.idx.Get(id)
-	n := cur.Edit()
-	n.HostName = host
-	if err := f.e.commit(context.Background(), id, "", nil, &n); err != nil {
+	if _, err := f.e.update(id, record.Expect{}, func(_, n *Machine) error { n.HostName = host; return nil }); err != nil {
 		t.Fatal(err)
 	}
 }

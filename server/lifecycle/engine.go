@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/caps"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
 )
@@ -81,6 +82,8 @@ type Engine struct {
 	cfg Config
 	st  Store
 	be  backend.Backend
+	// can is what be offers beyond backend.Backend, asked once in New.
+	can caps.Capabilities
 	log *slog.Logger
 	// storeID goes into cursors: revisions are numbered per store (and
 	// survive restarts with it), so a cursor from another store is foreign.
@@ -151,7 +154,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: st, be: be, log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
+	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
 		unknown: fence.NewUnknown(cfg.UnknownMarkLimit), listed: newListedZones()}
 	interner := index.NewMapInterner()
 	interner.Machines(snap.Machines)

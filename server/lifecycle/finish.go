@@ -1,18 +1,21 @@
 package lifecycle
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/internal/backoff"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // errStale says an outcome was not recorded because its operation is no
 // longer the machine's current transition (nothing to retry).
-var errStale = errors.New("operation no longer current")
+var errStale = record.ErrStale
+
+// errUnchanged: an edit that needs no change (see update).
+var errUnchanged = record.ErrUnchanged
 
 // finish records a transition's outcome. A failed commit is retried with
 // backoff for up to CommitRetry, each attempt taking the machine's lock only
@@ -46,21 +49,37 @@ func (e *Engine) finish(op Machine, r result) {
 
 // finishOnce makes one attempt at recording op's outcome.
 func (e *Engine) finishOnce(op Machine, r result) error {
-	unlock := e.locks.Lock(op.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(op.ID)
-	if !ok || cur.OperationID != op.OperationID || !cur.State.Transitional() {
+	err := e.record(op.ID, record.Expect{OperationID: op.OperationID, Holds: func(cur *Machine) bool {
+		return cur.State.Transitional()
+	}}, func(*Machine) result { return r })
+	if errors.Is(err, errStale) {
 		e.log.Info("discarding late completion", "machine", op.ID, "op", op.OperationID)
-		return errStale
 	}
-	return e.record(cur, r)
+	return err
 }
 
-// record commits the outcome r of cur's transition. The caller holds the
-// machine's lock and has checked that cur is that transition's record.
-func (e *Engine) record(cur *Machine, r result) error {
+// record commits the outcome of the transition of machine id's record,
+// if it is the one expected (through update); outcome is asked under the
+// machine's lock, with the record it ends.
+func (e *Engine) record(id string, expect record.Expect, outcome func(cur *Machine) result) error {
+	var r result
+	var verdict string
+	n, err := e.update(id, expect, func(cur, n *Machine) error {
+		r = outcome(cur)
+		verdict = e.applyOutcome(cur, n, r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	e.reportOutcome(n, r, verdict)
+	return nil
+}
+
+// applyOutcome ends next's transition with r and returns the history's
+// outcome word.
+func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
 	now := e.cfg.Now()
-	n := cur.Edit()
 	outcome := "succeeded"
 	if r.err != nil {
 		outcome = "failed"
@@ -71,7 +90,7 @@ func (e *Engine) record(cur *Machine, r result) error {
 		n.State = Failed
 		n.LastError = lastError(cur.OpKind, r.err)
 	} else {
-		applySuccess(&n, r.placement, e.cfg.Provider)
+		applySuccess(n, r.placement, e.cfg.Provider)
 	}
 	n.StateSince = now
 	n.OpDeadline = time.Time{}
@@ -84,9 +103,11 @@ func (e *Engine) record(cur *Machine, r result) error {
 			h.Note = noteAddresses(r.addresses)
 		}
 	}
-	if err := e.commit(context.Background(), n.ID, "", nil, &n); err != nil {
-		return err
-	}
+	return outcome
+}
+
+// reportOutcome logs and observes the committed end n of a transition.
+func (e *Engine) reportOutcome(n *Machine, r result, outcome string) {
 	attrs := []any{"machine", n.ID, "op", n.OperationID, "kind", string(n.OpKind), "outcome", outcome, "state", n.State.String()}
 	switch {
 	case r.err != nil:
@@ -94,7 +115,7 @@ func (e *Engine) record(cur *Machine, r result) error {
 			attrs = append(attrs, "zone", n.Zone, "vcpu", n.VCPU, "memory_mib", n.MemoryMiB)
 		}
 		e.log.Warn("transition finished", append(attrs, "err", n.LastError)...)
-	case cur.OpKind == OpCreate && r.placement.Why != "":
+	case n.OpKind == OpCreate && r.placement.Why != "":
 		e.log.Info("transition finished", append(attrs, "host", r.placement.Host, "placement", r.placement.Why)...)
 	default:
 		e.log.Info("transition finished", attrs...)
@@ -103,7 +124,6 @@ func (e *Engine) record(cur *Machine, r result) error {
 		h := n.History[len(n.History)-1]
 		e.cfg.Observer.TransitionFinished(n.OpKind, n.Zone, outcome, h.Ended.Sub(h.Started))
 	}
-	return nil
 }
 
 // parkedOutcome is an outcome whose commit gave up, waiting for the sweep.

@@ -172,12 +172,12 @@ func (e *Engine) awaitListing(ctx context.Context, id string) {
 	if !ok || e.listed.covers(m.Zone, m.HostName) {
 		return
 	}
-	if zr, ok := e.be.(backend.ZoneReadiness); ok {
+	if zr := e.can.ZoneReadiness; zr != nil {
 		if err := zr.ZoneReady(m.Zone); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
 			return // its host is down: refused at once, as Unavailable
 		}
 	}
-	if hr, ok := e.be.(backend.HostReadiness); ok {
+	if hr := e.can.HostReadiness; hr != nil {
 		// Its own host, or without one any host it may be on, is down:
 		// no listing can come, refused at once.
 		hosts := []string{m.HostName}
@@ -215,7 +215,7 @@ func (e *Engine) WaitReadyZonesListed(ctx context.Context) bool {
 		case <-ctx.Done():
 		}
 	}()
-	zr, _ := e.be.(backend.ZoneReadiness)
+	zr := e.can.ZoneReadiness
 	for _, z := range e.be.Zones() {
 		if zr != nil && zr.ZoneReady(z) != nil {
 			continue

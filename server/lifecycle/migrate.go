@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // MigrateResult is a finished live migration.
@@ -30,8 +31,8 @@ func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult,
 	if err := validateID("id", id); err != nil {
 		return MigrateResult{}, err
 	}
-	mg, ok := e.be.(backend.Migrator)
-	if !ok {
+	mg := e.can.Migrator
+	if mg == nil {
 		return MigrateResult{}, errorf(CodeUnimplemented, "this backend cannot migrate machines")
 	}
 	cur, err := e.holdForMigration(id, toHost)
@@ -82,7 +83,7 @@ func (e *Engine) holdForMigration(id, toHost string) (*Machine, error) {
 
 // placementReady refuses (Unavailable) a machine whose own host is down.
 func (e *Engine) placementReady(m *Machine) *Error {
-	if pr, ok := e.be.(backend.PlacementReadiness); ok {
+	if pr := e.can.PlacementReadiness; pr != nil {
 		if err := pr.PlacementReady(m.Placement()); err != nil {
 			return errorf(CodeUnavailable, "host of machine %q is not available: %v", m.ID, err)
 		}
@@ -116,32 +117,32 @@ func (e *Engine) recordMigration(id string, was *Machine, pl backend.Placement, 
 			"to", e.moveTarget(id), "err", merr)
 		return MigrateResult{}, migrateError(id, merr)
 	}
-	unlock := e.locks.Lock(id)
-	defer unlock()
-	cur, ok := e.idx.Get(id)
-	if !ok {
-		return MigrateResult{}, errorf(CodeNotFound, "machine %q not found", id)
-	}
+	// The move hold refuses every transition while the migration runs, so
+	// the record is still the operation it was held on (was).
 	now := e.cfg.Now()
 	res := MigrateResult{From: was.HostName, To: pl.Host, Why: pl.Why, Took: now.Sub(started)}
-	n := cur.Edit()
-	h := Transition{OperationID: cur.OperationID, Kind: OpMigrate, From: cur.State, To: cur.State,
-		Started: started, Ended: now, Outcome: "succeeded"}
-	if merr == nil {
-		n.HostName, n.Domain = pl.Host, pl.Domain
-		n.Host = HostRef{Provider: e.cfg.Provider, Ref: pl.Ref()}
-		if strings.HasPrefix(n.LastError, migrateErrPrefix) {
-			n.LastError = ""
+	n, cerr := e.update(id, record.Expect{OperationID: was.OperationID}, func(c, n *Machine) error {
+		h := Transition{OperationID: c.OperationID, Kind: OpMigrate, From: c.State, To: c.State,
+			Started: started, Ended: now, Outcome: "succeeded"}
+		if merr == nil {
+			n.HostName, n.Domain = pl.Host, pl.Domain
+			n.Host = HostRef{Provider: e.cfg.Provider, Ref: pl.Ref()}
+			if strings.HasPrefix(n.LastError, migrateErrPrefix) {
+				n.LastError = ""
+			}
+			h.Note = fmt.Sprintf("from host %s to host %s in %s (%s)", was.HostName, pl.Host, res.Took.Round(time.Millisecond), pl.Why)
+		} else {
+			h.Outcome = "failed"
+			n.LastError = migrateErrPrefix + merr.Error() + "; the VM still runs on host " + was.HostName
+			h.LastError = n.LastError
 		}
-		h.Note = fmt.Sprintf("from host %s to host %s in %s (%s)", was.HostName, pl.Host, res.Took.Round(time.Millisecond), pl.Why)
-	} else {
-		h.Outcome = "failed"
-		n.LastError = migrateErrPrefix + merr.Error() + "; the VM still runs on host " + was.HostName
-		h.LastError = n.LastError
+		n.History = appendHistory(n.History, h)
+		return nil
+	})
+	if _, ok := e.idx.Get(id); !ok && errors.Is(cerr, errStale) {
+		return MigrateResult{}, errorf(CodeNotFound, "machine %q not found", id)
 	}
-	n.History = appendHistory(n.History, h)
-	cerr := e.commit(context.Background(), id, "", nil, &n)
-	attrs := []any{"machine", id, "zone", cur.Zone, "from", was.HostName, "state", cur.State.String(),
+	attrs := []any{"machine", id, "zone", was.Zone, "from", was.HostName, "state", was.State.String(),
 		"took", res.Took.Round(time.Millisecond).String()}
 	switch {
 	case merr != nil:

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // A migration is driven by the provider process (managed migration): if
@@ -64,8 +65,8 @@ func interrupted(obs []backend.Observed) map[string][]backend.Observed {
 // host the migration started from.
 func (p *pass) migrations(obs []backend.Observed) {
 	e, at := p.e, p.rep.At
-	rec, ok := e.be.(backend.MigrationRecoverer)
-	if !ok {
+	rec := e.can.MigrationRecoverer
+	if rec == nil {
 		return
 	}
 	for id, copies := range interrupted(obs) {
@@ -118,21 +119,19 @@ func (e *Engine) recordRecovery(m *Machine, res backend.MigrationRecovery) {
 	if o, ok := e.cfg.Observer.(MigrationRecoveryObserver); ok {
 		o.MigrationRecovered(m.Zone, recoveryOutcome(res))
 	}
-	unlock := e.locks.Lock(m.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(m.ID)
-	if !ok {
-		return
-	}
-	now := e.cfg.Now()
-	n := cur.Edit()
-	if cur.HostName != res.Live.Host {
-		n.HostName = res.Live.Host
-		n.Host = HostRef{Provider: e.cfg.Provider, Ref: res.Live.Ref()}
-	}
-	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-		From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: migRecovered, Note: note})
-	_ = e.commit(context.Background(), cur.ID, "", nil, &n) // lost: the log line remains, and libvirt's state
+	// Only the record the recovery was judged on: a transition accepted
+	// since (a new operation id) owns the record now, and its own run
+	// says where the VM is; the next pass sees the machine again.
+	_, _ = e.update(m.ID, record.Expect{OperationID: m.OperationID}, func(cur, n *Machine) error {
+		now := e.cfg.Now()
+		if cur.HostName != res.Live.Host {
+			n.HostName = res.Live.Host
+			n.Host = HostRef{Provider: e.cfg.Provider, Ref: res.Live.Ref()}
+		}
+		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: migRecovered, Note: note})
+		return nil
+	}) // lost or stale: the log line remains, and libvirt's state
 }
 
 func recoveryNote(m *Machine, res backend.MigrationRecovery) string {

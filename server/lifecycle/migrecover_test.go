@@ -21,6 +21,8 @@ type recBackend struct {
 	mu    sync.Mutex
 	dst   *backend.Observed
 	calls []string // "machine recorded-host copies-hosts"
+	// during, when set, runs as RecoverMigration is called.
+	during func()
 }
 
 func (b *recBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
@@ -34,6 +36,9 @@ func (b *recBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
 }
 
 func (b *recBackend) RecoverMigration(_ context.Context, id string, recorded backend.Placement, copies []backend.Placement) (backend.MigrationRecovery, error) {
+	if b.during != nil {
+		b.during()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	hosts := make([]string, len(copies))
@@ -130,6 +135,39 @@ func TestRecoverMigrationNotCompleted(t *testing.T) {
 	h := m.History[len(m.History)-1]
 	if m.HostName != "h1" || h.Outcome != migRecovered || !strings.Contains(h.Note, "had not completed: the VM resumed on host h1") {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
+	}
+}
+
+// A recovery records its outcome only on the record it was judged on: a
+// Drain accepted while the recovery ran owns the machine's record, which
+// keeps its host and gets no recovery entry (recordRecovery checks the
+// operation id through update, like its siblings).
+func TestRecoverMigrationStaleDoesNotOverwrite(t *testing.T) {
+	t.Parallel()
+	f, rb, logs := recFixture(t, &backend.RunState{State: backend.RunRunning, Reason: "migrated"})
+	var drained string
+	rb.during = func() {
+		ack, err := f.e.Drain(context.Background(), DrainRequest{MachineID: "m000"})
+		if err != nil {
+			t.Errorf("drain during the recovery: %v", err)
+		}
+		drained = ack.OperationID
+	}
+	f.e.Reconcile(context.Background())
+	if calls := rb.seen(); len(calls) != 1 {
+		t.Fatalf("recoveries %v", calls)
+	}
+	m := f.waitState("m000", Idle)
+	if m.OperationID != drained || m.HostName != "h1" {
+		t.Fatalf("op %q host %q, want the drain's %q on h1", m.OperationID, m.HostName, drained)
+	}
+	for _, h := range m.History {
+		if h.Outcome == migRecovered {
+			t.Fatalf("a stale recovery wrote into the newer record: %+v", h)
+		}
+	}
+	if !strings.Contains(logs.String(), `"msg":"reconcile: interrupted migration recovered"`) {
+		t.Fatalf("no WARN:\n%s", logs)
 	}
 }
 

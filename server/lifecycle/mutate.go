@@ -250,8 +250,8 @@ func (e *Engine) durable(ctx context.Context, b Batch) (err error) {
 
 func (e *Engine) zoneReady(m *Machine) *Error {
 	zone := m.Zone
-	zr, ok := e.be.(backend.ZoneReadiness)
-	if !ok {
+	zr := e.can.ZoneReadiness
+	if zr == nil {
 		return e.notListed(m)
 	}
 	if err := zr.ZoneReady(zone); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // RunObserver is an Observer that is also told what reconcile found about
@@ -46,7 +47,7 @@ func (e *Engine) checkRun(ctx context.Context, o backend.Observed, listedAt time
 		return "", false, nil
 	}
 	note := runNote(cur, o.Run, listedAt)
-	if st, ok := e.be.(backend.Starter); ok && cur.State == Idle && o.Run.Inactive() {
+	if st := e.can.Starter; st != nil && cur.State == Idle && o.Run.Inactive() {
 		return e.restartIdle(ctx, st, cur, o, note, listedAt, sick)
 	} else if cur.State == Configured {
 		note += fmt.Sprintf("; not restarted: the machine is CONFIGURED (cluster %q), BigFleet decides (a Drain cannot run its hook in a stopped guest)", cur.Cluster)
@@ -84,22 +85,21 @@ func isRunNote(cur *Machine) bool {
 // a note of ours), with one WARN per change; nothing changes otherwise, so
 // a domain that stays down costs no revision and no log line per pass.
 func (e *Engine) setRunNote(seen *Machine, note, msg string) {
-	unlock := e.locks.Lock(seen.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(seen.ID)
-	if !ok || cur.Revision != seen.Revision || cur.LastError == note || (note == "" && !isRunNote(cur)) {
-		return
-	}
-	n := cur.Edit()
-	n.LastError = note
-	if err := e.commit(context.Background(), cur.ID, "", nil, &n); err != nil {
-		return // the next pass tries again
+	n, err := e.update(seen.ID, record.Expect{Revision: seen.Revision}, func(cur, n *Machine) error {
+		if cur.LastError == note || (note == "" && !isRunNote(cur)) {
+			return errUnchanged
+		}
+		n.LastError = note
+		return nil
+	})
+	if err != nil {
+		return // stale, unchanged, or the next pass tries again
 	}
 	if note == "" {
-		e.log.Info(msg, "machine", cur.ID, "domain", cur.Domain, "state", cur.State.String())
+		e.log.Info(msg, "machine", n.ID, "domain", n.Domain, "state", n.State.String())
 		return
 	}
-	e.log.Warn(msg, "machine", cur.ID, "domain", cur.Domain, "zone", cur.Zone, "state", cur.State.String(), "err", note)
+	e.log.Warn(msg, "machine", n.ID, "domain", n.Domain, "zone", n.Zone, "state", n.State.String(), "err", note)
 }
 
 // restart starts the domain of an IDLE machine through the machine's call
@@ -125,30 +125,26 @@ func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine,
 // on). A Start that worked clears a note left by an earlier try; one that
 // failed (startErr) leaves note as the last_error instead.
 func (e *Engine) recordRestart(seen *Machine, was backend.RunState, startErr error, note string) {
-	unlock := e.locks.Lock(seen.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(seen.ID)
-	if !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
-		return
-	}
-	now := e.cfg.Now()
-	n := cur.Edit()
-	t := Transition{OperationID: n.OperationID, Kind: OpReconcile, From: Idle, To: Idle, Started: now, Ended: now}
-	if startErr == nil {
-		t.Outcome, t.LastError = outcomeRestarted, fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)
-		e.log.Warn("reconcile: restarted a domain that was not running", "machine", cur.ID, "domain", cur.Domain,
-			"zone", cur.Zone, "was", was.String())
-		if isRunNote(cur) {
-			n.LastError = ""
+	stillIdle := record.Expect{OperationID: seen.OperationID, Holds: func(cur *Machine) bool { return cur.State == Idle }}
+	_, _ = e.update(seen.ID, stillIdle, func(cur, n *Machine) error {
+		now := e.cfg.Now()
+		t := Transition{OperationID: n.OperationID, Kind: OpReconcile, From: Idle, To: Idle, Started: now, Ended: now}
+		if startErr == nil {
+			t.Outcome, t.LastError = outcomeRestarted, fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)
+			e.log.Warn("reconcile: restarted a domain that was not running", "machine", cur.ID, "domain", cur.Domain,
+				"zone", cur.Zone, "was", was.String())
+			if isRunNote(cur) {
+				n.LastError = ""
+			}
+		} else {
+			t.Outcome, t.LastError = outcomeRestartFailed, startErr.Error()
+			n.LastError = note
+			e.log.Warn("reconcile: domain not running", "machine", cur.ID, "domain", cur.Domain, "zone", cur.Zone,
+				"state", cur.State.String(), "err", note)
 		}
-	} else {
-		t.Outcome, t.LastError = outcomeRestartFailed, startErr.Error()
-		n.LastError = note
-		e.log.Warn("reconcile: domain not running", "machine", cur.ID, "domain", cur.Domain, "zone", cur.Zone,
-			"state", cur.State.String(), "err", note)
-	}
-	n.History = appendHistory(n.History, t)
-	_ = e.commit(context.Background(), cur.ID, "", nil, &n) // lost: the try is not counted, nothing else
+		n.History = appendHistory(n.History, t)
+		return nil
+	}) // lost: the try is not counted, nothing else
 }
 
 func (e *Engine) observeRestart(zone, from string, ok bool) {

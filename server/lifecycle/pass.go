@@ -65,7 +65,7 @@ func (e *Engine) newPass() *pass {
 
 // list streams the zones' listings to p.zone, one call at a time.
 func (p *pass) list(ctx context.Context) {
-	if zs, ok := p.e.be.(backend.ZoneStreamer); ok {
+	if zs := p.e.can.ZoneStreamer; zs != nil {
 		zs.InventoryEach(ctx, p.e.reconcileConcurrency(), func(zi backend.ZoneInventory) { p.zone(ctx, zi) })
 		return
 	}

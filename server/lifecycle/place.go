@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // With a backend that chooses among several hosts of a zone
@@ -35,7 +36,8 @@ func (e *Engine) create(ctx context.Context, m *Machine, st *attemptState) resul
 		MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone,
 		InstanceType: m.InstanceType, VCPU: m.VCPU, MemoryMiB: m.MemoryMiB, Marks: e.machineMarks(m.ID),
 	}
-	pr, placer := e.be.(backend.Placer)
+	pr := e.can.Placer
+	placer := pr != nil
 	why := ""
 	if placer && m.HostName == "" {
 		pl, err := pr.Place(spec)
@@ -73,20 +75,20 @@ func (e *Engine) recordHost(m *Machine, host, why string) error {
 	if host == m.HostName {
 		return nil
 	}
-	unlock := e.locks.Lock(m.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(m.ID)
-	if !ok || cur.OperationID != m.OperationID || cur.State != Creating {
-		return errStale
-	}
-	n := cur.Edit()
-	n.HostName = host
-	if why != "" {
-		if h := n.LastTransition(); h != nil {
-			h.Note = why
+	stillCreating := record.Expect{OperationID: m.OperationID, Holds: func(cur *Machine) bool { return cur.State == Creating }}
+	_, err := e.update(m.ID, stillCreating, func(_, n *Machine) error {
+		n.HostName = host
+		if why != "" {
+			if h := n.LastTransition(); h != nil {
+				h.Note = why
+			}
 		}
-	}
-	if err := e.commit(context.Background(), m.ID, "", nil, &n); err != nil {
+		return nil
+	})
+	switch {
+	case errors.Is(err, errStale):
+		return errStale
+	case err != nil:
 		// The booking stays, so the next attempt gets the same host.
 		return fmt.Errorf("create: record the chosen host %q: %v: %w", host, err, backend.ErrTransient)
 	}

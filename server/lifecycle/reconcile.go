@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // ReconcileReport summarises one reconcile pass (for logs and the admin API).
@@ -74,55 +75,52 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 }
 
 func (e *Engine) reconcileOne(id string, o backend.Observed, found bool, listedAt time.Time) string {
-	unlock := e.locks.Lock(id)
-	defer unlock()
-	cur, ok := e.idx.Get(id)
 	// A record that changed after the hosts were listed is judged next time:
 	// the listing may predate a Create or Delete that just finished.
-	if !ok || !cur.StateSince.Before(listedAt) {
-		return ""
-	}
-	now := e.cfg.Now()
-	n := cur.Edit()
+	unchanged := record.Expect{Holds: func(cur *Machine) bool { return cur.StateSince.Before(listedAt) }}
 	var what string
-	switch {
-	case cur.State == Speculative && found:
-		what = "adopted"
-		n.State = Idle
-		n.Domain, n.HostName = o.Placement.Domain, o.Placement.Host
-		n.Host = HostRef{Provider: e.cfg.Provider, Ref: o.Placement.Ref()}
-		if o.OperationID != "" {
-			n.OperationID = o.OperationID
+	n, err := e.update(id, unchanged, func(cur, n *Machine) error {
+		now := e.cfg.Now()
+		switch {
+		case cur.State == Speculative && found:
+			what = "adopted"
+			n.State = Idle
+			n.Domain, n.HostName = o.Placement.Domain, o.Placement.Host
+			n.Host = HostRef{Provider: e.cfg.Provider, Ref: o.Placement.Ref()}
+			if o.OperationID != "" {
+				n.OperationID = o.OperationID
+			}
+			n.OpKind = OpReconcile
+			if o.ClusterID != "" {
+				n.State = Configured
+				n.Cluster = o.ClusterID
+				n.ShardMetadata = cloneMap(o.ShardMetadata)
+			}
+			n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+				From: cur.State, To: n.State, Started: now, Ended: now, Outcome: "adopted"})
+		case (cur.State == Idle || cur.State == Configured) && found && relocated(cur, o):
+			what = "relocated"
+			n.HostName = o.Placement.Host
+			n.Host = HostRef{Provider: e.cfg.Provider, Ref: o.Placement.Ref()}
+			n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+				From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: "relocated",
+				Note: fmt.Sprintf("domain %s found running on host %s, not %s: a migration the provider did not record (cut by a restart?)",
+					cur.Domain, o.Placement.Host, cur.HostName)})
+		case (cur.State == Idle || cur.State == Configured) && !found:
+			what = "vanished"
+			n.State = Failed
+			n.LastError = fmt.Sprintf("VM %q vanished from host %q: found missing by reconcile", cur.Domain, cur.Zone)
+			n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+				From: cur.State, To: Failed, Started: now, Ended: now, Outcome: "failed", LastError: n.LastError})
+		default:
+			return errUnchanged
 		}
-		n.OpKind = OpReconcile
-		if o.ClusterID != "" {
-			n.State = Configured
-			n.Cluster = o.ClusterID
-			n.ShardMetadata = cloneMap(o.ShardMetadata)
+		if what != "relocated" {
+			n.StateSince = now
 		}
-		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-			From: cur.State, To: n.State, Started: now, Ended: now, Outcome: "adopted"})
-	case (cur.State == Idle || cur.State == Configured) && found && relocated(cur, o):
-		what = "relocated"
-		n.HostName = o.Placement.Host
-		n.Host = HostRef{Provider: e.cfg.Provider, Ref: o.Placement.Ref()}
-		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: "relocated",
-			Note: fmt.Sprintf("domain %s found running on host %s, not %s: a migration the provider did not record (cut by a restart?)",
-				cur.Domain, o.Placement.Host, cur.HostName)})
-	case (cur.State == Idle || cur.State == Configured) && !found:
-		what = "vanished"
-		n.State = Failed
-		n.LastError = fmt.Sprintf("VM %q vanished from host %q: found missing by reconcile", cur.Domain, cur.Zone)
-		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-			From: cur.State, To: Failed, Started: now, Ended: now, Outcome: "failed", LastError: n.LastError})
-	default:
-		return ""
-	}
-	if what != "relocated" {
-		n.StateSince = now
-	}
-	if err := e.commit(context.Background(), id, "", nil, &n); err != nil {
+		return nil
+	})
+	if err != nil {
 		return ""
 	}
 	attrs := []any{"machine", id, "change", what, "state", n.State.String()}
@@ -147,8 +145,7 @@ func relocated(cur *Machine, o backend.Observed) bool {
 // can check (backend.Confirmer) confirms its VM is gone. Backends without
 // the check are trusted on their listing alone.
 func (e *Engine) needsConfirm(m *Machine, listedAt time.Time) bool {
-	_, ok := e.be.(backend.Confirmer)
-	return ok && (m.State == Idle || m.State == Configured) && m.StateSince.Before(listedAt)
+	return e.can.Confirmer != nil && (m.State == Idle || m.State == Configured) && m.StateSince.Before(listedAt)
 }
 
 // keepMissing reports whether a machine missing from a complete listing
@@ -158,7 +155,7 @@ func (e *Engine) keepMissing(ctx context.Context, m *Machine, listedAt time.Time
 	if !e.needsConfirm(m, listedAt) {
 		return false, nil
 	}
-	gone, err := e.be.(backend.Confirmer).ConfirmGone(ctx, m.ID, m.Placement())
+	gone, err := e.can.Confirmer.ConfirmGone(ctx, m.ID, m.Placement())
 	switch {
 	case err != nil:
 		e.log.Warn("reconcile: VM missing from the listing, its absence not confirmed; machine kept", "machine", m.ID, "err", err)

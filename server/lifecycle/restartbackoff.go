@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Restarts of a crashed IDLE machine back off and give up. The tries are
@@ -171,29 +172,25 @@ func (e *Engine) waitNote(tr restartTrail, maxTries int) string {
 // giveUpRestart records that reconcile stops restarting the machine: its
 // last_error says so, with a WARN, a history entry and the metric.
 func (e *Engine) giveUpRestart(seen *Machine, o backend.Observed, note string, tr restartTrail) {
-	unlock := e.locks.Lock(seen.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(seen.ID)
-	if !ok || cur.Revision != seen.Revision {
-		return // changed meanwhile: the next pass judges it again
-	}
 	last := fmt.Sprintf("last stop: %s", o.Run)
 	if tr.lastErr != "" {
 		last = "last start failed: " + tr.lastErr
 	}
 	msg := fmt.Sprintf("reconcile gave up restarting it after %d tries (%s)", tr.tries, last)
-	now := e.cfg.Now()
-	n := cur.Edit()
-	n.LastError = note + "; " + msg
-	n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-		From: Idle, To: Idle, Started: now, Ended: now, Outcome: outcomeGaveUp, LastError: msg})
-	if err := e.commit(context.Background(), cur.ID, "", nil, &n); err != nil {
-		return // the next pass tries again
+	n, err := e.update(seen.ID, record.Expect{Revision: seen.Revision}, func(_, n *Machine) error {
+		now := e.cfg.Now()
+		n.LastError = note + "; " + msg
+		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+			From: Idle, To: Idle, Started: now, Ended: now, Outcome: outcomeGaveUp, LastError: msg})
+		return nil
+	})
+	if err != nil {
+		return // changed meanwhile, or not committed: the next pass judges it again
 	}
-	e.log.Warn("reconcile: gave up restarting a domain that does not stay up", "machine", cur.ID,
-		"domain", cur.Domain, "zone", cur.Zone, "tries", tr.tries, "err", n.LastError)
+	e.log.Warn("reconcile: gave up restarting a domain that does not stay up", "machine", n.ID,
+		"domain", n.Domain, "zone", n.Zone, "tries", tr.tries, "err", n.LastError)
 	if ro, ok := e.cfg.Observer.(RestartObserver); ok {
-		ro.RestartGaveUp(cur.Zone)
+		ro.RestartGaveUp(n.Zone)
 	}
 }
 
@@ -206,26 +203,23 @@ func (e *Engine) runningAgain(seen *Machine, listedAt time.Time) {
 	if !booted && !isRunNote(seen) {
 		return // the common case: nothing to write
 	}
-	unlock := e.locks.Lock(seen.ID)
-	defer unlock()
-	cur, ok := e.idx.Get(seen.ID)
-	if !ok || cur.Revision != seen.Revision {
-		return
+	var cleared bool
+	n, err := e.update(seen.ID, record.Expect{Revision: seen.Revision}, func(cur, n *Machine) error {
+		if cleared = isRunNote(cur); cleared {
+			n.LastError = ""
+		}
+		if booted {
+			now := e.cfg.Now()
+			n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+				From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcomeBootConfirmed,
+				Note: fmt.Sprintf("domain %s running %s after reconcile's last restart: restart count reset", cur.Domain, listedAt.Sub(tr.last).Round(time.Second))})
+		}
+		return nil
+	})
+	if err != nil {
+		return // changed meanwhile, or the next pass tries again
 	}
-	n := cur.Edit()
-	if isRunNote(cur) {
-		n.LastError = ""
-	}
-	if booted {
-		now := e.cfg.Now()
-		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcomeBootConfirmed,
-			Note: fmt.Sprintf("domain %s running %s after reconcile's last restart: restart count reset", cur.Domain, listedAt.Sub(tr.last).Round(time.Second))})
-	}
-	if err := e.commit(context.Background(), cur.ID, "", nil, &n); err != nil {
-		return // the next pass tries again
-	}
-	if isRunNote(cur) {
-		e.log.Info("reconcile: domain running again", "machine", cur.ID, "domain", cur.Domain, "state", cur.State.String())
+	if cleared {
+		e.log.Info("reconcile: domain running again", "machine", n.ID, "domain", n.Domain, "state", n.State.String())
 	}
 }

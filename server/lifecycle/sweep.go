@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Sweep makes every transitional record reach a stable state when its run
@@ -46,14 +48,12 @@ func (e *Engine) Sweep() int {
 }
 
 func (e *Engine) sweepOne(id string, now time.Time) bool {
-	unlock := e.locks.Lock(id)
-	defer unlock()
-	cur, ok := e.idx.Get(id)
-	if !ok || !cur.State.Transitional() || cur.OpDeadline.After(now) ||
-		e.runs.has(cur.OperationID) || e.isParked(cur.OperationID) {
-		return false
-	}
-	err := &timeoutError{msg: fmt.Sprintf("%s timed out: its deadline (%s) passed and its outcome could not be recorded",
-		cur.OpKind, cur.OpDeadline.UTC().Format(time.RFC3339))}
-	return e.record(cur, result{err: err}) == nil
+	gone := record.Expect{Holds: func(cur *Machine) bool {
+		return cur.State.Transitional() && !cur.OpDeadline.After(now) &&
+			!e.runs.has(cur.OperationID) && !e.isParked(cur.OperationID)
+	}}
+	return e.record(id, gone, func(cur *Machine) result {
+		return result{err: &timeoutError{msg: fmt.Sprintf("%s timed out: its deadline (%s) passed and its outcome could not be recorded",
+			cur.OpKind, cur.OpDeadline.UTC().Format(time.RFC3339))}}
+	}) == nil
 }
