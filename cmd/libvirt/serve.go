@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
@@ -24,42 +25,120 @@ import (
 // ctx ends, then shuts down in the order that loses nothing: not-ready and
 // refusing mutations first, then (within --shutdown-timeout) letting
 // in-flight transitions finish, then draining RPCs, then closing the store.
+// Each step is a method of daemon, in the order it runs.
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
-	start := time.Now()
+	d := &daemon{cfg: cfg, log: log, start: time.Now()}
+	// The engine, the store, the host gauges and the backend close in the
+	// reverse of their opening, whatever step returns.
+	defer d.closeAll()
+	if err := d.loadTLS(ctx); err != nil {
+		return err
+	}
+	seed, err := d.openState(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.startEngine(ctx, seed); err != nil {
+		return err
+	}
+	if err := d.buildHandler(); err != nil {
+		return err
+	}
+	if err := d.listen(ctx); err != nil {
+		return err
+	}
+	d.logServing(stdout)
+	return d.waitAndShutdown(ctx)
+}
+
+// daemon is what serve has opened and started, step by step.
+type daemon struct {
+	cfg   config
+	log   *slog.Logger
+	start time.Time
+
+	mainTLS    *server.ServerTLS
+	be         backend.Backend
+	slots      int
+	engPtr     atomic.Pointer[lifecycle.Engine]
+	metrics    *server.Metrics
+	hostGauges *server.HostCache
+	st         *trackedStore
+	eng        *lifecycle.Engine
+
+	status        *server.Status
+	guard         *callerid.Guard
+	adm           *admin.Service
+	hopts         server.Options
+	lis, adminLis *server.Listener
+	adminSecurity server.Security
+	ops           *server.OpsServer
+	serveErr      chan error
+
+	closers []func() // closeAll runs them newest first
+}
+
+func (d *daemon) onClose(f func()) { d.closers = append(d.closers, f) }
+
+func (d *daemon) closeAll() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// loadTLS builds the one TLS configuration every listener uses.
+func (d *daemon) loadTLS(ctx context.Context) error {
+	cfg := d.cfg
 	// One builder for every listener: it refuses bad files naming the flag,
 	// and its reloader follows Secret updates, so rotated certificates
 	// apply to new connections without a restart.
 	mainTLS, err := server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA,
-		Interval: cfg.TLSReloadInterval, Logger: log.With(slog.String("component", "tls"))}.Load()
+		Interval: cfg.TLSReloadInterval, Logger: d.log.With(slog.String("component", "tls"))}.Load()
 	if err != nil {
 		return err
 	}
 	go mainTLS.Run(ctx)
-	be, err := openBackend(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	seed, err := buildSeed(cfg, be.Zones())
-	if err != nil {
-		return err
-	}
-	slots := len(seed) // seed itself must not outlive the engine's start
+	d.mainTLS = mainTLS
+	return nil
+}
 
-	var engPtr atomic.Pointer[lifecycle.Engine]
-	metrics := server.NewMetrics(counts(&engPtr))
-	metrics.RegisterHostsUp(hostsUp(be))
-	metrics.RegisterHostDomainTypes(domainTypes(be))
+// openState opens the backend, reads the capacity flags into the slots
+// the engine offers (returned, not kept: the seed must not outlive the
+// engine's start), registers the metrics and opens the store.
+func (d *daemon) openState(ctx context.Context) ([]lifecycle.Machine, error) {
+	be, err := openBackend(ctx, d.cfg, d.log)
+	if err != nil {
+		return nil, err
+	}
+	d.be = be
+	d.onClose(func() { be.Close() })
+	seed, err := buildSeed(d.cfg, be.Zones())
+	if err != nil {
+		return nil, err
+	}
+	d.slots = len(seed)
+
+	d.metrics = server.NewMetrics(counts(&d.engPtr))
+	d.metrics.RegisterHostsUp(hostsUp(be))
+	d.metrics.RegisterHostDomainTypes(domainTypes(be))
 	// The host gauges serve a snapshot read after each reconcile pass, at
 	// start and after each cordon change: a scrape never calls libvirt.
-	hostGauges := metrics.RegisterHostCapacity(be.Hosts)
-	defer hostGauges.Close() // before be.Close, deferred above
-	hostGauges.Refresh()
-	st, err := openStore(cfg, metrics, log)
+	d.hostGauges = d.metrics.RegisterHostCapacity(be.Hosts)
+	d.onClose(func() { d.hostGauges.Close() }) // before be.Close
+	d.hostGauges.Refresh()
+	st, err := openStore(d.cfg, d.metrics, d.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer st.Close() // after engine.Close, deferred below
+	d.st = st
+	d.onClose(func() { st.Close() }) // after engine.Close
+	return seed, nil
+}
+
+// startEngine starts the lifecycle engine on the store and the backend
+// and waits (briefly) for the first listings of the ready zones.
+func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) error {
+	cfg := d.cfg
 	eng, err := lifecycle.New(lifecycle.Config{
 		Provider: cfg.Provider, Seed: seed,
 		CreateTimeout: cfg.CreateTimeout, ConfigureTimeout: cfg.ConfigureTimeout,
@@ -70,83 +149,112 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		RestartBackoff:       cfg.RestartBackoff,
 		RestartMaxTries:      cfg.RestartMaxTries,
 		RestartDisabled:      cfg.RestartMaxTries == 0,
-		Logger:               log.With(slog.String("component", "lifecycle")),
-		Observer:             metrics,
-	}, st, be)
+		Logger:               d.log.With(slog.String("component", "lifecycle")),
+		Observer:             d.metrics,
+	}, d.st, d.be)
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	engPtr.Store(eng)
-	metrics.RegisterShardLimit(eng.ShardLimit)
+	d.eng = eng
+	d.engPtr.Store(eng)
+	d.metrics.RegisterShardLimit(eng.ShardLimit)
 	// Loading a large state file leaves the decoder's garbage behind; hand
 	// it back now rather than carry a startup-sized heap for hours.
 	debug.FreeOSMemory()
-	defer eng.Close()
-	if err := restoreFakeVMs(ctx, be, eng); err != nil {
+	d.onClose(func() { eng.Close() }) // a no-op after Shutdown
+	if err := restoreFakeVMs(ctx, d.be, eng); err != nil {
 		return err
 	}
 	eng.Start(context.WithoutCancel(ctx))
-	waitFirstListing(ctx, eng, log)
+	waitFirstListing(ctx, eng, d.log)
+	return nil
+}
 
-	status := server.NewStatus()
-	status.AddProbe(st.ready)
-	guard, err := newGuard(cfg, metrics, log)
+// buildHandler makes the readiness status, the caller identity guard,
+// the admin service and the options of the CapacityProvider handler.
+func (d *daemon) buildHandler() error {
+	d.status = server.NewStatus()
+	d.status.AddProbe(d.st.ready)
+	guard, err := newGuard(d.cfg, d.metrics, d.log)
 	if err != nil {
 		return err
 	}
-	adm, err := newAdmin(cfg, eng, metrics, log, ui.Handler(), hostGauges.Refresh, guard)
+	d.guard = guard
+	adm, err := newAdmin(d.cfg, d.eng, d.metrics, d.log, ui.Handler(), d.hostGauges.Refresh, guard)
 	if err != nil {
 		return err
 	}
-	hopts := server.Options{
-		Engine: eng, Logger: log.With(slog.String("component", "rpc")),
-		Metrics: metrics, Status: status, Reflection: cfg.Reflection, Guard: guard,
+	d.adm = adm
+	d.hopts = server.Options{
+		Engine: d.eng, Logger: d.log.With(slog.String("component", "rpc")),
+		Metrics: d.metrics, Status: d.status, Reflection: d.cfg.Reflection, Guard: guard,
 	}
-	adminLis, adminSecurity, err := listenAdmin(ctx, cfg, hopts, adm, log)
+	return nil
+}
+
+// listen binds the admin listener (if any), --addr and the ops listener,
+// and starts serving on them.
+func (d *daemon) listen(ctx context.Context) error {
+	adminLis, adminSecurity, err := listenAdmin(ctx, d.cfg, d.hopts, d.adm, d.log)
 	if err != nil {
 		return err
 	}
 	if adminLis == nil { // the admin API and page share --addr
-		hopts.ReflectionNames = []string{admin.ServiceName}
-		hopts.Mount = []func(*http.ServeMux, connect.HandlerOption){adm.Mount}
-		adminSecurity = mainTLS.Security
+		d.hopts.ReflectionNames = []string{admin.ServiceName}
+		d.hopts.Mount = []func(*http.ServeMux, connect.HandlerOption){d.adm.Mount}
+		adminSecurity = d.mainTLS.Security
 	}
-	lis, err := server.Listen(cfg.Addr, server.NewHandler(hopts), mainTLS.Config, log)
+	lis, err := server.Listen(d.cfg.Addr, server.NewHandler(d.hopts), d.mainTLS.Config, d.log)
 	if err != nil {
 		unbind(adminLis)
 		return err
 	}
-	ops := server.StartOps(cfg.MetricsAddr, server.NewOpsHandler(metrics, status), log)
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- lis.Serve() }()
+	d.lis, d.adminLis, d.adminSecurity = lis, adminLis, adminSecurity
+	d.ops = server.StartOps(d.cfg.MetricsAddr, server.NewOpsHandler(d.metrics, d.status), d.log)
+	d.serveErr = make(chan error, 2)
+	go func() { d.serveErr <- lis.Serve() }()
 	if adminLis != nil {
-		go func() { serveErr <- adminLis.Serve() }()
+		go func() { d.serveErr <- adminLis.Serve() }()
 	}
+	return nil
+}
 
-	log.Info("serving",
-		slog.String("addr", lis.Addr().String()), slog.String("security", string(mainTLS.Security)),
+// logServing writes the serving line and tells a human where to point a
+// client.
+func (d *daemon) logServing(stdout io.Writer) {
+	cfg, lis, adminLis := d.cfg, d.lis, d.adminLis
+	d.log.Info("serving",
+		slog.String("addr", lis.Addr().String()), slog.String("security", string(d.mainTLS.Security)),
 		slog.String("caller_identity", callerDesc(cfg)),
-		slog.String("provider", cfg.Provider), slog.Any("zones", be.Zones()), slog.Int("slots", slots),
+		slog.String("provider", cfg.Provider), slog.Any("zones", d.be.Zones()), slog.Int("slots", d.slots),
 		slog.String("state", stateDesc(cfg.State)), slog.String("cordons", cordonsDesc(cfg.State)),
 		slog.Bool("reflection", cfg.Reflection),
 		slog.Bool("admin_write", cfg.AdminWrite), slog.String("admin_clients", cfg.adminClients()),
-		slog.String("admin_addr", addrOf(adminLis, lis)), slog.String("admin_security", string(adminSecurity)),
-		slog.String("startup", time.Since(start).Round(time.Millisecond).String()))
-	printBanner(stdout, lis.Addr(), mainTLS.Security)
+		slog.String("admin_addr", addrOf(adminLis, lis)), slog.String("admin_security", string(d.adminSecurity)),
+		slog.String("startup", time.Since(d.start).Round(time.Millisecond).String()))
+	printBanner(stdout, lis.Addr(), d.mainTLS.Security)
 	if adminLis != nil {
-		fmt.Fprintf(stdout, "admin API and page on %s (%s)\n", adminLis.Addr(), adminSecurity)
+		fmt.Fprintf(stdout, "admin API and page on %s (%s)\n", adminLis.Addr(), d.adminSecurity)
 	}
+}
 
+// waitAndShutdown serves until ctx ends or a listener fails, then shuts
+// down: not ready and refusing mutations, in-flight transitions within
+// --shutdown-timeout, then the RPCs still in flight. It returns the
+// listener's error, if that is what ended serving.
+func (d *daemon) waitAndShutdown(ctx context.Context) error {
+	cfg, log, eng := d.cfg, d.log, d.eng
+	var err error
 	select {
 	case <-ctx.Done():
 		log.Info("shutdown requested: not ready, refusing mutations, letting in-flight RPCs and transitions finish",
 			slog.String("bound", cfg.ShutdownTimeout.String()))
-	case err = <-serveErr:
+	case err = <-d.serveErr:
 		log.Error("listener failed; shutting down", slog.Any("error", err))
 	}
-	status.BeginShutdown()
+	d.status.BeginShutdown()
 	eng.StopAccepting() // from here a mutation is Unavailable ("shutting down"), never half-accepted
-	adm.Close()         // end admin watch streams: an open admin page must not hold the drain
+	d.adm.Close()       // end admin watch streams: an open admin page must not hold the drain
 	// In-flight transitions (a Configure's bootstrap hook, say) get up to
 	// the bound to finish, while the listener stays open so clients still
 	// connected can read their outcome and are told why mutations fail.
@@ -159,7 +267,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	// used up by transitions does not cut them mid-reply.
 	rpcCtx, rpcCancel := drainContext(shutdownCtx)
 	defer rpcCancel()
-	for _, l := range []*server.Listener{lis, adminLis} {
+	for _, l := range []*server.Listener{d.lis, d.adminLis} {
 		if l == nil {
 			continue
 		}
@@ -167,9 +275,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 			log.Warn("in-flight RPCs cut off at the shutdown bound", slog.String("addr", l.Addr().String()), slog.Any("error", derr))
 		}
 	}
-	_ = ops.Shutdown(rpcCtx)
+	_ = d.ops.Shutdown(rpcCtx)
 	log.Info("stopped")
-	return err // deferred: store Close, backend Close (engine.Close is a no-op after Shutdown)
+	return err // then serve's closeAll: store Close, backend Close (engine.Close is a no-op after Shutdown)
 }
 
 // newGuard binds CapacityProvider calls to their certificates when the
