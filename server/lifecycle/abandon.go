@@ -22,7 +22,7 @@ func (e *Engine) abandonConfigure(op Machine) error {
 	}
 	ctx, cancel := context.WithTimeout(e.bgCtx, abandonTimeout)
 	defer cancel()
-	leave, running, err := e.calls.enter(ctx, op.ID, OpConfigure)
+	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
 	if err != nil {
 		err = fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	} else {

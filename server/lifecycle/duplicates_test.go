@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
@@ -126,7 +126,7 @@ func TestDuplicateSpareRemoved(t *testing.T) {
 	}
 	m := f.waitState("m000", Idle)
 	h := m.History[len(m.History)-1]
-	if m.HostName != "h1" || h.Outcome != dupRemoved || !strings.Contains(h.Note, "also on host h2") {
+	if m.HostName != "h1" || h.Outcome != reconcile.OutcomeDuplicateRemoved || !strings.Contains(h.Note, "also on host h2") {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
 	}
 	if !strings.Contains(logs.String(), `"msg":"reconcile: duplicate domain removed"`) {
@@ -180,39 +180,5 @@ func TestDuplicateKeptByBinding(t *testing.T) {
 	f.e.Reconcile(context.Background())
 	if removed, _ := db.seen(); strings.Join(removed, ",") != "m000 h1 h2" {
 		t.Fatalf("removed %v, want the unbound copy on h1", removed)
-	}
-}
-
-// keepCopy: the record's host wins; no host, its cluster; else the only
-// running copy; ambiguity keeps nothing.
-func TestKeepCopy(t *testing.T) {
-	at := func(h, c string, up bool) backend.Observed {
-		o := backend.Observed{Placement: backend.Placement{Host: h}, ClusterID: c, Run: backend.RunState{State: backend.RunShutoff}}
-		if up {
-			o.Run.State = backend.RunRunning
-		}
-		return o
-	}
-	cases := []struct {
-		name   string
-		m      Machine
-		copies []backend.Observed
-		want   int
-	}{
-		{"recorded host", Machine{HostName: "b"}, []backend.Observed{at("a", "", true), at("b", "", false)}, 1},
-		{"recorded host absent", Machine{HostName: "c"}, []backend.Observed{at("a", "", true), at("b", "", true)}, -1},
-		{"binding", Machine{Cluster: "k"}, []backend.Observed{at("a", "", true), at("b", "k", true)}, 1},
-		{"binding twice", Machine{Cluster: "k"}, []backend.Observed{at("a", "k", true), at("b", "k", true)}, -1},
-		{"only running", Machine{}, []backend.Observed{at("a", "", false), at("b", "", true)}, 1},
-		{"both running", Machine{}, []backend.Observed{at("a", "", true), at("b", "", true)}, -1},
-	}
-	for _, c := range cases {
-		got, ok := keepCopy(&c.m, c.copies)
-		if !ok {
-			got = -1
-		}
-		if got != c.want {
-			t.Errorf("%s: kept %d, want %d", c.name, got, c.want)
-		}
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/caps"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/guard"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
 )
 
 // Observer is told about every finished transition (for metrics).
@@ -89,12 +91,13 @@ type Engine struct {
 	// survive restarts with it), so a cursor from another store is foreign.
 	storeID uint64
 
-	locks keyedMutex
+	locks guard.Keyed
 	idx   *index.Index
 
-	marks   *fence.Table   // durable: machines that exist
-	unknown *fence.Unknown // in memory, bounded: ids that do not exist
-	listed  *listedZones   // zones listed since start (listed.go)
+	marks   *fence.Table      // durable: machines that exist
+	unknown *fence.Unknown    // in memory, bounded: ids that do not exist
+	listed  *reconcile.Listed // zones listed since start (listing.go)
+	rec     *reconcile.Reconciler
 	// atLimit counts first contacts refused because the machine's marks
 	// were at ShardsPerMachine.
 	atLimit atomic.Int64
@@ -112,14 +115,11 @@ type Engine struct {
 	recCtx    context.Context // reconcile and sweep: cancelled as a stop begins
 	recCancel context.CancelFunc
 
-	calls  callGate  // one backend call per machine, even after a timeout
-	moves  moveHolds // machines being migrated (migrate.go)
-	runs   runSet    // live transition runs, by operation id
+	calls  guard.CallGate  // one backend call per machine, even after a timeout
+	moves  guard.MoveHolds // machines being migrated (migrate.go)
+	runs   guard.RunSet    // live transition runs, by operation id
 	parkMu sync.Mutex
 	parked map[string]parkedOutcome // by operation id
-
-	repMu   sync.Mutex
-	lastRep ReconcileReport
 }
 
 // New loads the store, adds missing seed slots and returns a stopped engine.
@@ -155,10 +155,11 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
 	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
-		unknown: fence.NewUnknown(cfg.UnknownMarkLimit), listed: newListedZones()}
+		unknown: fence.NewUnknown(cfg.UnknownMarkLimit), listed: reconcile.NewListed()}
 	interner := index.NewMapInterner()
 	interner.Machines(snap.Machines)
 	e.idx = index.New(snap.Machines)
+	e.rec = e.newReconciler()
 	if err := e.addSeed(ctx, interner); err != nil {
 		return nil, err
 	}

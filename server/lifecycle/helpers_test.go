@@ -223,7 +223,7 @@ func (f *fixture) start(n int, tweak ...func(*Config)) {
 }
 
 // startListed starts e and waits (bounded) for its first reconcile pass,
-// as serve does: mutations wait for a zone's first listing (listed.go).
+// as serve does: mutations wait for a zone's first listing (listing.go).
 func startListed(e *Engine, ctx context.Context) {
 	e.Start(ctx)
 	wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -10,32 +10,6 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 )
 
-func TestListedCoversPerHost(t *testing.T) {
-	l := newListedZones()
-	if l.covers("z", "a") {
-		t.Fatal("an unlisted zone covers its hosts")
-	}
-	l.mark("z", []string{"a"}, []string{"b"})
-	for _, c := range []struct {
-		host string
-		want bool
-	}{{"a", true}, {"b", false}, {"", false}, {"other", false}} {
-		if got := l.covers("z", c.host); got != c.want {
-			t.Errorf("after a listing of a without b: covers(%q) = %v", c.host, got)
-		}
-	}
-	l.mark("z", []string{"b"}, []string{"a"}) // a was listed before: known
-	for _, h := range []string{"a", "b", "", "other"} {
-		if !l.covers("z", h) {
-			t.Errorf("every host listed since start: covers(%q) false", h)
-		}
-	}
-	l.mark("w", nil, nil) // a backend without per-host listings
-	if !l.covers("w", "") || !l.covers("w", "x") {
-		t.Error("a zone listed whole does not cover its machines")
-	}
-}
-
 // hostsBackend is a testBackend whose zone-a is two hosts, h1 and h2; h2
 // is unlisted (down) until up is set. Machines on h2 carry marks there.
 type hostsBackend struct {

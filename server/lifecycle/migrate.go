@@ -40,8 +40,8 @@ func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult,
 		return MigrateResult{}, err
 	}
 	runKey := "\x00migrate " + id
-	defer e.runs.done(runKey) // registered by holdForMigration: a graceful stop waits for it
-	defer func() { e.moves.end(id, e.cfg.Now()) }()
+	defer e.runs.Done(runKey) // registered by holdForMigration: a graceful stop waits for it
+	defer func() { e.moves.End(id, e.cfg.Now()) }()
 	started := e.cfg.Now()
 	mctx, cancel := context.WithTimeout(e.bgCtx, e.cfg.MigrateTimeout) // not the caller's: a dropped client must not cut it
 	defer cancel()
@@ -74,10 +74,10 @@ func (e *Engine) holdForMigration(id, toHost string) (*Machine, error) {
 	if e.stopping.Load() {
 		return nil, errorf(CodeUnavailable, "provider is shutting down; retry against the next instance")
 	}
-	if !e.moves.take(id, toHost, e.cfg.Now()) {
+	if !e.moves.Take(id, toHost, e.cfg.Now()) {
 		return nil, errorf(CodeAborted, "machine %q is already being migrated", id)
 	}
-	e.runs.add("\x00migrate " + id)
+	e.runs.Add("\x00migrate " + id)
 	return cur, nil
 }
 
@@ -94,7 +94,7 @@ func (e *Engine) placementReady(m *Machine) *Error {
 // migrateCall runs the backend's migration through the machine's call
 // gate, so it never overlaps a reconcile restart or a late call.
 func (e *Engine) migrateCall(ctx context.Context, mg backend.Migrator, m *Machine, toHost string) (backend.Placement, error) {
-	leave, running, err := e.calls.enter(ctx, m.ID, OpMigrate)
+	leave, running, err := e.calls.Enter(ctx, m.ID, OpMigrate)
 	if err != nil {
 		return backend.Placement{}, fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
@@ -163,14 +163,7 @@ func refused(err error) bool {
 	return errors.Is(err, backend.ErrUnknownHost) || errors.Is(err, backend.ErrNoCapacity)
 }
 
-func (e *Engine) moveTarget(id string) string {
-	e.moves.mu.Lock()
-	defer e.moves.mu.Unlock()
-	if v := e.moves.m[id]; v != nil && v.to != "" {
-		return v.to
-	}
-	return "(placement)"
-}
+func (e *Engine) moveTarget(id string) string { return e.moves.Target(id) }
 
 // migrateError classifies a failed migration for the caller: a refused
 // destination is the request's fault (no room, no such host), anything

@@ -137,7 +137,7 @@ func TestMigrateHoldsTheMachine(t *testing.T) {
 	fb.SetDelay(fake.OpMigrate, 300*time.Millisecond)
 	done := make(chan error, 1)
 	go func() { _, err := f.e.Migrate(ctx, "m000", ""); done <- err }()
-	for f.e.moves.refusal("m000") == nil {
+	for f.e.moves.Refusal("m000") == nil {
 		time.Sleep(time.Millisecond)
 	}
 	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s", 1, 1)}); codeOf(err) != CodeUnavailable ||

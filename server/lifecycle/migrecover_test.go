@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
 )
 
 // recBackend lists m000's copy on h1 (testBackend's VM) in the run state
@@ -109,7 +110,7 @@ func TestRecoverMigrationCompleted(t *testing.T) {
 	}
 	m := f.waitState("m000", Configured)
 	h := m.History[len(m.History)-1]
-	if m.HostName != "h2" || h.Outcome != migRecovered || !strings.Contains(h.Note, "had completed") || !strings.Contains(h.Note, "copy on host h1 removed") {
+	if m.HostName != "h2" || h.Outcome != reconcile.OutcomeMigrationRecovered || !strings.Contains(h.Note, "had completed") || !strings.Contains(h.Note, "copy on host h1 removed") {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
 	}
 	if !strings.Contains(logs.String(), `"msg":"reconcile: interrupted migration recovered"`) {
@@ -133,7 +134,7 @@ func TestRecoverMigrationNotCompleted(t *testing.T) {
 	}
 	m := f.waitState("m000", Configured)
 	h := m.History[len(m.History)-1]
-	if m.HostName != "h1" || h.Outcome != migRecovered || !strings.Contains(h.Note, "had not completed: the VM resumed on host h1") {
+	if m.HostName != "h1" || h.Outcome != reconcile.OutcomeMigrationRecovered || !strings.Contains(h.Note, "had not completed: the VM resumed on host h1") {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
 	}
 }
@@ -162,7 +163,7 @@ func TestRecoverMigrationStaleDoesNotOverwrite(t *testing.T) {
 		t.Fatalf("op %q host %q, want the drain's %q on h1", m.OperationID, m.HostName, drained)
 	}
 	for _, h := range m.History {
-		if h.Outcome == migRecovered {
+		if h.Outcome == reconcile.OutcomeMigrationRecovered {
 			t.Fatalf("a stale recovery wrote into the newer record: %+v", h)
 		}
 	}
@@ -190,7 +191,7 @@ func TestRecoverMigrationSourceOnly(t *testing.T) {
 func TestRecoverMigrationSkipsAMoveUnderWay(t *testing.T) {
 	t.Parallel()
 	f, rb, _ := recFixture(t, &pausedByMigration)
-	if !f.e.moves.take("m000", "h2", f.e.cfg.Now()) {
+	if !f.e.moves.Take("m000", "h2", f.e.cfg.Now()) {
 		t.Fatal("hold")
 	}
 	f.e.Reconcile(context.Background())

@@ -160,7 +160,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	if !e.beginAccept() {
 		return Ack{}, errorf(CodeUnavailable, "provider is shutting down; retry against the next instance")
 	}
-	defer e.runs.done(acceptingKey) // after start has registered the run it launched
+	defer e.runs.Done(acceptingKey) // after start has registered the run it launched
 	cur, known := e.idx.Get(id)
 	mark, ferr := e.fence(id, t, known)
 	if ferr != nil {
@@ -174,11 +174,11 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	}
 	d := decide(cur)
 	if d.next != nil {
-		if err := firstErr(e.moves.refusal(id), e.zoneReady(cur)); err != nil {
+		if err := firstErr(e.moves.Refusal(id), e.zoneReady(cur)); err != nil {
 			d = decision{err: err}
 		}
 	}
-	if e.listed.withoutHost(cur.Zone, cur.HostName) {
+	if e.listed.WithoutHost(cur.Zone, cur.HostName) {
 		// Its zone was listed without its host: the record may be stale
 		// (rebuilt without that host's listing), so neither its rules nor
 		// its marks can answer yet, and no mark is recorded either.

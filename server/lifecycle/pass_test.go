@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
 )
 
 // gate blocks its callers until opened.
@@ -107,7 +108,7 @@ func startRig(t *testing.T, n int, hook func(id string) error) (*Engine, *fake.B
 }
 
 // TestSlowHostRestartsDoNotDelayAnother: restarts on a host that hangs
-// take at most perHostCalls slots there, and another host's restart is
+// take at most reconcile.PerHostCalls slots there, and another host's restart is
 // done meanwhile.
 func TestSlowHostRestartsDoNotDelayAnother(t *testing.T) {
 	t.Parallel()
@@ -133,8 +134,8 @@ func TestSlowHostRestartsDoNotDelayAnother(t *testing.T) {
 		return true
 	})
 	time.Sleep(20 * time.Millisecond) // room for a third call on the slow host, were it allowed
-	if p := peak.Load(); p != perHostCalls {
-		t.Fatalf("%d calls at once on the slow host, want %d", p, perHostCalls)
+	if p := peak.Load(); p != reconcile.PerHostCalls {
+		t.Fatalf("%d calls at once on the slow host, want %d", p, reconcile.PerHostCalls)
 	}
 	hold.open()
 	if rep := <-done; rep.Restarted != 8 || rep.NotRunning != 0 {
@@ -153,7 +154,7 @@ func TestSickHostGetsNoMoreCalls(t *testing.T) {
 		return fmt.Errorf("connection reset: %w", backend.ErrHostUnavailable)
 	})
 	rep := e.Reconcile(context.Background())
-	if n := calls.Load(); n < 1 || n > perHostCalls {
+	if n := calls.Load(); n < 1 || n > reconcile.PerHostCalls {
 		t.Fatalf("%d Start calls on the unreachable host", n)
 	}
 	if rep.Restarted != 4 || rep.NotRunning != 4 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
 )
 
 func withRestarts(backoff time.Duration, tries int) func(*Config) {
@@ -17,21 +18,6 @@ func withRestarts(backoff time.Duration, tries int) func(*Config) {
 // crashAgain is a guest that dies at every boot: after each pass that
 // started it, it is found crashed by the next.
 func (r *runRig) crashAgain(id string) { r.be.SetRunState(id, crashed) }
-
-// TestRestartDelaySchedule: B, 2B, 4B, … capped at 32B.
-func TestRestartDelaySchedule(t *testing.T) {
-	t.Parallel()
-	e := &Engine{cfg: Config{RestartBackoff: 10 * time.Second}}
-	want := []time.Duration{10, 20, 40, 80, 160, 320, 320, 320}
-	for i, w := range want {
-		if got := e.restartDelay(i + 1); got != w*time.Second {
-			t.Fatalf("delay after try %d: %s, want %s", i+1, got, w*time.Second)
-		}
-	}
-	if d := (&Engine{}).restartDelay(1); d != DefaultRestartBackoff {
-		t.Fatalf("default backoff %s", d)
-	}
-}
 
 // TestRestartBacksOff: the first restart is at once, the next ones wait
 // B, 2B, 4B after the previous; a pass during the wait starts nothing and
@@ -83,7 +69,7 @@ func TestRestartGivesUp(t *testing.T) {
 	last := m.History[len(m.History)-1]
 	if r.be.Calls(fake.OpStart) != 3 || m.State != Idle || rep.NotRunning != 1 ||
 		!strings.HasPrefix(m.LastError, "domain bf-m000 is shut off (crashed) since ") || !strings.HasSuffix(m.LastError, "; "+msg) ||
-		last.Outcome != outcomeGaveUp || last.LastError != msg {
+		last.Outcome != reconcile.OutcomeGaveUp || last.LastError != msg {
 		t.Fatalf("%d starts, machine %s %q, last transition %+v", r.be.Calls(fake.OpStart), m.State, m.LastError, last)
 	}
 	if warns := r.logs.records("reconcile: gave up restarting a domain that does not stay up"); len(warns) != 1 ||
@@ -123,13 +109,13 @@ func TestRestartCountResetsOnBoot(t *testing.T) {
 	r.reconcile() // try 2
 	r.advance(b)
 	r.reconcile() // running b after it: not yet a boot (it must hold 10 b)
-	if m := r.get("m000"); m.History[len(m.History)-1].Outcome == outcomeBootConfirmed {
+	if m := r.get("m000"); m.History[len(m.History)-1].Outcome == reconcile.OutcomeBootConfirmed {
 		t.Fatal("a boot confirmed after one backoff period: a guest dying a few seconds into each boot would never be given up")
 	}
 	r.advance(9 * b)
 	r.reconcile() // running 10 b after it: booted
 	m := r.get("m000")
-	if last := m.History[len(m.History)-1]; last.Outcome != outcomeBootConfirmed || m.LastError != "" {
+	if last := m.History[len(m.History)-1]; last.Outcome != reconcile.OutcomeBootConfirmed || m.LastError != "" {
 		t.Fatalf("last transition %+v, last_error %q", last, m.LastError)
 	}
 	r.crashAgain("m000")
@@ -174,7 +160,7 @@ func TestRestartTransientErrorIsNoTry(t *testing.T) {
 		t.Fatalf("%d starts, last_error %q", r.be.Calls(fake.OpStart), m.LastError)
 	}
 	for _, h := range m.History {
-		if h.Outcome == outcomeRestartFailed {
+		if h.Outcome == reconcile.OutcomeRestartFailed {
 			t.Fatalf("a transient failure was counted: %+v", h)
 		}
 	}

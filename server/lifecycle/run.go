@@ -34,9 +34,9 @@ func (e *Engine) launchFor(m *Machine, blob []byte, budget time.Duration) {
 
 // track runs f as the live run of operation op.
 func (e *Engine) track(op string, f func()) {
-	e.runs.add(op)
-	if !e.goBackground(func() { defer e.runs.done(op); f() }) {
-		e.runs.done(op)
+	e.runs.Add(op)
+	if !e.goBackground(func() { defer e.runs.Done(op); f() }) {
+		e.runs.Done(op)
 	}
 }
 
@@ -52,7 +52,7 @@ func (e *Engine) run(m Machine, blob []byte, budget time.Duration) {
 	waited := make(chan OpKind, 1)
 	fault := &lastFault{}
 	go func() {
-		leave, running, err := e.calls.enter(ctx, m.ID, m.OpKind)
+		leave, running, err := e.calls.Enter(ctx, m.ID, m.OpKind)
 		if err != nil {
 			waited <- running
 			return

@@ -22,9 +22,9 @@ func (e *Engine) Close() {
 func (e *Engine) Shutdown(ctx context.Context) {
 	e.stopOnce.Do(func() {
 		e.StopAccepting()
-		if err := e.runs.wait(ctx); err != nil {
+		if err := e.runs.Wait(ctx); err != nil {
 			e.log.Warn("shutdown bound reached; cancelling in-flight transitions (resumed at next start)",
-				"running", e.runs.len())
+				"running", e.runs.Len())
 		}
 		e.bgMu.Lock()
 		e.closed.Store(true)
@@ -48,7 +48,7 @@ func (e *Engine) waitBackground() {
 	case <-done:
 	case <-time.After(stragglerWait):
 		e.log.Warn("shutdown: work still inside the backend after cancel; not waiting for it (resumed at next start)",
-			"running", e.runs.len())
+			"running", e.runs.Len())
 	}
 }
 
@@ -78,6 +78,6 @@ func (e *Engine) beginAccept() bool {
 	if e.stopping.Load() {
 		return false
 	}
-	e.runs.add(acceptingKey)
+	e.runs.Add(acceptingKey)
 	return true
 }

@@ -34,7 +34,7 @@ func (e *Engine) Sweep() int {
 	now := e.cfg.Now()
 	for _, id := range e.idx.Transitional() {
 		// A cheap look first: most transitional records are running.
-		if m, ok := e.idx.Get(id); !ok || m.OpDeadline.After(now) || e.runs.has(m.OperationID) {
+		if m, ok := e.idx.Get(id); !ok || m.OpDeadline.After(now) || e.runs.Has(m.OperationID) {
 			continue
 		}
 		if e.sweepOne(id, now) {
@@ -50,7 +50,7 @@ func (e *Engine) Sweep() int {
 func (e *Engine) sweepOne(id string, now time.Time) bool {
 	gone := record.Expect{Holds: func(cur *Machine) bool {
 		return cur.State.Transitional() && !cur.OpDeadline.After(now) &&
-			!e.runs.has(cur.OperationID) && !e.isParked(cur.OperationID)
+			!e.runs.Has(cur.OperationID) && !e.isParked(cur.OperationID)
 	}}
 	return e.record(id, gone, func(cur *Machine) result {
 		return result{err: &timeoutError{msg: fmt.Sprintf("%s timed out: its deadline (%s) passed and its outcome could not be recorded",

@@ -6,12 +6,6 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
-// Edit builds the next version of a record: next starts as a copy of cur
-// (Machine.Edit) and edit changes it, appending its history entry itself;
-// cur is the published record, read only. Returning record.ErrUnchanged
-// (or any error) commits nothing.
-type Edit func(cur, next *Machine) error
-
 // update is the one way a record changes outside the accept path (which
 // commits a fence mark with it, see mutateWith). Under the machine's lock
 // it checks that the record is still the one the caller read (expect),
@@ -19,7 +13,7 @@ type Edit func(cur, next *Machine) error
 // it. It returns the committed record (published: read only),
 // record.ErrStale when the record is not the one expected or is gone,
 // edit's error (record.ErrUnchanged: nothing to change), or the commit's.
-func (e *Engine) update(id string, expect record.Expect, edit Edit) (*Machine, error) {
+func (e *Engine) update(id string, expect record.Expect, edit record.Edit) (*Machine, error) {
 	unlock := e.locks.Lock(id)
 	defer unlock()
 	cur, ok := e.idx.Get(id)

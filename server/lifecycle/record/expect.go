@@ -29,3 +29,9 @@ func (x Expect) Matches(cur *Machine) bool {
 		(x.Revision == 0 || cur.Revision == x.Revision) &&
 		(x.Holds == nil || x.Holds(cur))
 }
+
+// Edit builds the next version of a record: next starts as a copy of cur
+// (Machine.Edit) and edit changes it, appending its history entry itself;
+// cur is the published record, read only. Returning ErrUnchanged (or any
+// error) commits nothing.
+type Edit func(cur, next *Machine) error

@@ -1,4 +1,4 @@
-package lifecycle
+package reconcile
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // A reconcile pass runs in two phases. The streaming phase takes each
@@ -16,19 +17,19 @@ import (
 // Whatever needs a further backend call on one machine (ConfirmGone for a
 // VM missing from the listing, checkRun for a domain that is not running)
 // is queued instead and run in the second phase, in parallel: at most
-// ReconcileConcurrency calls overall and perHostCalls per host, so one
-// slow host holds at most perHostCalls of the slots and never another
+// ReconcileConcurrency calls overall and PerHostCalls per host, so one
+// slow host holds at most PerHostCalls of the slots and never another
 // host's calls.
 
 // DefaultReconcileConcurrency is Config.ReconcileConcurrency's default.
 const DefaultReconcileConcurrency = 32
 
-// perHostCalls bounds the queued calls running at once on one host: a
+// PerHostCalls bounds the queued calls running at once on one host: a
 // host is not flooded with lookups and starts after a rack comes back.
-const perHostCalls = 2
+const PerHostCalls = 2
 
-func (e *Engine) reconcileConcurrency() int {
-	if c := e.cfg.ReconcileConcurrency; c > 0 {
+func (r *Reconciler) reconcileConcurrency() int {
+	if c := r.cfg.ReconcileConcurrency; c > 0 {
 		return c
 	}
 	return DefaultReconcileConcurrency
@@ -36,11 +37,11 @@ func (e *Engine) reconcileConcurrency() int {
 
 // pass is the state of one Reconcile call.
 type pass struct {
-	e      *Engine
+	r      *Reconciler
 	byZone map[string][]string // machine ids by zone, read as the pass began
 
 	mu   sync.Mutex // rep and down: queued jobs count in parallel
-	rep  ReconcileReport
+	rep  Report
 	down map[string]map[string]int // listed zone → run state → machines
 
 	jobs map[string][]passJob // by host, run after the streaming phase
@@ -52,11 +53,11 @@ type pass struct {
 // pass) rather than wait out another bound.
 type passJob func(ctx context.Context, sick bool) error
 
-func (e *Engine) newPass() *pass {
-	p := &pass{e: e, byZone: map[string][]string{}, down: map[string]map[string]int{},
-		jobs: map[string][]passJob{}, rep: ReconcileReport{At: e.cfg.Now(), Zones: map[string]string{}}}
-	for _, id := range e.idx.IDs() {
-		if m, ok := e.idx.Get(id); ok {
+func (r *Reconciler) newPass() *pass {
+	p := &pass{r: r, byZone: map[string][]string{}, down: map[string]map[string]int{},
+		jobs: map[string][]passJob{}, rep: Report{At: r.cfg.Now(), Zones: map[string]string{}}}
+	for _, id := range r.eng.IDs() {
+		if m, ok := r.eng.Get(id); ok {
 			p.byZone[m.Zone] = append(p.byZone[m.Zone], id)
 		}
 	}
@@ -65,18 +66,18 @@ func (e *Engine) newPass() *pass {
 
 // list streams the zones' listings to p.zone, one call at a time.
 func (p *pass) list(ctx context.Context) {
-	if zs := p.e.can.ZoneStreamer; zs != nil {
-		zs.InventoryEach(ctx, p.e.reconcileConcurrency(), func(zi backend.ZoneInventory) { p.zone(ctx, zi) })
+	if zs := p.r.can.ZoneStreamer; zs != nil {
+		zs.InventoryEach(ctx, p.r.reconcileConcurrency(), func(zi backend.ZoneInventory) { p.zone(ctx, zi) })
 		return
 	}
-	for _, zi := range p.e.be.Inventory(ctx) {
+	for _, zi := range p.r.be.Inventory(ctx) {
 		p.zone(ctx, zi)
 	}
 }
 
 // zone reconciles one zone's listing and marks the zone listed.
 func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
-	e := p.e
+	r := p.r
 	p.mu.Lock()
 	if zi.Err != nil {
 		p.rep.Zones[zi.Zone] = zi.Err.Error()
@@ -86,10 +87,10 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 	}
 	p.mu.Unlock()
 	if zi.Err != nil {
-		e.log.Warn("reconcile: host not listed", "zone", zi.Zone, "err", zi.Err)
+		r.log.Warn("reconcile: host not listed", "zone", zi.Zone, "err", zi.Err)
 		return
 	}
-	e.restoreMarks(ctx, zi) // before any adoption: a rebuilt machine is never seen without its marks
+	r.eng.RestoreMarks(ctx, zi) // before any adoption: a rebuilt machine is never seen without its marks
 	seen := byMachine(zi.Machines)
 	p.duplicates(zi.Machines, seen)
 	p.migrations(zi.Machines)
@@ -100,7 +101,7 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 		p.machine(ctx, id, seen)
 	}
 	if ctx.Err() == nil {
-		e.listed.mark(zi.Zone, zi.Hosts, zi.Unlisted)
+		r.listed.Mark(zi.Zone, zi.Hosts, zi.Unlisted)
 	}
 }
 
@@ -120,29 +121,29 @@ func byMachine(obs []backend.Observed) map[string]backend.Observed {
 // machine judges one record of a listed zone; a further backend call is
 // queued for the second phase.
 func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.Observed) {
-	e, at := p.e, p.rep.At
-	m, ok := e.idx.Get(id)
-	if !ok || e.moves.skip(id, at) {
+	r, at := p.r, p.rep.At
+	m, ok := r.eng.Get(id)
+	if !ok || r.eng.Migrating(id, at) {
 		return // a migration holds it, or ended after the listing
 	}
 	o, found := seen[id]
-	if !found && e.needsConfirm(m, at) {
+	if !found && r.needsConfirm(m, at) {
 		p.queue(hostKey(m.Zone, m.HostName), func(ctx context.Context, sick bool) error {
 			return p.confirmMissing(ctx, m, sick)
 		})
 		return
 	}
-	what := e.reconcileOne(id, o, found, at)
+	what := r.reconcileOne(id, o, found, at)
 	p.count(what, "", "")
 	if what != "" || !found {
 		return
 	}
 	if o.Run.Up() {
-		e.checkRun(ctx, o, at, false) // no backend call: it only clears our note
+		r.checkRun(ctx, o, at, false) // no backend call: it only clears our note
 		return
 	}
 	p.queue(hostKey(o.Placement.Zone, o.Placement.Host), func(ctx context.Context, sick bool) error {
-		st, restarted, err := e.checkRun(ctx, o, at, sick)
+		st, restarted, err := r.checkRun(ctx, o, at, sick)
 		p.count("", st, m.Zone)
 		if restarted {
 			p.count("restarted", "", "")
@@ -153,15 +154,15 @@ func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.O
 
 // confirmMissing is the queued half of a machine missing from a complete
 // listing (issue 10: missing is not enough, ConfirmGone must confirm).
-func (p *pass) confirmMissing(ctx context.Context, m *Machine, sick bool) error {
+func (p *pass) confirmMissing(ctx context.Context, m *record.Machine, sick bool) error {
 	if sick {
 		return nil // not known this pass: kept
 	}
-	keep, err := p.e.keepMissing(ctx, m, p.rep.At)
-	if keep || p.e.moves.skip(m.ID, p.rep.At) {
+	keep, err := p.r.keepMissing(ctx, m, p.rep.At)
+	if keep || p.r.eng.Migrating(m.ID, p.rep.At) {
 		return err
 	}
-	p.count(p.e.reconcileOne(m.ID, backend.Observed{}, false, p.rep.At), "", "")
+	p.count(p.r.reconcileOne(m.ID, backend.Observed{}, false, p.rep.At), "", "")
 	return nil
 }
 
@@ -198,16 +199,16 @@ func (p *pass) count(what, down, zone string) {
 	}
 }
 
-// runQueued runs the queued calls: per host up to perHostCalls workers,
+// runQueued runs the queued calls: per host up to PerHostCalls workers,
 // each call holding one of the pass's ReconcileConcurrency slots. A call
 // that finds its host unreachable or past its bound makes the host sick
 // for the rest of the pass.
 func (p *pass) runQueued(ctx context.Context) {
-	slots := make(chan struct{}, p.e.reconcileConcurrency())
+	slots := make(chan struct{}, p.r.reconcileConcurrency())
 	var wg sync.WaitGroup
 	for _, jobs := range p.jobs {
 		h := &hostJobs{jobs: jobs}
-		for range min(perHostCalls, len(jobs)) {
+		for range min(PerHostCalls, len(jobs)) {
 			wg.Go(func() { h.work(ctx, slots) })
 		}
 	}

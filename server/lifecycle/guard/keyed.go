@@ -1,11 +1,11 @@
-package lifecycle
+package guard
 
 import "sync"
 
-// keyedMutex serialises work per machine id while letting different machines
+// Keyed serialises work per machine id while letting different machines
 // proceed in parallel. The map lock is held only to find or drop an entry,
 // never across disk I/O.
-type keyedMutex struct {
+type Keyed struct {
 	mu sync.Mutex
 	m  map[string]*refMutex
 }
@@ -16,7 +16,7 @@ type refMutex struct {
 }
 
 // Lock locks key and returns its unlock function.
-func (k *keyedMutex) Lock(key string) func() {
+func (k *Keyed) Lock(key string) func() {
 	k.mu.Lock()
 	if k.m == nil {
 		k.m = make(map[string]*refMutex)

@@ -1,4 +1,4 @@
-package lifecycle
+package reconcile
 
 import (
 	"context"
@@ -43,10 +43,10 @@ const (
 
 // History outcomes of reconcile's restarts.
 const (
-	outcomeRestarted     = "restarted"
-	outcomeRestartFailed = "restart failed"
-	outcomeGaveUp        = "restart given up"
-	outcomeBootConfirmed = "boot confirmed"
+	OutcomeRestarted     = "restarted"
+	OutcomeRestartFailed = "restart failed"
+	OutcomeGaveUp        = "restart given up"
+	OutcomeBootConfirmed = "boot confirmed"
 )
 
 // RestartObserver is an Observer that is also told when reconcile gives
@@ -55,24 +55,24 @@ type RestartObserver interface {
 	RestartGaveUp(zone string)
 }
 
-func (e *Engine) restartBackoff() time.Duration {
-	if b := e.cfg.RestartBackoff; b > 0 {
+func (r *Reconciler) restartBackoff() time.Duration {
+	if b := r.cfg.RestartBackoff; b > 0 {
 		return b
 	}
 	return DefaultRestartBackoff
 }
 
-func (e *Engine) restartMaxTries() int {
-	n := e.cfg.RestartMaxTries
+func (r *Reconciler) restartMaxTries() int {
+	n := r.cfg.RestartMaxTries
 	if n <= 0 {
 		n = DefaultRestartMaxTries
 	}
-	return min(n, HistoryLimit-1)
+	return min(n, record.HistoryLimit-1)
 }
 
 // restartDelay is the wait after the tries-th restart before the next.
-func (e *Engine) restartDelay(tries int) time.Duration {
-	return e.restartBackoff() * time.Duration(min(1<<max(tries-1, 0), restartBackoffCap))
+func (r *Reconciler) restartDelay(tries int) time.Duration {
+	return r.restartBackoff() * time.Duration(min(1<<max(tries-1, 0), restartBackoffCap))
 }
 
 // restartTrail is what a machine's history says about its restarts.
@@ -83,16 +83,16 @@ type restartTrail struct {
 	gaveUp  string    // the give-up message, once given up
 }
 
-func restartTrailOf(h []Transition) restartTrail {
+func restartTrailOf(h []record.Transition) restartTrail {
 	var tr restartTrail
-	for i := len(h) - 1; i >= 0 && h[i].Kind == OpReconcile; i-- {
+	for i := len(h) - 1; i >= 0 && h[i].Kind == record.OpReconcile; i-- {
 		switch t := h[i]; {
-		case t.Outcome == outcomeGaveUp && i == len(h)-1:
+		case t.Outcome == OutcomeGaveUp && i == len(h)-1:
 			tr.gaveUp = t.LastError
-		case t.Outcome == outcomeRestarted || t.Outcome == outcomeRestartFailed:
+		case t.Outcome == OutcomeRestarted || t.Outcome == OutcomeRestartFailed:
 			if tr.tries == 0 {
 				tr.last = t.Ended
-				if t.Outcome == outcomeRestartFailed {
+				if t.Outcome == OutcomeRestartFailed {
 					tr.lastErr = t.LastError
 				}
 			}
@@ -107,111 +107,111 @@ func restartTrailOf(h []Transition) restartTrail {
 // restartIdle decides, for an IDLE machine whose domain is shut off or
 // crashed, between starting it now, waiting out the backoff and giving up,
 // and says which in the last_error (note is the run note so far).
-func (e *Engine) restartIdle(ctx context.Context, st backend.Starter, cur *Machine, o backend.Observed,
+func (r *Reconciler) restartIdle(ctx context.Context, st backend.Starter, cur *record.Machine, o backend.Observed,
 	note string, listedAt time.Time, sick bool) (string, bool, error) {
 	tr := restartTrailOf(cur.History)
-	maxTries := e.restartMaxTries()
+	maxTries := r.restartMaxTries()
 	switch {
 	case tr.tries > 0 && !tr.last.Before(listedAt):
 		return o.Run.State, false, nil // the listing predates our last restart: judged next pass
-	case e.cfg.RestartDisabled:
+	case r.cfg.RestartDisabled:
 		note += "; not restarted: restarts are disabled"
 	case tr.gaveUp != "":
 		note += "; " + tr.gaveUp
 	case tr.tries >= maxTries:
-		e.giveUpRestart(cur, o, note, tr)
+		r.giveUpRestart(cur, o, note, tr)
 		return o.Run.State, false, nil
-	case tr.tries > 0 && e.cfg.Now().Before(tr.last.Add(e.restartDelay(tr.tries))):
-		note += e.waitNote(tr, maxTries)
+	case tr.tries > 0 && r.cfg.Now().Before(tr.last.Add(r.restartDelay(tr.tries))):
+		note += r.waitNote(tr, maxTries)
 	case sick:
 		return o.Run.State, false, nil // the host failed a call this pass: next pass
 	default:
-		return e.tryRestart(ctx, st, cur, o, note, tr)
+		return r.tryRestart(ctx, st, cur, o, note, tr)
 	}
-	e.setRunNote(cur, note, "reconcile: domain not running")
+	r.setRunNote(cur, note, "reconcile: domain not running")
 	return o.Run.State, false, nil
 }
 
 // tryRestart starts the domain and records the try. A Start that did not
 // reach the guest is reported but not counted.
-func (e *Engine) tryRestart(ctx context.Context, st backend.Starter, cur *Machine, o backend.Observed,
+func (r *Reconciler) tryRestart(ctx context.Context, st backend.Starter, cur *record.Machine, o backend.Observed,
 	note string, tr restartTrail) (string, bool, error) {
-	tried, err := e.restart(ctx, st, cur, o)
-	e.observeRestart(cur.Zone, o.Run.State, err == nil)
+	tried, err := r.restart(ctx, st, cur, o)
+	r.observeRestart(cur.Zone, o.Run.State, err == nil)
 	if err == nil {
-		e.recordRestart(cur, o.Run, nil, "")
+		r.recordRestart(cur, o.Run, nil, "")
 		return "", true, nil
 	}
 	if !tried || hostUnreachable(err) || errors.Is(err, context.Canceled) {
-		e.setRunNote(cur, note+fmt.Sprintf("; reconcile could not start it again: %v", err), "reconcile: domain not running")
+		r.setRunNote(cur, note+fmt.Sprintf("; reconcile could not start it again: %v", err), "reconcile: domain not running")
 		if !tried {
 			err = nil // the machine's, not the host's
 		}
 		return o.Run.State, false, err
 	}
-	next := restartTrail{tries: tr.tries + 1, last: e.cfg.Now(), lastErr: err.Error()}
-	e.recordRestart(cur, o.Run, err, note+e.waitNote(next, e.restartMaxTries()))
+	next := restartTrail{tries: tr.tries + 1, last: r.cfg.Now(), lastErr: err.Error()}
+	r.recordRestart(cur, o.Run, err, note+r.waitNote(next, r.restartMaxTries()))
 	return o.Run.State, false, err
 }
 
 // waitNote ends the last_error of a machine between two restarts: how the
 // last one went and when the next is due. It depends on the history only,
 // so it reads the same at every pass of the wait (no revision per pass).
-func (e *Engine) waitNote(tr restartTrail, maxTries int) string {
+func (r *Reconciler) waitNote(tr restartTrail, maxTries int) string {
 	s := fmt.Sprintf("; reconcile started it again at %s and it stopped again", tr.last.UTC().Format(time.RFC3339))
 	if tr.lastErr != "" {
 		s = "; reconcile could not start it again: " + tr.lastErr
 	}
 	if tr.tries < maxTries {
 		s += fmt.Sprintf("; next restart (try %d of %d) at %s", tr.tries+1, maxTries,
-			tr.last.Add(e.restartDelay(tr.tries)).UTC().Format(time.RFC3339))
+			tr.last.Add(r.restartDelay(tr.tries)).UTC().Format(time.RFC3339))
 	}
 	return s
 }
 
 // giveUpRestart records that reconcile stops restarting the machine: its
 // last_error says so, with a WARN, a history entry and the metric.
-func (e *Engine) giveUpRestart(seen *Machine, o backend.Observed, note string, tr restartTrail) {
+func (r *Reconciler) giveUpRestart(seen *record.Machine, o backend.Observed, note string, tr restartTrail) {
 	last := fmt.Sprintf("last stop: %s", o.Run)
 	if tr.lastErr != "" {
 		last = "last start failed: " + tr.lastErr
 	}
 	msg := fmt.Sprintf("reconcile gave up restarting it after %d tries (%s)", tr.tries, last)
-	n, err := e.update(seen.ID, record.Expect{Revision: seen.Revision}, func(_, n *Machine) error {
-		now := e.cfg.Now()
+	n, err := r.eng.Update(seen.ID, record.Expect{Revision: seen.Revision}, func(_, n *record.Machine) error {
+		now := r.cfg.Now()
 		n.LastError = note + "; " + msg
-		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-			From: Idle, To: Idle, Started: now, Ended: now, Outcome: outcomeGaveUp, LastError: msg})
+		n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
+			From: record.Idle, To: record.Idle, Started: now, Ended: now, Outcome: OutcomeGaveUp, LastError: msg})
 		return nil
 	})
 	if err != nil {
 		return // changed meanwhile, or not committed: the next pass judges it again
 	}
-	e.log.Warn("reconcile: gave up restarting a domain that does not stay up", "machine", n.ID,
+	r.log.Warn("reconcile: gave up restarting a domain that does not stay up", "machine", n.ID,
 		"domain", n.Domain, "zone", n.Zone, "tries", tr.tries, "err", n.LastError)
-	if ro, ok := e.cfg.Observer.(RestartObserver); ok {
-		ro.RestartGaveUp(n.Zone)
+	if r.restartObs != nil {
+		r.restartObs.RestartGaveUp(n.Zone)
 	}
 }
 
 // runningAgain handles a domain seen running: our not-running note is
 // cleared, and a machine restarted at least the boot hold before this
 // listing has booted, which resets its restart count ("boot confirmed").
-func (e *Engine) runningAgain(seen *Machine, listedAt time.Time) {
+func (r *Reconciler) runningAgain(seen *record.Machine, listedAt time.Time) {
 	tr := restartTrailOf(seen.History)
-	booted := (tr.tries > 0 || tr.gaveUp != "") && !listedAt.Before(tr.last.Add(bootHoldFactor*e.restartBackoff()))
+	booted := (tr.tries > 0 || tr.gaveUp != "") && !listedAt.Before(tr.last.Add(bootHoldFactor*r.restartBackoff()))
 	if !booted && !isRunNote(seen) {
 		return // the common case: nothing to write
 	}
 	var cleared bool
-	n, err := e.update(seen.ID, record.Expect{Revision: seen.Revision}, func(cur, n *Machine) error {
+	n, err := r.eng.Update(seen.ID, record.Expect{Revision: seen.Revision}, func(cur, n *record.Machine) error {
 		if cleared = isRunNote(cur); cleared {
 			n.LastError = ""
 		}
 		if booted {
-			now := e.cfg.Now()
-			n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-				From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcomeBootConfirmed,
+			now := r.cfg.Now()
+			n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
+				From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: OutcomeBootConfirmed,
 				Note: fmt.Sprintf("domain %s running %s after reconcile's last restart: restart count reset", cur.Domain, listedAt.Sub(tr.last).Round(time.Second))})
 		}
 		return nil
@@ -220,6 +220,6 @@ func (e *Engine) runningAgain(seen *Machine, listedAt time.Time) {
 		return // changed meanwhile, or the next pass tries again
 	}
 	if cleared {
-		e.log.Info("reconcile: domain running again", "machine", n.ID, "domain", n.Domain, "state", n.State.String())
+		r.log.Info("reconcile: domain running again", "machine", n.ID, "domain", n.Domain, "state", n.State.String())
 	}
 }

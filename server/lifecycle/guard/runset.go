@@ -1,20 +1,21 @@
-package lifecycle
+package guard
 
 import (
 	"context"
 	"sync"
 )
 
-// runSet tracks the live run of each transition by operation id: the sweep
+// RunSet tracks the live run of each transition by operation id: the sweep
 // leaves records whose run is live alone, and a graceful stop waits for
 // the set to empty.
-type runSet struct {
+type RunSet struct {
 	mu   sync.Mutex
 	live map[string]int
 	idle chan struct{} // closed when live becomes empty
 }
 
-func (r *runSet) add(op string) {
+// Add registers a run of op.
+func (r *RunSet) Add(op string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.live == nil {
@@ -26,7 +27,8 @@ func (r *runSet) add(op string) {
 	r.live[op]++
 }
 
-func (r *runSet) done(op string) {
+// Done ends a run of op.
+func (r *RunSet) Done(op string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.live[op]--; r.live[op] <= 0 {
@@ -37,20 +39,22 @@ func (r *runSet) done(op string) {
 	}
 }
 
-func (r *runSet) has(op string) bool {
+// Has reports whether a run of op is live.
+func (r *RunSet) Has(op string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.live[op] > 0
 }
 
-func (r *runSet) len() int {
+// Len is how many operations have a live run.
+func (r *RunSet) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.live)
 }
 
-// wait returns nil once no run is live, or ctx's error if it ends first.
-func (r *runSet) wait(ctx context.Context) error {
+// Wait returns nil once no run is live, or ctx's error if it ends first.
+func (r *RunSet) Wait(ctx context.Context) error {
 	for {
 		r.mu.Lock()
 		if len(r.live) == 0 {

@@ -1,31 +1,33 @@
-package lifecycle
+package guard
 
 import (
 	"context"
 	"sync"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
-// callGate lets one backend call per machine run at a time. A transition
+// CallGate lets one backend call per machine run at a time. A transition
 // that timed out is FAILED at its deadline, but its backend call may still
 // be inside libvirt (a backend that is slow to honour its context); the
 // next transition on that machine (a Release, a new Create) waits here for
 // it instead of overlapping it, keeping the backend's promise that one
 // machine never sees two methods at once.
-type callGate struct {
+type CallGate struct {
 	mu   sync.Mutex
 	busy map[string]*backendCall
 }
 
 type backendCall struct {
-	kind OpKind
+	kind record.OpKind
 	done chan struct{}
 }
 
-// enter waits, under ctx, until no backend call runs for id, then claims
+// Enter waits, under ctx, until no backend call runs for id, then claims
 // the machine for a call of kind. leave must be called once the backend
 // call has returned. If ctx ends first, enter returns the kind of the call
 // that was still running and ctx's error.
-func (g *callGate) enter(ctx context.Context, id string, kind OpKind) (leave func(), running OpKind, err error) {
+func (g *CallGate) Enter(ctx context.Context, id string, kind record.OpKind) (leave func(), running record.OpKind, err error) {
 	for {
 		g.mu.Lock()
 		c := g.busy[id]

@@ -1,18 +1,20 @@
-package lifecycle
+package guard
 
 import (
 	"sync"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
-// moveHolds are the machines a live migration holds. A migration keeps
+// MoveHolds are the machines a live migration holds. A migration keeps
 // the machine's state and operation id (BigFleet's idempotency hangs on
 // them), so the hold lives here, in memory, instead of in the record:
 // while it lasts no Create/Configure/Drain/Delete is accepted for the
 // machine and reconcile passes it by. A restart drops it with the
 // migration itself (the provider drives it), and reconcile then finds the
 // VM on whichever host kept it running.
-type moveHolds struct {
+type MoveHolds struct {
 	mu sync.Mutex
 	m  map[string]*moveHold
 }
@@ -26,8 +28,8 @@ type moveHold struct {
 // a listing taken before it ended shows the VM where it no longer is.
 const keepEnded = 10 * time.Minute
 
-// take holds id for a migration, unless one holds it already.
-func (h *moveHolds) take(id, to string, now time.Time) bool {
+// Take holds id for a migration, unless one holds it already.
+func (h *MoveHolds) Take(id, to string, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
@@ -45,8 +47,8 @@ func (h *moveHolds) take(id, to string, now time.Time) bool {
 	return true
 }
 
-// end releases the hold of id's migration.
-func (h *moveHolds) end(id string, now time.Time) {
+// End releases the hold of id's migration.
+func (h *MoveHolds) End(id string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if v := h.m[id]; v != nil {
@@ -54,22 +56,33 @@ func (h *moveHolds) end(id string, now time.Time) {
 	}
 }
 
-// refusal is the error for a transition asked while id is migrating:
+// Refusal is the error for a transition asked while id is migrating:
 // Unavailable, which BigFleet retries; the machine itself is fine.
-func (h *moveHolds) refusal(id string) *Error {
+func (h *MoveHolds) Refusal(id string) *record.Error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if v := h.m[id]; v != nil && v.ended.IsZero() {
-		return errorf(CodeUnavailable, "machine %q is being live-migrated to another host of its zone (an admin MigrateMachine); retry when it finishes", id)
+		return record.Errorf(record.CodeUnavailable, "machine %q is being live-migrated to another host of its zone (an admin MigrateMachine); retry when it finishes", id)
 	}
 	return nil
 }
 
-// skip tells reconcile to pass id by: it is migrating, or its migration
+// Skip tells reconcile to pass id by: it is migrating, or its migration
 // ended after the hosts were listed at listedAt.
-func (h *moveHolds) skip(id string, listedAt time.Time) bool {
+func (h *MoveHolds) Skip(id string, listedAt time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	v := h.m[id]
 	return v != nil && (v.ended.IsZero() || !v.ended.Before(listedAt))
+}
+
+// Target is the host id's migration asked for, or "(placement)" when the
+// zone's placement chooses it.
+func (h *MoveHolds) Target(id string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v := h.m[id]; v != nil && v.to != "" {
+		return v.to
+	}
+	return "(placement)"
 }

@@ -1,4 +1,4 @@
-package lifecycle
+package reconcile
 
 import (
 	"context"
@@ -28,9 +28,9 @@ type DuplicateObserver interface {
 
 // Outcomes of a duplicate, in history entries and the metric.
 const (
-	dupRemoved = "duplicate_removed"
-	dupKept    = "duplicate_kept"
-	dupFailed  = "duplicate_failed"
+	OutcomeDuplicateRemoved = "duplicate_removed"
+	OutcomeDuplicateKept    = "duplicate_kept"
+	OutcomeDuplicateFailed  = "duplicate_failed"
 )
 
 // copiesOf returns, for each machine listed more than once, its copies.
@@ -52,7 +52,7 @@ func copiesOf(obs []backend.Observed) map[string][]backend.Observed {
 }
 
 // keepCopy picks the copy that is the machine m, if the record says which.
-func keepCopy(m *Machine, copies []backend.Observed) (int, bool) {
+func keepCopy(m *record.Machine, copies []backend.Observed) (int, bool) {
 	if m.HostName != "" {
 		return soleMatch(copies, func(o backend.Observed) bool { return o.Placement.Host == m.HostName })
 	}
@@ -94,30 +94,30 @@ func whyNotSpare(keep, c backend.Observed) string {
 // seen[id] becomes the kept copy, and the removal of each provable spare
 // is queued on its host.
 func (p *pass) duplicates(obs []backend.Observed, seen map[string]backend.Observed) {
-	e, at := p.e, p.rep.At
+	r, at := p.r, p.rep.At
 	for id, copies := range copiesOf(obs) {
-		m, ok := e.idx.Get(id)
+		m, ok := r.eng.Get(id)
 		if !ok {
 			continue
 		}
 		k, ok := keepCopy(m, copies)
 		if !ok {
-			e.noteDuplicate(m, copies[0], "the record does not say which copy is the machine")
+			r.noteDuplicate(m, copies[0], "the record does not say which copy is the machine")
 			continue
 		}
 		keep := copies[k]
 		seen[id] = keep
-		stable := (m.State == Idle || m.State == Configured) && m.StateSince.Before(at) && !e.moves.skip(id, at)
+		stable := (m.State == record.Idle || m.State == record.Configured) && m.StateSince.Before(at) && !r.eng.Migrating(id, at)
 		for i, c := range copies {
 			switch why := whyNotSpare(keep, c); {
 			case i == k:
 			case !stable:
-				e.noteDuplicate(m, c, "the machine is "+m.State.String()+"; judged when it is idle or configured")
+				r.noteDuplicate(m, c, "the machine is "+m.State.String()+"; judged when it is idle or configured")
 			case why != "":
-				e.noteDuplicate(m, c, why)
+				r.noteDuplicate(m, c, why)
 			default:
 				p.queue(hostKey(c.Placement.Zone, c.Placement.Host), func(ctx context.Context, sick bool) error {
-					return e.removeCopy(ctx, m, c, keep, sick)
+					return r.removeCopy(ctx, m, c, keep, sick)
 				})
 			}
 		}
@@ -126,63 +126,63 @@ func (p *pass) duplicates(obs []backend.Observed, seen map[string]backend.Observ
 
 // noteDuplicate reports a copy left in place: a WARN line and the metric
 // each pass it is seen (the operator must act), no record change.
-func (e *Engine) noteDuplicate(m *Machine, c backend.Observed, why string) {
-	e.log.Warn("reconcile: machine has a domain on more than one host; copy kept", "machine", m.ID, "zone", m.Zone,
+func (r *Reconciler) noteDuplicate(m *record.Machine, c backend.Observed, why string) {
+	r.log.Warn("reconcile: machine has a domain on more than one host; copy kept", "machine", m.ID, "zone", m.Zone,
 		"host", c.Placement.Host, "domain", c.Placement.Domain, "recorded_host", m.HostName, "why", why)
-	e.observeDuplicate(m.Zone, "kept")
+	r.observeDuplicate(m.Zone, "kept")
 }
 
 // removeCopy is the queued removal of one spare copy, through the
 // machine's call gate; it is recorded in the machine's history.
-func (e *Engine) removeCopy(ctx context.Context, seen *Machine, c, keep backend.Observed, sick bool) error {
-	rm := e.can.CopyRemover
+func (r *Reconciler) removeCopy(ctx context.Context, seen *record.Machine, c, keep backend.Observed, sick bool) error {
+	rm := r.can.CopyRemover
 	if rm == nil || sick {
 		if rm == nil {
-			e.noteDuplicate(seen, c, "the backend cannot remove copies")
+			r.noteDuplicate(seen, c, "the backend cannot remove copies")
 		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
-	leave, running, err := e.calls.enter(ctx, seen.ID, OpReconcile)
+	leave, running, err := r.eng.EnterCall(ctx, seen.ID, record.OpReconcile)
 	if err != nil {
 		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
 	defer leave()
-	if cur, ok := e.idx.Get(seen.ID); !ok || cur.Revision != seen.Revision {
+	if cur, ok := r.eng.Get(seen.ID); !ok || cur.Revision != seen.Revision {
 		return nil // the machine changed since the listing: next pass
 	}
 	err = rm.RemoveCopy(ctx, seen.ID, c.Placement, keep.Placement)
-	e.recordDuplicate(seen, c, keep, err)
+	r.recordDuplicate(seen, c, keep, err)
 	return err
 }
 
 // recordDuplicate adds the removal (or its failure) to the machine's
 // history, logs it and counts it.
-func (e *Engine) recordDuplicate(seen *Machine, c, keep backend.Observed, rmErr error) {
-	outcome, metric := dupRemoved, "removed"
+func (r *Reconciler) recordDuplicate(seen *record.Machine, c, keep backend.Observed, rmErr error) {
+	outcome, metric := OutcomeDuplicateRemoved, "removed"
 	note := fmt.Sprintf("domain %s also on host %s (never bound to a cluster) removed; the machine is the copy on host %s",
 		c.Placement.Domain, c.Placement.Host, keep.Placement.Host)
 	if rmErr != nil {
-		outcome, metric = dupFailed, "failed"
+		outcome, metric = OutcomeDuplicateFailed, "failed"
 		note = fmt.Sprintf("domain %s also on host %s not removed: %v", c.Placement.Domain, c.Placement.Host, rmErr)
-		e.log.Warn("reconcile: duplicate domain not removed", "machine", seen.ID, "zone", seen.Zone,
+		r.log.Warn("reconcile: duplicate domain not removed", "machine", seen.ID, "zone", seen.Zone,
 			"host", c.Placement.Host, "kept_on", keep.Placement.Host, "err", rmErr)
 	} else {
-		e.log.Warn("reconcile: duplicate domain removed", "machine", seen.ID, "zone", seen.Zone,
+		r.log.Warn("reconcile: duplicate domain removed", "machine", seen.ID, "zone", seen.Zone,
 			"host", c.Placement.Host, "kept_on", keep.Placement.Host)
 	}
-	e.observeDuplicate(seen.Zone, metric)
-	_, _ = e.update(seen.ID, record.Expect{OperationID: seen.OperationID}, func(cur, n *Machine) error {
-		now := e.cfg.Now()
-		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
+	r.observeDuplicate(seen.Zone, metric)
+	_, _ = r.eng.Update(seen.ID, record.Expect{OperationID: seen.OperationID}, func(cur, n *record.Machine) error {
+		now := r.cfg.Now()
+		n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
 			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
 		return nil
 	}) // lost: the log line and metric remain
 }
 
-func (e *Engine) observeDuplicate(zone, outcome string) {
-	if dobs, ok := e.cfg.Observer.(DuplicateObserver); ok {
-		dobs.DuplicateDomain(zone, outcome)
+func (r *Reconciler) observeDuplicate(zone, outcome string) {
+	if r.dupObs != nil {
+		r.dupObs.DuplicateDomain(zone, outcome)
 	}
 }

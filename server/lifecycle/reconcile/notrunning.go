@@ -1,4 +1,4 @@
-package lifecycle
+package reconcile
 
 import (
 	"context"
@@ -36,32 +36,32 @@ const restartTimeout = time.Minute
 // state still to count as not running ("" when it runs) and the error of
 // a Start the host did not carry out. sick: the host failed an earlier
 // call of this pass, so no Start is tried now.
-func (e *Engine) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time, sick bool) (down string, restarted bool, err error) {
-	cur, ok := e.idx.Get(o.MachineID)
-	if !ok || (cur.State != Idle && cur.State != Configured) || !cur.StateSince.Before(listedAt) ||
+func (r *Reconciler) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time, sick bool) (down string, restarted bool, err error) {
+	cur, ok := r.eng.Get(o.MachineID)
+	if !ok || (cur.State != record.Idle && cur.State != record.Configured) || !cur.StateSince.Before(listedAt) ||
 		cur.Domain != o.Placement.Domain {
 		return "", false, nil
 	}
 	if o.Run.Up() {
-		e.runningAgain(cur, listedAt)
+		r.runningAgain(cur, listedAt)
 		return "", false, nil
 	}
 	note := runNote(cur, o.Run, listedAt)
-	if st := e.can.Starter; st != nil && cur.State == Idle && o.Run.Inactive() {
-		return e.restartIdle(ctx, st, cur, o, note, listedAt, sick)
-	} else if cur.State == Configured {
+	if st := r.can.Starter; st != nil && cur.State == record.Idle && o.Run.Inactive() {
+		return r.restartIdle(ctx, st, cur, o, note, listedAt, sick)
+	} else if cur.State == record.Configured {
 		note += fmt.Sprintf("; not restarted: the machine is CONFIGURED (cluster %q), BigFleet decides (a Drain cannot run its hook in a stopped guest)", cur.Cluster)
 	} else {
 		note += "; not restarted: only a shut off or crashed domain is started again"
 	}
-	e.setRunNote(cur, note, "reconcile: domain not running")
+	r.setRunNote(cur, note, "reconcile: domain not running")
 	return o.Run.State, false, nil
 }
 
 // runNote is the last_error of a machine whose domain is not running:
 // "domain bf-x is shut off (crashed) since <first seen>". The time is when
 // a reconcile first saw this state, kept while the state lasts.
-func runNote(cur *Machine, rs backend.RunState, seen time.Time) string {
+func runNote(cur *record.Machine, rs backend.RunState, seen time.Time) string {
 	head := runNoteHead(cur.Domain, rs)
 	if old, ok := strings.CutPrefix(cur.LastError, head); ok {
 		if at, _, ok := strings.Cut(old, ";"); ok {
@@ -76,7 +76,7 @@ func runNoteHead(domain string, rs backend.RunState) string {
 }
 
 // isRunNote tells our note from any other last_error.
-func isRunNote(cur *Machine) bool {
+func isRunNote(cur *record.Machine) bool {
 	return cur.Domain != "" && strings.HasPrefix(cur.LastError, "domain "+cur.Domain+" is ") &&
 		strings.Contains(cur.LastError, " since ")
 }
@@ -84,10 +84,10 @@ func isRunNote(cur *Machine) bool {
 // setRunNote makes note the machine's last_error if it differs ("" clears
 // a note of ours), with one WARN per change; nothing changes otherwise, so
 // a domain that stays down costs no revision and no log line per pass.
-func (e *Engine) setRunNote(seen *Machine, note, msg string) {
-	n, err := e.update(seen.ID, record.Expect{Revision: seen.Revision}, func(cur, n *Machine) error {
+func (r *Reconciler) setRunNote(seen *record.Machine, note, msg string) {
+	n, err := r.eng.Update(seen.ID, record.Expect{Revision: seen.Revision}, func(cur, n *record.Machine) error {
 		if cur.LastError == note || (note == "" && !isRunNote(cur)) {
-			return errUnchanged
+			return record.ErrUnchanged
 		}
 		n.LastError = note
 		return nil
@@ -96,25 +96,25 @@ func (e *Engine) setRunNote(seen *Machine, note, msg string) {
 		return // stale, unchanged, or the next pass tries again
 	}
 	if note == "" {
-		e.log.Info(msg, "machine", n.ID, "domain", n.Domain, "state", n.State.String())
+		r.log.Info(msg, "machine", n.ID, "domain", n.Domain, "state", n.State.String())
 		return
 	}
-	e.log.Warn(msg, "machine", n.ID, "domain", n.Domain, "zone", n.Zone, "state", n.State.String(), "err", note)
+	r.log.Warn(msg, "machine", n.ID, "domain", n.Domain, "zone", n.Zone, "state", n.State.String(), "err", note)
 }
 
 // restart starts the domain of an IDLE machine through the machine's call
 // gate, so it never overlaps a transition's backend call, and only if the
 // record is still the one the listing was judged against. tried says
 // Start ran (its error is then the host's answer).
-func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine, o backend.Observed) (tried bool, err error) {
+func (r *Reconciler) restart(ctx context.Context, st backend.Starter, seen *record.Machine, o backend.Observed) (tried bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
-	leave, running, err := e.calls.enter(ctx, seen.ID, OpReconcile)
+	leave, running, err := r.eng.EnterCall(ctx, seen.ID, record.OpReconcile)
 	if err != nil {
 		return false, fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
 	defer leave()
-	if cur, ok := e.idx.Get(seen.ID); !ok || cur.State != Idle || cur.OperationID != seen.OperationID {
+	if cur, ok := r.eng.Get(seen.ID); !ok || cur.State != record.Idle || cur.OperationID != seen.OperationID {
 		return false, fmt.Errorf("the machine changed meanwhile")
 	}
 	return true, st.Start(ctx, seen.ID, o.Placement)
@@ -124,37 +124,37 @@ func (e *Engine) restart(ctx context.Context, st backend.Starter, seen *Machine,
 // history (the admin page's timeline, and the count restartIdle backs off
 // on). A Start that worked clears a note left by an earlier try; one that
 // failed (startErr) leaves note as the last_error instead.
-func (e *Engine) recordRestart(seen *Machine, was backend.RunState, startErr error, note string) {
-	stillIdle := record.Expect{OperationID: seen.OperationID, Holds: func(cur *Machine) bool { return cur.State == Idle }}
-	_, _ = e.update(seen.ID, stillIdle, func(cur, n *Machine) error {
-		now := e.cfg.Now()
-		t := Transition{OperationID: n.OperationID, Kind: OpReconcile, From: Idle, To: Idle, Started: now, Ended: now}
+func (r *Reconciler) recordRestart(seen *record.Machine, was backend.RunState, startErr error, note string) {
+	stillIdle := record.Expect{OperationID: seen.OperationID, Holds: func(cur *record.Machine) bool { return cur.State == record.Idle }}
+	_, _ = r.eng.Update(seen.ID, stillIdle, func(cur, n *record.Machine) error {
+		now := r.cfg.Now()
+		t := record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile, From: record.Idle, To: record.Idle, Started: now, Ended: now}
 		if startErr == nil {
-			t.Outcome, t.LastError = outcomeRestarted, fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)
-			e.log.Warn("reconcile: restarted a domain that was not running", "machine", cur.ID, "domain", cur.Domain,
+			t.Outcome, t.LastError = OutcomeRestarted, fmt.Sprintf("domain %s was %s; started again by reconcile", cur.Domain, was)
+			r.log.Warn("reconcile: restarted a domain that was not running", "machine", cur.ID, "domain", cur.Domain,
 				"zone", cur.Zone, "was", was.String())
 			if isRunNote(cur) {
 				n.LastError = ""
 			}
 		} else {
-			t.Outcome, t.LastError = outcomeRestartFailed, startErr.Error()
+			t.Outcome, t.LastError = OutcomeRestartFailed, startErr.Error()
 			n.LastError = note
-			e.log.Warn("reconcile: domain not running", "machine", cur.ID, "domain", cur.Domain, "zone", cur.Zone,
+			r.log.Warn("reconcile: domain not running", "machine", cur.ID, "domain", cur.Domain, "zone", cur.Zone,
 				"state", cur.State.String(), "err", note)
 		}
-		n.History = appendHistory(n.History, t)
+		n.History = record.AppendHistory(n.History, t)
 		return nil
 	}) // lost: the try is not counted, nothing else
 }
 
-func (e *Engine) observeRestart(zone, from string, ok bool) {
-	if ro, is := e.cfg.Observer.(RunObserver); is {
-		ro.DomainRestarted(zone, from, ok)
+func (r *Reconciler) observeRestart(zone, from string, ok bool) {
+	if r.runObs != nil {
+		r.runObs.DomainRestarted(zone, from, ok)
 	}
 }
 
-func (e *Engine) observeNotRunning(byZone map[string]map[string]int) {
-	if ro, is := e.cfg.Observer.(RunObserver); is {
-		ro.DomainsNotRunning(byZone)
+func (r *Reconciler) observeNotRunning(byZone map[string]map[string]int) {
+	if r.runObs != nil {
+		r.runObs.DomainsNotRunning(byZone)
 	}
 }

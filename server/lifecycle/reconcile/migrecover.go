@@ -1,4 +1,4 @@
-package lifecycle
+package reconcile
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // resumed. duplicates.go leaves paused copies alone for this.
 
 // Outcomes of a recovery, in history entries.
-const migRecovered = "migration_recovered"
+const OutcomeMigrationRecovered = "migration_recovered"
 
 // MigrationRecoveryObserver is told of each interrupted migration reconcile
 // recovered, by zone and outcome: "completed" (the destination ran the
@@ -64,36 +64,36 @@ func interrupted(obs []backend.Observed) map[string][]backend.Observed {
 // (it may relocate the machine onto a running copy), so recorded is the
 // host the migration started from.
 func (p *pass) migrations(obs []backend.Observed) {
-	e, at := p.e, p.rep.At
-	rec := e.can.MigrationRecoverer
+	r, at := p.r, p.rep.At
+	rec := r.can.MigrationRecoverer
 	if rec == nil {
 		return
 	}
 	for id, copies := range interrupted(obs) {
-		m, ok := e.idx.Get(id)
-		if !ok || e.moves.skip(id, at) || (m.State != Idle && m.State != Configured) {
+		m, ok := r.eng.Get(id)
+		if !ok || r.eng.Migrating(id, at) || (m.State != record.Idle && m.State != record.Configured) {
 			continue // not ours, a migration of this process under way, or busy: next pass
 		}
 		p.queue(hostKey(m.Zone, m.HostName), func(ctx context.Context, sick bool) error {
-			return e.recoverMigration(ctx, rec, m, copies, sick)
+			return r.recoverMigration(ctx, rec, m, copies, sick)
 		})
 	}
 }
 
 // recoverMigration is the queued recovery of one machine, through its
 // call gate.
-func (e *Engine) recoverMigration(ctx context.Context, rec backend.MigrationRecoverer, m *Machine, copies []backend.Observed, sick bool) error {
+func (r *Reconciler) recoverMigration(ctx context.Context, rec backend.MigrationRecoverer, m *record.Machine, copies []backend.Observed, sick bool) error {
 	if sick {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
-	leave, running, err := e.calls.enter(ctx, m.ID, OpReconcile)
+	leave, running, err := r.eng.EnterCall(ctx, m.ID, record.OpReconcile)
 	if err != nil {
 		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
 	defer leave()
-	if e.moves.skip(m.ID, e.cfg.Now()) {
+	if r.eng.Migrating(m.ID, r.cfg.Now()) {
 		return nil
 	}
 	pls := make([]backend.Placement, len(copies))
@@ -102,39 +102,39 @@ func (e *Engine) recoverMigration(ctx context.Context, rec backend.MigrationReco
 	}
 	res, err := rec.RecoverMigration(ctx, m.ID, m.Placement(), pls)
 	if err != nil {
-		e.log.Warn("reconcile: interrupted migration not recovered", "machine", m.ID, "zone", m.Zone,
+		r.log.Warn("reconcile: interrupted migration not recovered", "machine", m.ID, "zone", m.Zone,
 			"recorded_host", m.HostName, "err", err)
 		return err
 	}
-	e.recordRecovery(m, res)
+	r.recordRecovery(m, res)
 	return nil
 }
 
 // recordRecovery logs what was done, records the machine on the host its
 // VM runs on and adds a history entry saying so.
-func (e *Engine) recordRecovery(m *Machine, res backend.MigrationRecovery) {
+func (r *Reconciler) recordRecovery(m *record.Machine, res backend.MigrationRecovery) {
 	note := recoveryNote(m, res)
-	e.log.Warn("reconcile: interrupted migration recovered", "machine", m.ID, "zone", m.Zone,
+	r.log.Warn("reconcile: interrupted migration recovered", "machine", m.ID, "zone", m.Zone,
 		"from", m.HostName, "runs_on", res.Live.Host, "completed", res.Completed, "resumed", res.Resumed, "note", note)
-	if o, ok := e.cfg.Observer.(MigrationRecoveryObserver); ok {
-		o.MigrationRecovered(m.Zone, recoveryOutcome(res))
+	if r.recObs != nil {
+		r.recObs.MigrationRecovered(m.Zone, recoveryOutcome(res))
 	}
 	// Only the record the recovery was judged on: a transition accepted
 	// since (a new operation id) owns the record now, and its own run
 	// says where the VM is; the next pass sees the machine again.
-	_, _ = e.update(m.ID, record.Expect{OperationID: m.OperationID}, func(cur, n *Machine) error {
-		now := e.cfg.Now()
+	_, _ = r.eng.Update(m.ID, record.Expect{OperationID: m.OperationID}, func(cur, n *record.Machine) error {
+		now := r.cfg.Now()
 		if cur.HostName != res.Live.Host {
 			n.HostName = res.Live.Host
-			n.Host = HostRef{Provider: e.cfg.Provider, Ref: res.Live.Ref()}
+			n.Host = record.HostRef{Provider: r.cfg.Provider, Ref: res.Live.Ref()}
 		}
-		n.History = appendHistory(n.History, Transition{OperationID: n.OperationID, Kind: OpReconcile,
-			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: migRecovered, Note: note})
+		n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
+			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: OutcomeMigrationRecovered, Note: note})
 		return nil
 	}) // lost or stale: the log line remains, and libvirt's state
 }
 
-func recoveryNote(m *Machine, res backend.MigrationRecovery) string {
+func recoveryNote(m *record.Machine, res backend.MigrationRecovery) string {
 	var removed []string
 	for _, pl := range res.Removed {
 		removed = append(removed, "host "+pl.Host)

@@ -1,0 +1,109 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+)
+
+// The accept path's side of the zones listed since start (reconcile.Listed
+// says why a mutation waits for its zone's first listing).
+
+// WaitFirstReconcile blocks until the first reconcile pass since Start
+// has completed or ctx ends, and reports whether it completed.
+func (e *Engine) WaitFirstReconcile(ctx context.Context) bool {
+	select {
+	case <-e.listed.First():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// listingWait bounds how long a mutation waits (holding no lock) for its
+// zone's first listing: a host that connected after start is listed by
+// the reconcile the mutation wakes, within its inventory timeout.
+var listingWait = 20 * time.Second
+
+// awaitListing lets a mutation of a machine whose zone has not been listed
+// yet wake reconcile and wait for it, before it takes the machine's lock
+// (reconcile takes it too). A zone whose host is still on its first
+// connection attempt (backend.ErrHostConnecting) is waited for too; one
+// whose host is down is not. notListed still refuses if the wait ran out.
+func (e *Engine) awaitListing(ctx context.Context, id string) {
+	m, ok := e.idx.Get(id)
+	if !ok || e.listed.Covers(m.Zone, m.HostName) {
+		return
+	}
+	if zr := e.can.ZoneReadiness; zr != nil {
+		if err := zr.ZoneReady(m.Zone); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
+			return // its host is down: refused at once, as Unavailable
+		}
+	}
+	if hr := e.can.HostReadiness; hr != nil {
+		// Its own host, or without one any host it may be on, is down:
+		// no listing can come, refused at once.
+		hosts := []string{m.HostName}
+		if m.HostName == "" {
+			hosts = e.listed.Missing(m.Zone)
+		}
+		for _, h := range hosts {
+			if err := hr.HostReady(m.Zone, h); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
+				return
+			}
+		}
+	}
+	e.listed.Wake()
+	wctx, cancel := context.WithTimeout(ctx, listingWait)
+	defer cancel()
+	e.listed.AwaitCovers(wctx, m.Zone, m.HostName, true)
+}
+
+// ZoneListed reports whether zone has been listed since the engine started.
+func (e *Engine) ZoneListed(zone string) bool { return e.listed.Has(zone) }
+
+// WaitReadyZonesListed blocks until every zone whose host is ready now
+// (backend.ZoneReadiness; every zone without it) has been listed since
+// Start, or ctx ends, and reports whether they all were. serve uses it so
+// that a start after a lost state file serves its reachable zones with
+// their marks restored, without waiting for a host that is down or still
+// connecting.
+func (e *Engine) WaitReadyZonesListed(ctx context.Context) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // a zone the first pass did not list waits for no later one
+		select {
+		case <-e.listed.First():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	zr := e.can.ZoneReadiness
+	for _, z := range e.be.Zones() {
+		if zr != nil && zr.ZoneReady(z) != nil {
+			continue
+		}
+		if !e.listed.Await(ctx, z) {
+			return false
+		}
+	}
+	return true
+}
+
+// notListed is the refusal for a machine whose zone, or host, has not
+// been listed since start.
+func (e *Engine) notListed(m *Machine) *Error {
+	if e.listed.Covers(m.Zone, m.HostName) {
+		return nil
+	}
+	e.listed.Wake()
+	switch {
+	case !e.listed.Has(m.Zone):
+		return errorf(CodeUnavailable, "zone %q has not been listed since the provider started (machines, bindings and fence marks are read from its host first); retry shortly", m.Zone)
+	case m.HostName != "":
+		return errorf(CodeUnavailable, "host %q of zone %q has not been listed since the provider started (the machine's binding and fence marks are read from it first); retry shortly", m.HostName, m.Zone)
+	}
+	return errorf(CodeUnavailable, "not every host of zone %q has been listed since the provider started, and which one holds machine %q is not known (its binding and fence marks are read from it first); retry shortly", m.Zone, m.ID)
+}
