@@ -144,9 +144,9 @@ func (r *Reconciler) removeCopy(ctx context.Context, seen *record.Machine, c, ke
 	}
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
-	leave, running, err := r.eng.EnterCall(ctx, seen.ID, record.OpReconcile)
+	leave, err := r.enterCall(ctx, seen.ID)
 	if err != nil {
-		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
+		return err
 	}
 	defer leave()
 	if cur, ok := r.eng.Get(seen.ID); !ok || cur.Revision != seen.Revision {

@@ -88,9 +88,9 @@ func (r *Reconciler) recoverMigration(ctx context.Context, rec backend.Migration
 	}
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
-	leave, running, err := r.eng.EnterCall(ctx, m.ID, record.OpReconcile)
+	leave, err := r.enterCall(ctx, m.ID)
 	if err != nil {
-		return fmt.Errorf("the machine's %s call did not return: %w", running, err)
+		return err
 	}
 	defer leave()
 	if r.eng.Migrating(m.ID, r.cfg.Now()) {

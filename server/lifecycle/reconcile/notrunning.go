@@ -102,6 +102,16 @@ func (r *Reconciler) setRunNote(seen *record.Machine, note, msg string) {
 	r.log.Warn(msg, "machine", n.ID, "domain", n.Domain, "zone", n.Zone, "state", n.State.String(), "err", note)
 }
 
+// enterCall waits for the machine's call gate for one of reconcile's
+// backend calls; its error names the earlier call that did not return.
+func (r *Reconciler) enterCall(ctx context.Context, id string) (leave func(), err error) {
+	leave, running, err := r.eng.EnterCall(ctx, id, record.OpReconcile)
+	if err != nil {
+		return nil, fmt.Errorf("the machine's %s call did not return: %w", running, err)
+	}
+	return leave, nil
+}
+
 // restart starts the domain of an IDLE machine through the machine's call
 // gate, so it never overlaps a transition's backend call, and only if the
 // record is still the one the listing was judged against. tried says
@@ -109,9 +119,9 @@ func (r *Reconciler) setRunNote(seen *record.Machine, note, msg string) {
 func (r *Reconciler) restart(ctx context.Context, st backend.Starter, seen *record.Machine, o backend.Observed) (tried bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 	defer cancel()
-	leave, running, err := r.eng.EnterCall(ctx, seen.ID, record.OpReconcile)
+	leave, err := r.enterCall(ctx, seen.ID)
 	if err != nil {
-		return false, fmt.Errorf("the machine's %s call did not return: %w", running, err)
+		return false, err
 	}
 	defer leave()
 	if cur, ok := r.eng.Get(seen.ID); !ok || cur.State != record.Idle || cur.OperationID != seen.OperationID {
