@@ -33,6 +33,7 @@ type Metrics struct {
 	gaveUp      *prometheus.CounterVec
 	duplicates  *prometheus.CounterVec
 	recoveries  *prometheus.CounterVec
+	waiting     *prometheus.CounterVec
 	hot         map[string]*atomic.Pointer[rpcSeries] // rpcmetrics.go
 	hostCache   atomic.Pointer[HostCache]             // hostmetrics.go; nil: no host gauges
 }
@@ -40,6 +41,7 @@ type Metrics struct {
 var (
 	_ lifecycle.RunObserver     = (*Metrics)(nil)
 	_ lifecycle.RestartObserver = (*Metrics)(nil)
+	_ lifecycle.WaitObserver    = (*Metrics)(nil)
 )
 
 // NewMetrics builds the registry with the RPC, panic, transition and store
@@ -92,6 +94,10 @@ func NewMetrics(counts CountsFunc) *Metrics {
 			Name: "duplicate_domains_total",
 			Help: "Copies of one machine's domain found on a second host of its zone by reconcile, by zone and outcome: removed (never bound, the kept copy running), kept (no such proof: reported each pass until an operator acts), failed (the removal did not finish).",
 		}, []string{"zone", "outcome"}),
+		waiting: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconcile_waiting_on_unlisted_total",
+			Help: "Reconcile decisions deferred because hosts of the zone were not listed (a copy of the machine may be there), by zone and decision: migration_recovery, duplicate_removal, leftover_removal. Counted each pass a decision waits.",
+		}, []string{"zone", "decision"}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "migration_recoveries_total",
 			Help: "Live migrations interrupted by a provider stop that reconcile recovered from libvirt's state, by zone and outcome: completed (the destination ran the guest; the source's copy was removed), resumed (the paused source was resumed), running (a running copy was kept).",
@@ -99,7 +105,7 @@ func NewMetrics(counts CountsFunc) *Metrics {
 		hot: newHotSeries(),
 	}
 	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
-		m.notRunning, m.restarts, m.gaveUp, m.duplicates, m.recoveries,
+		m.notRunning, m.restarts, m.gaveUp, m.duplicates, m.recoveries, m.waiting,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if counts != nil {
@@ -149,6 +155,11 @@ func (m *Metrics) RestartGaveUp(zone string) { m.gaveUp.WithLabelValues(zone).In
 // DuplicateDomain implements lifecycle.DuplicateObserver.
 func (m *Metrics) DuplicateDomain(zone, outcome string) {
 	m.duplicates.WithLabelValues(zone, outcome).Inc()
+}
+
+// WaitingOnUnlisted implements reconcile.WaitObserver.
+func (m *Metrics) WaitingOnUnlisted(zone, decision string) {
+	m.waiting.WithLabelValues(zone, decision).Inc()
 }
 
 // MigrationRecovered implements lifecycle.MigrationRecoveryObserver.

@@ -100,3 +100,19 @@ func TestDuplicateMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitingOnUnlistedMetrics: each deferred decision counts once per
+// pass by zone and decision, and the metrics are the engine's WaitObserver.
+func TestWaitingOnUnlistedMetrics(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(nil)
+	var _ lifecycle.WaitObserver = m
+	m.WaitingOnUnlisted("a", "migration_recovery")
+	m.WaitingOnUnlisted("a", "migration_recovery")
+	m.WaitingOnUnlisted("a", "duplicate_removal")
+	for decision, want := range map[string]float64{"migration_recovery": 2, "duplicate_removal": 1} {
+		if got, ok := seriesValue(t, m, "reconcile_waiting_on_unlisted_total", map[string]string{"zone": "a", "decision": decision}); !ok || got != want {
+			t.Errorf("reconcile_waiting_on_unlisted_total{a,%s} = %v (present %v), want %v", decision, got, ok, want)
+		}
+	}
+}

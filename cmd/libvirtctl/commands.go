@@ -142,6 +142,9 @@ func cmdSummary(ctx context.Context, c *clients, o *opts, _ string, w io.Writer)
 	r := res.Msg.GetLastReconcile()
 	fmt.Fprintf(w, "machines: %d; last reconcile: %s (adopted %d, vanished %d); admin writes: %v\n",
 		res.Msg.GetTotal(), orNever(stamp(r.GetTime())), r.GetAdopted(), r.GetVanished(), onOff(res.Msg.GetAdminWrite()))
+	for _, wait := range r.GetWaiting() {
+		fmt.Fprintf(w, "waiting: %s\n", wait)
+	}
 	return nil
 }
 

@@ -76,7 +76,7 @@ func transitionToProto(t lifecycle.Transition, now time.Time) *adminv1.Transitio
 
 func reconcileToProto(r lifecycle.ReconcileReport) *adminv1.ReconcileSummary {
 	out := &adminv1.ReconcileSummary{Time: ts(r.At), Adopted: int32(r.Adopted), Vanished: int32(r.Vanished),
-		Restarted: int32(r.Restarted), NotRunning: int32(r.NotRunning)}
+		Restarted: int32(r.Restarted), NotRunning: int32(r.NotRunning), Waiting: slices.Clone(r.Waiting)}
 	for z, e := range r.Zones {
 		out.Zones = append(out.Zones, &adminv1.ZoneOutcome{Zone: z, Error: e})
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +21,26 @@ type dupBackend struct {
 	*testBackend
 	mu      sync.Mutex
 	extra   []backend.Observed
-	removed []string // "machine spare-host keep-host"
-	events  []string // DuplicateDomain outcomes
+	removed []string    // "machine spare-host keep-host"
+	events  []string    // DuplicateDomain outcomes
+	deletes []string    // the host of each Delete
+	cut     atomic.Bool // zone-a listed without h2 (cutH2)
+}
+
+// Delete removes an extra copy on the placement's host if there is one
+// (a leftover), else the testBackend's VM.
+func (b *dupBackend) Delete(ctx context.Context, s backend.DeleteSpec) error {
+	b.mu.Lock()
+	b.deletes = append(b.deletes, s.Placement.Host)
+	for i, o := range b.extra {
+		if o.MachineID == s.MachineID && o.Placement.Host == s.Placement.Host {
+			b.extra = append(b.extra[:i], b.extra[i+1:]...)
+			b.mu.Unlock()
+			return nil
+		}
+	}
+	b.mu.Unlock()
+	return b.testBackend.Delete(ctx, s)
 }
 
 func (b *dupBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
@@ -35,7 +54,7 @@ func (b *dupBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
 			}
 		}
 	}
-	return inv
+	return cutH2(inv, b.cut.Load())
 }
 
 func (b *dupBackend) RemoveCopy(_ context.Context, id string, spare, keep backend.Placement) error {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ type recBackend struct {
 	calls []string // "machine recorded-host copies-hosts"
 	// during, when set, runs as RecoverMigration is called.
 	during func()
+	cut    atomic.Bool // zone-a listed without h2 (cutH2)
 }
 
 func (b *recBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
@@ -33,7 +35,7 @@ func (b *recBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
 	if b.dst != nil {
 		inv[0].Machines = append(inv[0].Machines, *b.dst)
 	}
-	return inv
+	return cutH2(inv, b.cut.Load())
 }
 
 func (b *recBackend) RecoverMigration(_ context.Context, id string, recorded backend.Placement, copies []backend.Placement) (backend.MigrationRecovery, error) {
@@ -141,8 +143,9 @@ func TestRecoverMigrationNotCompleted(t *testing.T) {
 
 // A recovery records its outcome only on the record it was judged on: a
 // Drain accepted while the recovery ran owns the machine's record, which
-// keeps its host and gets no recovery entry (recordRecovery checks the
-// operation id through update, like its siblings).
+// keeps the host the pass had already followed the running guest to (h2)
+// and gets no recovery entry (recordRecovery checks the operation id
+// through update, like its siblings).
 func TestRecoverMigrationStaleDoesNotOverwrite(t *testing.T) {
 	t.Parallel()
 	f, rb, _ := recFixture(t, &backend.RunState{State: backend.RunRunning, Reason: "migrated"})
@@ -159,8 +162,8 @@ func TestRecoverMigrationStaleDoesNotOverwrite(t *testing.T) {
 		t.Fatalf("recoveries %v", calls)
 	}
 	m := f.waitState("m000", Idle)
-	if m.OperationID != drained || m.HostName != "h1" {
-		t.Fatalf("op %q host %q, want the drain's %q on h1", m.OperationID, m.HostName, drained)
+	if m.OperationID != drained || m.HostName != "h2" {
+		t.Fatalf("op %q host %q, want the drain's %q on h2", m.OperationID, m.HostName, drained)
 	}
 	for _, h := range m.History {
 		if h.Outcome == reconcile.OutcomeMigrationRecovered {

@@ -17,6 +17,7 @@ type (
 	MigrationRecoveryObserver = reconcile.MigrationRecoveryObserver
 	RunObserver               = reconcile.RunObserver
 	RestartObserver           = reconcile.RestartObserver
+	WaitObserver              = reconcile.WaitObserver
 )
 
 // Reconcile defaults (Config).

@@ -359,8 +359,9 @@ function showHostMachines(filter: string) {
 // reconcile button: restarts and domains still down included, since a
 // host that keeps stopping guests shows there first.
 function passCounts(r: ReconcileSummary | undefined): string {
+  const waiting = r?.waiting.length ? `, waiting for unlisted hosts ${r.waiting.length}: ${r.waiting.join("; ")}` : "";
   return `adopted ${r?.adopted ?? 0}, vanished ${r?.vanished ?? 0}, ` +
-    `restarted ${r?.restarted ?? 0}, not running ${r?.notRunning ?? 0}`;
+    `restarted ${r?.restarted ?? 0}, not running ${r?.notRunning ?? 0}${waiting}`;
 }
 
 async function loadSummary() {

@@ -52,9 +52,20 @@ func copiesOf(obs []backend.Observed) map[string][]backend.Observed {
 }
 
 // keepCopy picks the copy that is the machine m, if the record says which.
+// The recorded host's copy is the machine unless it is not running while
+// exactly one other copy runs: then the guest lives there (a migration
+// that left its source defined and shut off, such as virsh migrate
+// without --undefinesource) and the machine follows it; restarting the
+// stale copy would run the node twice.
 func keepCopy(m *record.Machine, copies []backend.Observed) (int, bool) {
 	if m.HostName != "" {
-		return soleMatch(copies, func(o backend.Observed) bool { return o.Placement.Host == m.HostName })
+		k, ok := soleMatch(copies, func(o backend.Observed) bool { return o.Placement.Host == m.HostName })
+		if ok && !copies[k].Run.Up() {
+			if up, one := soleMatch(copies, func(o backend.Observed) bool { return o.Run.Up() }); one {
+				return up, true
+			}
+		}
+		return k, ok
 	}
 	if m.Cluster != "" {
 		return soleMatch(copies, func(o backend.Observed) bool { return o.ClusterID == m.Cluster })
@@ -93,9 +104,9 @@ func whyNotSpare(keep, c backend.Observed) string {
 // duplicates handles the machines a zone's listing shows more than once:
 // seen[id] becomes the kept copy, and the removal of each provable spare
 // is queued on its host.
-func (p *pass) duplicates(obs []backend.Observed, seen map[string]backend.Observed) {
+func (p *pass) duplicates(zi backend.ZoneInventory, seen map[string]backend.Observed) {
 	r, at := p.r, p.rep.At
-	for id, copies := range copiesOf(obs) {
+	for id, copies := range copiesOf(zi.Machines) {
 		m, ok := r.eng.Get(id)
 		if !ok {
 			continue
@@ -115,6 +126,8 @@ func (p *pass) duplicates(obs []backend.Observed, seen map[string]backend.Observ
 				r.noteDuplicate(m, c, "the machine is "+m.State.String()+"; judged when it is idle or configured")
 			case why != "":
 				r.noteDuplicate(m, c, why)
+			case len(zi.Unlisted) > 0:
+				p.wait(m, WaitDuplicateRemoval, zi) // a third copy, the live one, may be there
 			default:
 				p.queue(hostKey(c.Placement.Zone, c.Placement.Host), func(ctx context.Context, sick bool) error {
 					return r.removeCopy(ctx, m, c, keep, sick)

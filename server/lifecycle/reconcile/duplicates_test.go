@@ -7,8 +7,10 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
-// keepCopy: the record's host wins; no host, its cluster; else the only
-// running copy; ambiguity keeps nothing.
+// keepCopy: the record's host wins unless its copy is down while exactly
+// one other runs (issue 31: a stale copy is never restarted while the
+// guest runs elsewhere); no host, its cluster; else the only running copy;
+// ambiguity keeps nothing.
 func TestKeepCopy(t *testing.T) {
 	at := func(h, c string, up bool) backend.Observed {
 		o := backend.Observed{Placement: backend.Placement{Host: h}, ClusterID: c, Run: backend.RunState{State: backend.RunShutoff}}
@@ -23,7 +25,12 @@ func TestKeepCopy(t *testing.T) {
 		copies []backend.Observed
 		want   int
 	}{
-		{"recorded host", record.Machine{HostName: "b"}, []backend.Observed{at("a", "", true), at("b", "", false)}, 1},
+		{"recorded host", record.Machine{HostName: "b"}, []backend.Observed{at("a", "", false), at("b", "", true)}, 1},
+		{"recorded host, both running", record.Machine{HostName: "b"}, []backend.Observed{at("a", "", true), at("b", "", true)}, 1},
+		{"recorded host down, both down", record.Machine{HostName: "b"}, []backend.Observed{at("a", "", false), at("b", "", false)}, 1},
+		{"recorded host shut off, the guest runs elsewhere", record.Machine{HostName: "b"}, []backend.Observed{at("a", "", true), at("b", "", false)}, 0},
+		{"recorded host shut off, two run elsewhere", record.Machine{HostName: "b"},
+			[]backend.Observed{at("a", "", true), at("b", "", false), at("c", "", true)}, 1},
 		{"recorded host absent", record.Machine{HostName: "c"}, []backend.Observed{at("a", "", true), at("b", "", true)}, -1},
 		{"binding", record.Machine{Cluster: "k"}, []backend.Observed{at("a", "", true), at("b", "k", true)}, 1},
 		{"binding twice", record.Machine{Cluster: "k"}, []backend.Observed{at("a", "k", true), at("b", "k", true)}, -1},

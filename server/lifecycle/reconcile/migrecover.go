@@ -63,16 +63,20 @@ func interrupted(obs []backend.Observed) map[string][]backend.Observed {
 // a migration left paused. The record is read before the pass judges it
 // (it may relocate the machine onto a running copy), so recorded is the
 // host the migration started from.
-func (p *pass) migrations(obs []backend.Observed) {
+func (p *pass) migrations(zi backend.ZoneInventory) {
 	r, at := p.r, p.rep.At
 	rec := r.can.MigrationRecoverer
 	if rec == nil {
 		return
 	}
-	for id, copies := range interrupted(obs) {
+	for id, copies := range interrupted(zi.Machines) {
 		m, ok := r.eng.Get(id)
 		if !ok || r.eng.Migrating(id, at) || (m.State != record.Idle && m.State != record.Configured) {
 			continue // not ours, a migration of this process under way, or busy: next pass
+		}
+		if len(zi.Unlisted) > 0 {
+			p.wait(m, WaitMigrationRecovery, zi) // the destination may be among them, running the guest
+			continue
 		}
 		p.queue(hostKey(m.Zone, m.HostName), func(ctx context.Context, sick bool) error {
 			return r.recoverMigration(ctx, rec, m, copies, sick)
@@ -94,6 +98,12 @@ func (r *Reconciler) recoverMigration(ctx context.Context, rec backend.Migration
 	}
 	defer leave()
 	if r.eng.Migrating(m.ID, r.cfg.Now()) {
+		return nil
+	}
+	// Waiting its turn at the gate, the machine may have moved on (a
+	// transition accepted, a migration of this process): the copies
+	// listed no longer say where it is.
+	if cur, ok := r.eng.Get(m.ID); !ok || cur.OperationID != m.OperationID || cur.State != m.State {
 		return nil
 	}
 	pls := make([]backend.Placement, len(copies))

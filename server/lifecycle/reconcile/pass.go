@@ -92,13 +92,13 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 	}
 	r.eng.RestoreMarks(ctx, zi) // before any adoption: a rebuilt machine is never seen without its marks
 	seen := byMachine(zi.Machines)
-	p.duplicates(zi.Machines, seen)
-	p.migrations(zi.Machines)
+	p.duplicates(zi, seen)
+	p.migrations(zi)
 	for _, id := range p.byZone[zi.Zone] {
 		if ctx.Err() != nil {
 			return // not marked: a cut listing proves nothing
 		}
-		p.machine(ctx, id, seen)
+		p.machine(ctx, id, seen, zi)
 	}
 	if ctx.Err() == nil {
 		r.listed.Mark(zi.Zone, zi.Hosts, zi.Unlisted)
@@ -120,7 +120,7 @@ func byMachine(obs []backend.Observed) map[string]backend.Observed {
 
 // machine judges one record of a listed zone; a further backend call is
 // queued for the second phase.
-func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.Observed) {
+func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.Observed, zi backend.ZoneInventory) {
 	r, at := p.r, p.rep.At
 	m, ok := r.eng.Get(id)
 	if !ok || r.eng.Migrating(id, at) {
@@ -135,6 +135,10 @@ func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.O
 	}
 	what := r.reconcileOne(id, o, found, at)
 	p.count(what, "", "")
+	if what == "leftover" {
+		p.leftover(m, o, zi)
+		return
+	}
 	if what != "" || !found {
 		return
 	}

@@ -70,6 +70,7 @@ type Reconciler struct {
 	recObs     MigrationRecoveryObserver
 	runObs     RunObserver
 	restartObs RestartObserver
+	waitObs    WaitObserver
 
 	repMu   sync.Mutex
 	lastRep Report
@@ -82,6 +83,7 @@ func New(eng Engine, cfg Config) *Reconciler {
 	r.recObs, _ = cfg.Observer.(MigrationRecoveryObserver)
 	r.runObs, _ = cfg.Observer.(RunObserver)
 	r.restartObs, _ = cfg.Observer.(RestartObserver)
+	r.waitObs, _ = cfg.Observer.(WaitObserver)
 	return r
 }
 
@@ -96,6 +98,9 @@ type Report struct {
 	Restarted  int
 	NotRunning int
 	Zones      map[string]string // zone → "" (ok) or the error that stopped it
+	// Waiting names the decisions deferred because hosts of their zone
+	// were not listed (waiting.go), one line each.
+	Waiting []string
 }
 
 // Pass compares what the hosts hold with the records. Our own domains
@@ -130,6 +135,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 	n, err := r.eng.Update(id, unchanged, func(cur, n *record.Machine) error {
 		now := r.cfg.Now()
 		switch {
+		case cur.State == record.Speculative && found && deleted(cur):
+			what = "leftover"
+			return record.ErrUnchanged // removed by removeLeftover, never adopted
 		case cur.State == record.Speculative && found:
 			what = "adopted"
 			n.State = record.Idle
@@ -169,6 +177,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 		return nil
 	})
 	if err != nil {
+		if what == "leftover" {
+			return what
+		}
 		return ""
 	}
 	attrs := []any{"machine", id, "change", what, "state", n.State.String()}
@@ -177,6 +188,15 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 	}
 	r.log.Warn("reconcile", attrs...)
 	return what
+}
+
+// deleted reports whether a SPECULATIVE record is one a Delete returned
+// to its slot (not a seed, nor a record rebuilt after a lost state file):
+// a domain of it found later is a copy the Delete did not reach (a
+// duplicate on another host), and adopting it would bring back a machine
+// BigFleet saw deleted.
+func deleted(cur *record.Machine) bool {
+	return cur.State == record.Speculative && cur.OpKind == record.OpDelete
 }
 
 // relocated reports whether the machine's domain runs on another host of

@@ -166,7 +166,12 @@ type ReconcileSummary struct {
 	Restarted int32 `protobuf:"varint,5,opt,name=restarted,proto3" json:"restarted,omitempty"`
 	// IDLE or CONFIGURED machines whose domain was still not running after
 	// the pass (each names it in its last_error).
-	NotRunning    int32 `protobuf:"varint,6,opt,name=not_running,json=notRunning,proto3" json:"not_running,omitempty"`
+	NotRunning int32 `protobuf:"varint,6,opt,name=not_running,json=notRunning,proto3" json:"not_running,omitempty"`
+	// Decisions the pass deferred because hosts of the machine's zone were
+	// not listed (a copy may be on them), one line each: an interrupted
+	// migration's recovery, a spare copy's removal, a deleted machine's
+	// leftover's removal.
+	Waiting       []string `protobuf:"bytes,7,rep,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -241,6 +246,13 @@ func (x *ReconcileSummary) GetNotRunning() int32 {
 		return x.NotRunning
 	}
 	return 0
+}
+
+func (x *ReconcileSummary) GetWaiting() []string {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
 }
 
 // ZoneOutcome is what a reconcile pass found for one zone.
@@ -2690,7 +2702,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eStateZoneCount\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.bigfleet.v1alpha1.MachineStateR\x05state\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count\"\xf4\x01\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\x8e\x02\n" +
 	"\x10ReconcileSummary\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\aadopted\x18\x02 \x01(\x05R\aadopted\x12\x1a\n" +
@@ -2698,7 +2710,8 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x05zones\x18\x04 \x03(\v2%.libvirtprovider.admin.v1.ZoneOutcomeR\x05zones\x12\x1c\n" +
 	"\trestarted\x18\x05 \x01(\x05R\trestarted\x12\x1f\n" +
 	"\vnot_running\x18\x06 \x01(\x05R\n" +
-	"notRunning\"7\n" +
+	"notRunning\x12\x18\n" +
+	"\awaiting\x18\a \x03(\tR\awaiting\"7\n" +
 	"\vZoneOutcome\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x18\n" +
