@@ -155,7 +155,7 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	// Both undo steps go on before their call, not after it succeeds: a
 	// define or a start whose reply was lost (the link dropped mid-call)
 	// may have taken effect. They act only on a domain that is ours.
-	a.undo.push("undefine domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, undefine) })
+	a.undo.push("undefine domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Undefine) })
 	dom, err := b.define(h, a.conn, a.name, spec, overlay, seed)
 	if dom != nil {
 		defer dom.Free()
@@ -163,7 +163,7 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	if err := a.step("define domain", err); err != nil {
 		return err
 	}
-	a.undo.push("destroy domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, destroy) })
+	a.undo.push("destroy domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Destroy) })
 	started, err := b.start(a, h, dom, spec, overlay, seed)
 	if started != nil && started != dom {
 		defer started.Free()
@@ -232,7 +232,7 @@ func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.M
 	}
 	// libvirt refuses a second definition of a name under another UUID,
 	// so the kvm definition goes first (nothing runs under it).
-	if err := undefine(dom); err != nil {
+	if err := domstate.Undefine(dom); err != nil {
 		return dom, fmt.Errorf("undefine the kvm definition to redefine as qemu: %w", err)
 	}
 	again, err := b.define(h, a.conn, a.name, spec, overlay, seed)

@@ -11,6 +11,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
@@ -134,7 +135,7 @@ func TestCreateAdoptsOwnDomain(t *testing.T) {
 		t.Fatalf("retry placed %+v, first %+v", again, pl)
 	}
 	// Stopped behind our back: a retried Create starts it again.
-	if err := onDomain(lvc(c), pl.Domain, destroy); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Create(ctx, spec("m1")); err != nil {

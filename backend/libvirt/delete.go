@@ -9,15 +9,11 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
-
-// undefineFlags also removes what libvirt keeps beside a definition, so a
-// later domain of the same name starts clean.
-const undefineFlags = libvirt.DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
-	libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA | libvirt.DOMAIN_UNDEFINE_NVRAM
 
 // Delete destroys and undefines the machine's domain and deletes its
 // overlay and seed volumes. Every piece may already be gone. A domain with
@@ -142,45 +138,13 @@ func (b *Backend) deleteDomain(conn hostconn.Conn, name, machineID string) (alre
 	if _, err := b.owned(dom, name, machineID); err != nil {
 		return false, fmt.Errorf("delete: %w", err)
 	}
-	if err := destroy(dom); err != nil {
+	if err := domstate.Destroy(dom); err != nil {
 		return false, fmt.Errorf("delete: destroy domain: %w", err)
 	}
-	if err := undefine(dom); err != nil {
+	if err := domstate.Undefine(dom); err != nil {
 		return false, fmt.Errorf("delete: undefine domain: %w", err)
 	}
 	return false, nil
-}
-
-// destroy stops dom at once; a domain that is not running is fine.
-func destroy(dom hostconn.Domain) error {
-	err := dom.Destroy()
-	if err == nil || isNotRunning(err) || isNoDomain(err) {
-		return nil
-	}
-	return err
-}
-
-// undefine removes dom's definition and its side metadata: the UEFI
-// NVRAM copy and the swtpm state of a shaped machine too. A libvirt older
-// than 8.9 does not know VIR_DOMAIN_UNDEFINE_TPM (and removes a TPM's
-// state anyway unless told to keep it), so it is asked again without;
-// drivers that refuse the other flags (no NVRAM or checkpoint support)
-// get plain undefine: there is then nothing of that kind to leave behind.
-func undefine(dom hostconn.Domain) error {
-	unsupported := func(err error) bool {
-		return isCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED)
-	}
-	err := dom.UndefineFlags(undefineFlags | libvirt.DOMAIN_UNDEFINE_TPM)
-	if unsupported(err) {
-		err = dom.UndefineFlags(undefineFlags)
-	}
-	if unsupported(err) {
-		err = dom.Undefine()
-	}
-	if err == nil || isNoDomain(err) {
-		return nil
-	}
-	return err
 }
 
 // onDomain looks name up on conn and runs fn on it (used by rollback, whose

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
-	"libvirt.org/go/libvirt"
 )
 
 func TestDeleteIsIdempotent(t *testing.T) {
@@ -47,7 +47,7 @@ func TestDeleteHalfGone(t *testing.T) {
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
 	// Domain undefined behind our back, the overlay left: Delete cleans it.
-	if err := onDomain(lvc(c), pl.Domain, func(d hostconn.Domain) error { _ = destroy(d); return undefine(d) }); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, func(d hostconn.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1", Placement: pl}); err != nil {
@@ -85,44 +85,5 @@ func TestGoldenImageIsNeverDeleted(t *testing.T) {
 	}
 	if err := volume.Delete(lvp(pool), "golden.qcow2", "golden.qcow2"); !errors.Is(err, volume.ErrGolden) {
 		t.Fatalf("deleteVolume(golden) = %v", err)
-	}
-}
-
-// flagDomain answers UndefineFlags as a libvirt of a given age does.
-type flagDomain struct {
-	hostconn.Domain
-	refuse func(libvirt.DomainUndefineFlagsValues) bool
-	calls  []libvirt.DomainUndefineFlagsValues
-	plain  bool
-}
-
-func (d *flagDomain) UndefineFlags(f libvirt.DomainUndefineFlagsValues) error {
-	d.calls = append(d.calls, f)
-	if d.refuse(f) {
-		return libvirt.Error{Code: libvirt.ERR_INVALID_ARG, Message: "unsupported flags"}
-	}
-	return nil
-}
-
-func (d *flagDomain) Undefine() error { d.plain = true; return nil }
-
-// Delete asks libvirt to remove the TPM state and the NVRAM with the
-// domain; a libvirt without VIR_DOMAIN_UNDEFINE_TPM (before 8.9) is asked
-// again without it, one without the others gets plain undefine.
-func TestUndefineRemovesTPMStateWhereLibvirtCan(t *testing.T) {
-	t.Parallel()
-	all := undefineFlags | libvirt.DOMAIN_UNDEFINE_TPM
-	modern := &flagDomain{refuse: func(libvirt.DomainUndefineFlagsValues) bool { return false }}
-	if err := undefine(modern); err != nil || len(modern.calls) != 1 || modern.calls[0] != all ||
-		modern.calls[0]&libvirt.DOMAIN_UNDEFINE_NVRAM == 0 {
-		t.Fatalf("libvirt 9+: %v calls %v", err, modern.calls)
-	}
-	old := &flagDomain{refuse: func(f libvirt.DomainUndefineFlagsValues) bool { return f&libvirt.DOMAIN_UNDEFINE_TPM != 0 }}
-	if err := undefine(old); err != nil || len(old.calls) != 2 || old.calls[1] != undefineFlags || old.plain {
-		t.Fatalf("libvirt < 8.9: %v calls %v plain %v", err, old.calls, old.plain)
-	}
-	bare := &flagDomain{refuse: func(libvirt.DomainUndefineFlagsValues) bool { return true }}
-	if err := undefine(bare); err != nil || len(bare.calls) != 2 || !bare.plain {
-		t.Fatalf("no flags: %v calls %v plain %v", err, bare.calls, bare.plain)
 	}
 }

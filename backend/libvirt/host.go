@@ -113,6 +113,3 @@ var (
 
 func isNoDomain(err error) bool { return isCode(err, libvirt.ERR_NO_DOMAIN) }
 func isNoVolume(err error) bool { return isCode(err, libvirt.ERR_NO_STORAGE_VOL) }
-
-// isNotRunning: destroying a domain that is already off is not a failure.
-func isNotRunning(err error) bool { return isCode(err, libvirt.ERR_OPERATION_INVALID) }

@@ -11,6 +11,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
@@ -132,7 +133,7 @@ func TestConfirmGone(t *testing.T) {
 	if gone, err := b.ConfirmGone(ctx, "m9", backend.Placement{Zone: "down", Domain: "bf-x"}); gone || !errors.Is(err, backend.ErrHostUnavailable) {
 		t.Fatalf("host down: %v %v", gone, err)
 	}
-	if err := onDomain(lvc(testConn(t, b, "z1")), pl.Domain, func(d hostconn.Domain) error { _ = destroy(d); return undefine(d) }); err != nil {
+	if err := onDomain(lvc(testConn(t, b, "z1")), pl.Domain, func(d hostconn.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if gone, err := b.ConfirmGone(ctx, "m1", pl); !gone || err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
@@ -24,7 +25,7 @@ func TestInventoryListsOnlyOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Destroyed behind our back: still listed, not running.
-	if err := onDomain(lvc(c), pl1.Domain, destroy); err != nil {
+	if err := onDomain(lvc(c), pl1.Domain, domstate.Destroy); err != nil {
 		t.Fatal(err)
 	}
 	// Strangers, including ones wearing our name prefix.

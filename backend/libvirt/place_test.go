@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
@@ -135,7 +136,7 @@ func TestRemoveCopyNeedsEvidence(t *testing.T) {
 	if err := b.setBinding(b.hosts["b"], spare.Domain, md); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.hosts["a"].WithDomain(keep.Domain, func(_ hostconn.Conn, d hostconn.Domain) error { return destroy(d) }); err != nil {
+	if err := b.hosts["a"].WithDomain(keep.Domain, func(_ hostconn.Conn, d hostconn.Domain) error { return domstate.Destroy(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.RemoveCopy(context.Background(), "m1", spare, keep); !errors.Is(err, errNotSpare) {

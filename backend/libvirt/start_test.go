@@ -8,6 +8,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
@@ -36,7 +37,7 @@ func TestInventoryReportsRunState(t *testing.T) {
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
 	mustCreate(t, b, "m2")
-	if err := onDomain(lvc(c), pl.Domain, destroy); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
 		t.Fatal(err)
 	}
 	if o := observed(t, b, "m1"); o.Running || o.Run != (backend.RunState{State: backend.RunShutoff, Reason: "destroyed"}) ||
@@ -56,7 +57,7 @@ func TestStartIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
-	if err := onDomain(lvc(c), pl.Domain, destroy); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -109,7 +110,7 @@ func TestOwnedRunning(t *testing.T) {
 	if _, err := b.ownedRunning(h, pl.Domain, "m2"); !errors.Is(err, backend.ErrNotOurs) {
 		t.Fatalf("another machine's domain: %v", err)
 	}
-	if err := onDomain(lvc(c), pl.Domain, destroy); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
 		t.Fatal(err)
 	}
 	_, err := b.ownedRunning(h, pl.Domain, "m1")
