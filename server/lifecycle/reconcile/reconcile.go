@@ -190,13 +190,14 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 	return what
 }
 
-// deleted reports whether a SPECULATIVE record is one a Delete returned
-// to its slot (not a seed, nor a record rebuilt after a lost state file):
+// deleted reports whether a SPECULATIVE record is one a Delete (or an
+// admin Release) returned to its slot (not a seed, nor a record rebuilt
+// after a lost state file):
 // a domain of it found later is a copy the Delete did not reach (a
 // duplicate on another host), and adopting it would bring back a machine
 // BigFleet saw deleted.
 func deleted(cur *record.Machine) bool {
-	return cur.State == record.Speculative && cur.OpKind == record.OpDelete
+	return cur.State == record.Speculative && (cur.OpKind == record.OpDelete || cur.OpKind == record.OpRelease)
 }
 
 // relocated reports whether the machine's domain runs on another host of
