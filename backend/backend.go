@@ -215,6 +215,16 @@ type HostStatus struct {
 	// until it connected; DomainTypeNote says why auto fell back to qemu.
 	DomainType     string
 	DomainTypeNote string
+	// LinkTimeouts is whether the connection's socket has TCP timeouts
+	// (TCP_USER_TIMEOUT): "set", "missing" (a network transport whose
+	// socket was not found: a dead link is found only by keepalive or the
+	// watchdog), or "" (a local transport, or not connected yet).
+	LinkTimeouts string
+	// CallsInside are the host's calls (and watchdog pings) inside
+	// libvirt now, over all its connections: the threads it holds;
+	// CallsAbandoned those of them nobody waits for any more (past their
+	// bound, most often on a lost connection).
+	CallsInside, CallsAbandoned int
 }
 
 // HostCapacity is one host's size, read from libvirt (node info, free
@@ -318,6 +328,16 @@ type Confirmer interface {
 // backend call on that machine.
 type Starter interface {
 	Start(ctx context.Context, machineID string, pl Placement) error
+}
+
+// ReconcileRequester is implemented by backends that learn, outside any
+// call of the engine, that a host changed in a way only a reconcile pass
+// can judge: a call abandoned at its bound (a define, start, migration,
+// undefine...) that succeeded after all. ReconcileRequests receives once
+// for one or more such requests and never closes; the engine runs a pass
+// soon after each.
+type ReconcileRequester interface {
+	ReconcileRequests() <-chan struct{}
 }
 
 // Abandoner is implemented by backends that can clean up after a

@@ -50,6 +50,12 @@ var (
 		"Free space of the host's storage pool.", hostLabels, nil)
 	hostMachinesDesc = prometheus.NewDesc("host_machines",
 		"The provider's VMs on the host, in-flight reservations included.", hostLabels, nil)
+	hostLinkTimeoutsDesc = prometheus.NewDesc("host_link_timeouts",
+		"1 while the host's network connection has TCP timeouts on its socket, 0 while it runs without (a dead link is then found only by keepalive or the watchdog, and calls on it keep their threads until TCP gives up); absent for a local host.", hostLabels, nil)
+	hostCallsInsideDesc = prometheus.NewDesc("host_libvirt_calls_inside",
+		"Calls (and watchdog pings) to the host inside libvirt now, over all its connections, abandoned ones included: the threads it holds.", hostLabels, nil)
+	hostCallsAbandonedDesc = prometheus.NewDesc("host_libvirt_calls_abandoned",
+		"Calls to the host abandoned at their bound (--libvirt-call-timeout) and still inside libvirt.", hostLabels, nil)
 )
 
 // RegisterHostCapacity adds the per-host capacity and cordon gauges,
@@ -71,7 +77,7 @@ type hostCapacityCollector struct{ cache *HostCache }
 func (hostCapacityCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{hostConnectedDesc, hostCordonedDesc, hostVCPUsDesc, hostVCPUsPlaceableDesc,
 		hostVCPUsUsedDesc, hostMemoryDesc, hostMemoryPlaceableDesc, hostMemoryUsedDesc, hostMemoryFreeDesc,
-		hostPoolFreeDesc, hostMachinesDesc} {
+		hostPoolFreeDesc, hostMachinesDesc, hostLinkTimeoutsDesc, hostCallsInsideDesc, hostCallsAbandonedDesc} {
 		ch <- d
 	}
 }
@@ -96,6 +102,11 @@ func (c hostCapacityCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(hostMemoryFreeDesc, float64(cp.FreeMemoryMiB)*mib)
 		gauge(hostPoolFreeDesc, float64(cp.PoolFreeBytes))
 		gauge(hostMachinesDesc, float64(cp.Machines))
+		if h.LinkTimeouts != "" { // a network host, once connected
+			gauge(hostLinkTimeoutsDesc, boolGauge(h.LinkTimeouts == "set"))
+		}
+		gauge(hostCallsInsideDesc, float64(h.CallsInside))
+		gauge(hostCallsAbandonedDesc, float64(h.CallsAbandoned))
 	}
 }
 

@@ -46,6 +46,10 @@ type Backend struct {
 	zoned map[string][]*host // zone → its hosts, in order
 	plan  *placement.Planner // capacity, cordon and bookings of every host
 
+	// reconcileSoon asks the engine for a reconcile pass
+	// (backend.ReconcileRequester): an abandoned call's late success.
+	reconcileSoon chan struct{}
+
 	// transport replaces the libvirt agent transport in tests (the test
 	// driver has no guest agent).
 	transport func(h *host, domain string) guestagent.Transport
@@ -55,6 +59,8 @@ var (
 	_ backend.Backend       = (*Backend)(nil)
 	_ backend.ZoneReadiness = (*Backend)(nil)
 	_ backend.DomainTyper   = (*Backend)(nil)
+
+	_ backend.ReconcileRequester = (*Backend)(nil)
 )
 
 // New validates cfg and starts one connection loop per host. It fails only
@@ -73,7 +79,7 @@ func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 	cfg.SetDefaults()
 	// The caller's logger already names the component.
 	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
-		plan: placement.New(cfg.Policy)}
+		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1)}
 	b.cfg.Logger = b.log
 	hostconn.StartEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
@@ -84,7 +90,7 @@ func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 			CPUOvercommit: hc.CPUOvercommit, MemoryOvercommit: hc.MemoryOvercommit, Cordoned: hc.Cordoned}); err != nil {
 			return nil, err
 		}
-		h := newHost(hc, &b.cfg, dial, b.plan)
+		h := newHost(hc, &b.cfg, dial, b.plan, b.askReconcile)
 		if _, ok := b.zoned[hc.Zone]; !ok {
 			b.zones = append(b.zones, hc.Zone)
 		}
@@ -97,6 +103,20 @@ func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 		h.Start()
 	}
 	return b, nil
+}
+
+// ReconcileRequests is backend.ReconcileRequester: it receives when a
+// call abandoned at its bound that changes a host succeeded after all
+// (hostconn.Config.OnLateResult), so the engine reconciles soon.
+func (b *Backend) ReconcileRequests() <-chan struct{} { return b.reconcileSoon }
+
+// askReconcile asks for a pass (never blocks: one pending request is
+// enough).
+func (b *Backend) askReconcile(string) {
+	select {
+	case b.reconcileSoon <- struct{}{}:
+	default:
+	}
 }
 
 // AwaitFirstAttempts returns once every host's first connection attempt

@@ -31,7 +31,7 @@ type host struct {
 	listing    sync.Mutex   // held by the host's listing (inventory.go)
 }
 
-func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planner) *host {
+func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planner, onLate func(call string)) *host {
 	bh := &host{zone: h.Zone, name: h.Name, named: h.Named, enforce: h.Enforce, labels: h.Labels, plan: plan}
 	hc := hostConfig(cfg)
 	hc.Zone, hc.Name, hc.Named, hc.URI, hc.Dial = h.Zone, h.Name, h.Named, h.URI, dial
@@ -42,6 +42,7 @@ func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planne
 		hc.OnConnected = plan.ConnectedHook(h.Name)
 	}
 	hc.OnSize = bh.toPlanner
+	hc.OnLateResult = onLate // an abandoned call's late success: reconcile soon
 	bh.Host = hostconn.New(hc)
 	return bh
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -18,12 +19,28 @@ import (
 // at its deadline. A cgo call cannot be interrupted: the abandoned one
 // keeps its goroutine (and OS thread) until libvirt returns, which the
 // keepalive, or the socket timeouts set on the connection (sockopt.go),
-// make happen once the link is dead. Each host admits at most
+// make happen once the link is dead.
+//
+// Admission is per connection: each connection admits at most
 // MaxCallsPerHost calls inside libvirt at once, abandoned ones included,
-// so a host that never answers holds a bounded number of threads.
+// so calls stuck on a dead link hold that link's slots, and a reconnect
+// starts with fresh ones (a call on the old connection gives its slot back
+// to the old one's). What bounds the threads across reconnects is the
+// host's own cap: at most MaxThreadsPerHost calls (and watchdog pings)
+// inside libvirt at once over all its connections, old and current; a
+// call past it fails "busy" like one past its connection's slots. So a host
+// that never answers holds at most MaxThreadsPerHost threads, however
+// often it reconnects, and Inflight and Abandoned say how many it holds.
 
-// MaxCallsPerHost bounds the calls one host has inside libvirt at once.
+// MaxCallsPerHost bounds the calls one connection to a host has inside
+// libvirt at once (the host's current connection: a reconnect gets fresh
+// slots).
 const MaxCallsPerHost = 64
+
+// MaxThreadsPerHost bounds the calls one host has inside libvirt at once
+// over all its connections, those abandoned on lost connections included:
+// the threads a host can hold, whatever the number of reconnects.
+const MaxThreadsPerHost = 4 * MaxCallsPerHost
 
 // slowCall: a call that took longer ends its thread (see bounded).
 const slowCall = time.Second
@@ -33,13 +50,14 @@ type CallTimeoutError struct {
 	where string // the host, as Host.Where names it
 	call  string
 	bound time.Duration
-	Busy  bool // never started: the host's call slots were all taken
+	Busy  bool   // never started: the connection's (or the host's) call slots were all taken
+	full  string // what was full, for Busy
 }
 
 func (e *CallTimeoutError) Error() string {
 	if e.Busy {
-		return fmt.Sprintf("%s: libvirt %s not started within %s: %d calls to this host are still inside libvirt (--libvirt-call-timeout)",
-			e.where, e.call, e.bound, MaxCallsPerHost)
+		return fmt.Sprintf("%s: libvirt %s not started within %s: %s (--libvirt-call-timeout)",
+			e.where, e.call, e.bound, e.full)
 	}
 	return fmt.Sprintf("%s: libvirt %s did not return within %s (--libvirt-call-timeout)", e.where, e.call, e.bound)
 }
@@ -48,31 +66,64 @@ func (e *CallTimeoutError) Error() string {
 // the engine retries it like one.
 func (e *CallTimeoutError) Unwrap() error { return backend.ErrTransient }
 
-// callSlots is one host's admission to libvirt.
+// callSlots is one connection's admission to libvirt: its call slots and
+// the watchdog's one ping (watch.go).
 type callSlots struct {
-	slots     chan struct{}
-	abandoned sync.WaitGroup // calls returned to nobody, still inside libvirt
+	slots chan struct{}
+	ping  chan struct{}
 }
 
-func newCallSlots() *callSlots { return &callSlots{slots: make(chan struct{}, MaxCallsPerHost)} }
+func newCallSlots() *callSlots {
+	return &callSlots{slots: make(chan struct{}, MaxCallsPerHost), ping: make(chan struct{}, 1)}
+}
 
-// bounded runs fn as one libvirt call on h within h's bound plus extra. A
-// result that arrives after the caller gave up is released (discard).
-func bounded[T any](h *Host, on held, call string, extra time.Duration, fn func() (T, error)) (T, error) {
+// hostThreads is one host's cap on calls inside libvirt over all its
+// connections, and the count of those nobody waits for any more.
+type hostThreads struct {
+	slots     chan struct{}
+	abandoned atomic.Int64 // calls returned to nobody, still inside libvirt
+}
+
+func newHostThreads() *hostThreads {
+	return &hostThreads{slots: make(chan struct{}, MaxThreadsPerHost)}
+}
+
+// bounded runs fn as one libvirt call on h, admitted by cs (the
+// connection's slots), within h's bound plus extra.
+func bounded[T any](h *Host, cs *callSlots, on held, call string, extra time.Duration, fn func() (T, error)) (T, error) {
+	return boundedIn(h, cs.slots, on, call, h.cfg.CallTimeout+extra, fn)
+}
+
+// boundedIn runs fn as one libvirt call on h within bound, admitted by a
+// slot of lane (one connection's calls, or its ping) and one of the host's
+// threads. A result that arrives after the caller gave up is released
+// (discard); a successful one of a call that changes the host is reported
+// (lateResult).
+func boundedIn[T any](h *Host, lane chan struct{}, on held, call string, bound time.Duration, fn func() (T, error)) (T, error) {
 	var zero T
-	bound := h.cfg.CallTimeout + extra
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
-	select {
-	case h.calls.slots <- struct{}{}:
-	case <-timer.C:
-		return zero, &CallTimeoutError{where: h.Where(), call: call, bound: bound, Busy: true}
+	busy := func(full string) (T, error) {
+		return zero, &CallTimeoutError{where: h.Where(), call: call, bound: bound, Busy: true, full: full}
 	}
+	select {
+	case lane <- struct{}{}:
+	case <-timer.C:
+		return busy(fmt.Sprintf("%d calls on this host's connection are still inside libvirt", cap(lane)))
+	}
+	select {
+	case h.threads.slots <- struct{}{}:
+	case <-timer.C:
+		<-lane
+		return busy(fmt.Sprintf("%d calls to this host are still inside libvirt over its connections, %d of them abandoned",
+			MaxThreadsPerHost, h.threads.abandoned.Load()))
+	}
+	release := func() { <-h.threads.slots; <-lane }
 	// The call holds a reference of its own on the handle it runs on: a
 	// caller that gives up releases its handle, which must not free it
 	// under the call still inside libvirt.
 	if err := on.Ref(); err != nil {
-		<-h.calls.slots
+		release()
 		return zero, err
 	}
 	type result struct {
@@ -107,12 +158,13 @@ func bounded[T any](h *Host, on held, call string, extra time.Duration, fn func(
 			go runtime.LockOSThread()
 		}
 		unref(on)
-		<-h.calls.slots
+		release()
 		mu.Lock()
 		defer mu.Unlock()
 		if abandoned {
+			h.threads.abandoned.Add(-1)
+			h.lateResult(call, err, time.Since(t0))
 			discard(v)
-			h.calls.abandoned.Done()
 			return
 		}
 		done <- result{v, err}
@@ -130,14 +182,15 @@ func bounded[T any](h *Host, on held, call string, extra time.Duration, fn func(
 	default:
 	}
 	abandoned = true
-	h.calls.abandoned.Add(1)
-	h.log.Warn("libvirt call did not return within its bound; abandoned", "call", call, "bound", bound.String())
+	n := h.threads.abandoned.Add(1)
+	h.log.Warn("libvirt call did not return within its bound; abandoned", "call", call, "bound", bound.String(),
+		"abandoned_inside", n)
 	return zero, &CallTimeoutError{where: h.Where(), call: call, bound: bound}
 }
 
 // do is bounded for calls that return only an error.
-func do(h *Host, on held, call string, extra time.Duration, fn func() error) error {
-	_, err := bounded(h, on, call, extra, func() (struct{}, error) { return struct{}{}, fn() })
+func do(h *Host, cs *callSlots, on held, call string, extra time.Duration, fn func() error) error {
+	_, err := bounded(h, cs, on, call, extra, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 
@@ -189,6 +242,11 @@ func discard(v any) {
 	}
 }
 
-// Inflight is how many calls to the host are inside libvirt now,
-// abandoned ones included (at most MaxCallsPerHost).
-func (h *Host) Inflight() int { return len(h.calls.slots) }
+// Inflight is how many calls (and watchdog pings) to the host are inside
+// libvirt now, over all its connections, abandoned ones included (at most
+// MaxThreadsPerHost): the threads the host holds.
+func (h *Host) Inflight() int { return len(h.threads.slots) }
+
+// Abandoned is how many of those nobody waits for any more: calls past
+// their bound, most often on a connection that has since been lost.
+func (h *Host) Abandoned() int { return int(h.threads.abandoned.Load()) }

@@ -14,6 +14,7 @@ import (
 // (Migrate3, UploadVolume).
 type boundConn struct {
 	h     *Host
+	cs    *callSlots // the connection's call slots (bound.go)
 	inner Conn
 	extra time.Duration // on top of every call's bound (connect's budget)
 }
@@ -26,85 +27,85 @@ func (c *boundConn) RegisterCloseCallback(cb func(reason libvirt.ConnectCloseRea
 }
 func (c *boundConn) UnregisterCloseCallback() error { return c.inner.UnregisterCloseCallback() }
 func (c *boundConn) SetKeepAlive(interval int, count uint) error {
-	return do(c.h, c.inner, "SetKeepAlive", c.extra, func() error { return c.inner.SetKeepAlive(interval, count) })
+	return do(c.h, c.cs, c.inner, "SetKeepAlive", c.extra, func() error { return c.inner.SetKeepAlive(interval, count) })
 }
 
 func (c *boundConn) GetCapabilities() (string, error) {
-	return bounded(c.h, c.inner, "GetCapabilities", c.extra, c.inner.GetCapabilities)
+	return bounded(c.h, c.cs, c.inner, "GetCapabilities", c.extra, c.inner.GetCapabilities)
 }
 func (c *boundConn) GetLibVersion() (uint32, error) {
-	return bounded(c.h, c.inner, "GetLibVersion", c.extra, c.inner.GetLibVersion)
+	return bounded(c.h, c.cs, c.inner, "GetLibVersion", c.extra, c.inner.GetLibVersion)
 }
 func (c *boundConn) GetVersion() (uint32, error) {
-	return bounded(c.h, c.inner, "GetVersion", c.extra, c.inner.GetVersion)
+	return bounded(c.h, c.cs, c.inner, "GetVersion", c.extra, c.inner.GetVersion)
 }
 func (c *boundConn) NumOfDomains() (int, error) {
-	return bounded(c.h, c.inner, "NumOfDomains", c.extra, c.inner.NumOfDomains)
+	return bounded(c.h, c.cs, c.inner, "NumOfDomains", c.extra, c.inner.NumOfDomains)
 }
 func (c *boundConn) NumOfDefinedDomains() (int, error) {
-	return bounded(c.h, c.inner, "NumOfDefinedDomains", c.extra, c.inner.NumOfDefinedDomains)
+	return bounded(c.h, c.cs, c.inner, "NumOfDefinedDomains", c.extra, c.inner.NumOfDefinedDomains)
 }
 func (c *boundConn) GetNodeInfo() (*libvirt.NodeInfo, error) {
-	return bounded(c.h, c.inner, "GetNodeInfo", c.extra, c.inner.GetNodeInfo)
+	return bounded(c.h, c.cs, c.inner, "GetNodeInfo", c.extra, c.inner.GetNodeInfo)
 }
 func (c *boundConn) GetFreeMemory() (uint64, error) {
-	return bounded(c.h, c.inner, "GetFreeMemory", c.extra, c.inner.GetFreeMemory)
+	return bounded(c.h, c.cs, c.inner, "GetFreeMemory", c.extra, c.inner.GetFreeMemory)
 }
 func (c *boundConn) GetDomainCapabilities(emulatorbin, arch, machine, virttype string, flags libvirt.ConnectGetDomainCapabilitiesFlags) (string, error) {
-	return bounded(c.h, c.inner, "GetDomainCapabilities", c.extra, func() (string, error) {
+	return bounded(c.h, c.cs, c.inner, "GetDomainCapabilities", c.extra, func() (string, error) {
 		return c.inner.GetDomainCapabilities(emulatorbin, arch, machine, virttype, flags)
 	})
 }
 func (c *boundConn) GetFreePages(pageSizes []uint64, startCell int, maxCells uint, flags uint32) ([]uint64, error) {
-	return bounded(c.h, c.inner, "GetFreePages", c.extra, func() ([]uint64, error) {
+	return bounded(c.h, c.cs, c.inner, "GetFreePages", c.extra, func() ([]uint64, error) {
 		return c.inner.GetFreePages(pageSizes, startCell, maxCells, flags)
 	})
 }
 func (c *boundConn) ListNetworks() ([]string, error) {
-	return bounded(c.h, c.inner, "ListNetworks", c.extra, c.inner.ListNetworks)
+	return bounded(c.h, c.cs, c.inner, "ListNetworks", c.extra, c.inner.ListNetworks)
 }
 
 func (c *boundConn) domain(d Domain, name string, err error) (Domain, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &boundDomain{h: c.h, inner: d, name: name, extra: c.extra}, nil
+	return &boundDomain{h: c.h, cs: c.cs, inner: d, name: name, extra: c.extra}, nil
 }
 
 func (c *boundConn) LookupDomainByName(name string) (Domain, error) {
-	d, err := bounded(c.h, c.inner, "LookupDomainByName "+name, c.extra, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
+	d, err := bounded(c.h, c.cs, c.inner, "LookupDomainByName "+name, c.extra, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
 	return c.domain(d, name, err)
 }
 
 func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]Domain, error) {
-	doms, err := bounded(c.h, c.inner, "ListAllDomains", c.extra, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
+	doms, err := bounded(c.h, c.cs, c.inner, "ListAllDomains", c.extra, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
 	for i := range doms {
-		doms[i] = &boundDomain{h: c.h, inner: doms[i], extra: c.extra}
+		doms[i] = &boundDomain{h: c.h, cs: c.cs, inner: doms[i], extra: c.extra}
 	}
 	return doms, err
 }
 
 func (c *boundConn) DomainDefineXML(xml string) (Domain, error) {
-	d, err := bounded(c.h, c.inner, "DomainDefineXML", c.extra, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
+	d, err := bounded(c.h, c.cs, c.inner, "DomainDefineXML", c.extra, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
 	return c.domain(d, "", err)
 }
 
 func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (Domain, error) {
-	d, err := bounded(c.h, c.inner, "DomainCreateXML", c.extra, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
+	d, err := bounded(c.h, c.cs, c.inner, "DomainCreateXML", c.extra, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
 	return c.domain(d, "", err)
 }
 
 func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
-	p, err := bounded(c.h, c.inner, "LookupStoragePoolByName "+name, c.extra, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
+	p, err := bounded(c.h, c.cs, c.inner, "LookupStoragePoolByName "+name, c.extra, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
 	if err != nil {
 		return nil, err
 	}
-	return &boundPool{h: c.h, inner: p, name: name}, nil
+	return &boundPool{h: c.h, cs: c.cs, inner: p, name: name}, nil
 }
 
 func (c *boundConn) UploadVolume(vol Volume, data []byte) error {
 	ivol := unbound(vol) // referenced by the call too, like Migrate3's domain
-	return do(c.h, heldAll{c.inner, ivol}, "volume upload", c.extra, func() error { return c.inner.UploadVolume(ivol, data) })
+	return do(c.h, c.cs, heldAll{c.inner, ivol}, "volume upload", c.extra, func() error { return c.inner.UploadVolume(ivol, data) })
 }
 
 // Migrate3 is bounded by the migration's own budget (the engine aborts the
@@ -120,14 +121,14 @@ func (c *boundConn) Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrate
 	}
 	idom := unbound(dom)
 	on := heldAll{c.inner, idom, inner}
-	d, err := bounded(c.h, on, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
+	d, err := bounded(c.h, c.cs, on, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
 		return c.inner.Migrate3(idom, inner, params, flags)
 	})
 	if err != nil {
 		return nil, err
 	}
 	if bc, ok := dst.(*boundConn); ok {
-		return &boundDomain{h: bc.h, inner: d}, nil
+		return &boundDomain{h: bc.h, cs: bc.cs, inner: d}, nil
 	}
 	return d, nil
 }
@@ -144,6 +145,7 @@ func unbound[T any](h T) T {
 
 type boundDomain struct {
 	h     *Host
+	cs    *callSlots
 	inner Domain
 	extra time.Duration
 	name  string // "" when listed: GetName is local
@@ -167,7 +169,7 @@ func (d *boundDomain) GetState() (libvirt.DomainState, int, error) {
 		s libvirt.DomainState
 		r int
 	}
-	v, err := bounded(d.h, d.inner, d.call("GetState"), d.extra, func() (st, error) {
+	v, err := bounded(d.h, d.cs, d.inner, d.call("GetState"), d.extra, func() (st, error) {
 		s, r, err := d.inner.GetState()
 		return st{s, r}, err
 	})
@@ -175,28 +177,28 @@ func (d *boundDomain) GetState() (libvirt.DomainState, int, error) {
 }
 
 func (d *boundDomain) IsActive() (bool, error) {
-	return bounded(d.h, d.inner, d.call("IsActive"), d.extra, d.inner.IsActive)
+	return bounded(d.h, d.cs, d.inner, d.call("IsActive"), d.extra, d.inner.IsActive)
 }
 
 func (d *boundDomain) GetMetadata(typ libvirt.DomainMetadataType, uri string, flags libvirt.DomainModificationImpact) (string, error) {
-	return bounded(d.h, d.inner, d.call("GetMetadata"), d.extra, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
+	return bounded(d.h, d.cs, d.inner, d.call("GetMetadata"), d.extra, func() (string, error) { return d.inner.GetMetadata(typ, uri, flags) })
 }
 
 func (d *boundDomain) SetMetadata(typ libvirt.DomainMetadataType, content, key, uri string, flags libvirt.DomainModificationImpact) error {
-	return do(d.h, d.inner, d.call("SetMetadata"), d.extra, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
+	return do(d.h, d.cs, d.inner, d.call("SetMetadata"), d.extra, func() error { return d.inner.SetMetadata(typ, content, key, uri, flags) })
 }
 
 func (d *boundDomain) Create() error {
-	return do(d.h, d.inner, d.call("Create"), d.extra, d.inner.Create)
+	return do(d.h, d.cs, d.inner, d.call("Create"), d.extra, d.inner.Create)
 }
 func (d *boundDomain) Destroy() error {
-	return do(d.h, d.inner, d.call("Destroy"), d.extra, d.inner.Destroy)
+	return do(d.h, d.cs, d.inner, d.call("Destroy"), d.extra, d.inner.Destroy)
 }
 func (d *boundDomain) Undefine() error {
-	return do(d.h, d.inner, d.call("Undefine"), d.extra, d.inner.Undefine)
+	return do(d.h, d.cs, d.inner, d.call("Undefine"), d.extra, d.inner.Undefine)
 }
 func (d *boundDomain) UndefineFlags(flags libvirt.DomainUndefineFlagsValues) error {
-	return do(d.h, d.inner, d.call("Undefine"), d.extra, func() error { return d.inner.UndefineFlags(flags) })
+	return do(d.h, d.cs, d.inner, d.call("Undefine"), d.extra, func() error { return d.inner.UndefineFlags(flags) })
 }
 
 // QemuAgentCommand is bounded by the agent's own timeout on top of the
@@ -206,27 +208,28 @@ func (d *boundDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAge
 	if timeout > 0 {
 		extra = time.Duration(timeout) * time.Second
 	}
-	return bounded(d.h, d.inner, d.call("QemuAgentCommand"), extra, func() (string, error) { return d.inner.QemuAgentCommand(cmd, timeout, flags) })
+	return bounded(d.h, d.cs, d.inner, d.call("QemuAgentCommand"), extra, func() (string, error) { return d.inner.QemuAgentCommand(cmd, timeout, flags) })
 }
 
 func (d *boundDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
-	return bounded(d.h, d.inner, d.call("GetXMLDesc"), d.extra, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+	return bounded(d.h, d.cs, d.inner, d.call("GetXMLDesc"), d.extra, func() (string, error) { return d.inner.GetXMLDesc(flags) })
 }
 
 func (d *boundDomain) AbortJob() error {
-	return do(d.h, d.inner, d.call("AbortJob"), d.extra, d.inner.AbortJob)
+	return do(d.h, d.cs, d.inner, d.call("AbortJob"), d.extra, d.inner.AbortJob)
 }
 
 func (d *boundDomain) GetJobInfo() (*libvirt.DomainJobInfo, error) {
-	return bounded(d.h, d.inner, d.call("GetJobInfo"), d.extra, d.inner.GetJobInfo)
+	return bounded(d.h, d.cs, d.inner, d.call("GetJobInfo"), d.extra, d.inner.GetJobInfo)
 }
 
 func (d *boundDomain) Resume() error {
-	return do(d.h, d.inner, d.call("Resume"), d.extra, d.inner.Resume)
+	return do(d.h, d.cs, d.inner, d.call("Resume"), d.extra, d.inner.Resume)
 }
 
 type boundPool struct {
 	h     *Host
+	cs    *callSlots
 	inner Pool
 	name  string
 }
@@ -234,27 +237,28 @@ type boundPool struct {
 func (p *boundPool) Free() error { return p.inner.Free() }
 func (p *boundPool) Ref() error  { return p.inner.Ref() }
 func (p *boundPool) GetInfo() (*libvirt.StoragePoolInfo, error) {
-	return bounded(p.h, p.inner, "pool GetInfo "+p.name, 0, p.inner.GetInfo)
+	return bounded(p.h, p.cs, p.inner, "pool GetInfo "+p.name, 0, p.inner.GetInfo)
 }
 
 func (p *boundPool) LookupStorageVolByName(name string) (Volume, error) {
-	v, err := bounded(p.h, p.inner, "LookupStorageVolByName "+name, 0, func() (Volume, error) { return p.inner.LookupStorageVolByName(name) })
+	v, err := bounded(p.h, p.cs, p.inner, "LookupStorageVolByName "+name, 0, func() (Volume, error) { return p.inner.LookupStorageVolByName(name) })
 	if err != nil {
 		return nil, err
 	}
-	return &boundVolume{h: p.h, inner: v, name: name}, nil
+	return &boundVolume{h: p.h, cs: p.cs, inner: v, name: name}, nil
 }
 
 func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error) {
-	v, err := bounded(p.h, p.inner, "StorageVolCreateXML", 0, func() (Volume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
+	v, err := bounded(p.h, p.cs, p.inner, "StorageVolCreateXML", 0, func() (Volume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
 	if err != nil {
 		return nil, err
 	}
-	return &boundVolume{h: p.h, inner: v}, nil
+	return &boundVolume{h: p.h, cs: p.cs, inner: v}, nil
 }
 
 type boundVolume struct {
 	h     *Host
+	cs    *callSlots
 	inner Volume
 	name  string
 }
@@ -263,14 +267,14 @@ func (v *boundVolume) unwrap() any { return v.inner }
 func (v *boundVolume) Free() error { return v.inner.Free() }
 func (v *boundVolume) Ref() error  { return v.inner.Ref() }
 func (v *boundVolume) GetPath() (string, error) {
-	return bounded(v.h, v.inner, "volume GetPath "+v.name, 0, v.inner.GetPath)
+	return bounded(v.h, v.cs, v.inner, "volume GetPath "+v.name, 0, v.inner.GetPath)
 }
 func (v *boundVolume) GetInfo() (*libvirt.StorageVolInfo, error) {
-	return bounded(v.h, v.inner, "volume GetInfo "+v.name, 0, v.inner.GetInfo)
+	return bounded(v.h, v.cs, v.inner, "volume GetInfo "+v.name, 0, v.inner.GetInfo)
 }
 func (v *boundVolume) GetXMLDesc(flags uint32) (string, error) {
-	return bounded(v.h, v.inner, "volume GetXMLDesc "+v.name, 0, func() (string, error) { return v.inner.GetXMLDesc(flags) })
+	return bounded(v.h, v.cs, v.inner, "volume GetXMLDesc "+v.name, 0, func() (string, error) { return v.inner.GetXMLDesc(flags) })
 }
 func (v *boundVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
-	return do(v.h, v.inner, "volume Delete "+v.name, 0, func() error { return v.inner.Delete(flags) })
+	return do(v.h, v.cs, v.inner, "volume Delete "+v.name, 0, func() error { return v.inner.Delete(flags) })
 }

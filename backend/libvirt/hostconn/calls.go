@@ -20,7 +20,7 @@ func (h *Host) Acquire() (Conn, error) {
 	if err := h.conn.Ref(); err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", h.Where(), backend.ErrHostUnavailable, Scrub(err, h.uri))
 	}
-	return &boundConn{h: h, inner: h.conn}, nil
+	return &boundConn{h: h, cs: h.calls, inner: h.conn}, nil
 }
 
 // Release gives back a reference Acquire took.

@@ -30,7 +30,7 @@ func TestHeldAllUntilTheCallReturns(t *testing.T) {
 	h := New(Config{Zone: "z1", Name: "z1", URI: "test:///default", CallTimeout: 50 * time.Millisecond})
 	a, b, c := &countedHandle{}, &countedHandle{}, &countedHandle{}
 	release := make(chan struct{})
-	err := do(h, heldAll{a, b, c}, "Migrate3", 0, func() error { <-release; return nil })
+	err := do(h, newCallSlots(), heldAll{a, b, c}, "Migrate3", 0, func() error { <-release; return nil })
 	var cte *CallTimeoutError
 	if !errors.As(err, &cte) {
 		t.Fatalf("call past its bound: %v", err)
@@ -44,7 +44,7 @@ func TestHeldAllUntilTheCallReturns(t *testing.T) {
 	waitFor(t, 2*time.Second, func() bool { return a.refs.Load()+b.refs.Load()+c.refs.Load() == 0 })
 
 	bad := &countedHandle{fail: true}
-	if err := do(h, heldAll{a, bad, c}, "Migrate3", 0, func() error { return nil }); err == nil {
+	if err := do(h, newCallSlots(), heldAll{a, bad, c}, "Migrate3", 0, func() error { return nil }); err == nil {
 		t.Fatal("a call ran without a reference on one of its handles")
 	}
 	if a.refs.Load() != 0 || c.refs.Load() != 0 {

@@ -50,6 +50,12 @@ type Config struct {
 	OnConnected func(up bool)
 	// OnSize receives every reading of the host's size (size.go).
 	OnSize func(Size)
+	// OnLateResult, if set, is told when a call that changes the host
+	// (define, start, migrate, undefine, ...) returns successfully after
+	// it was abandoned at its bound (late.go): its effect happened after
+	// the caller was told it failed, so the owner should reconcile soon.
+	// It must not block or call back into the host.
+	OnLateResult func(call string)
 }
 
 // Host is one libvirt host: its connection, kept alive and re-dialled in the
@@ -73,8 +79,10 @@ type Host struct {
 	done  chan struct{}
 	first chan struct{} // closed after the first dial attempt
 
-	calls     *callSlots  // admission and bound of every call (bound.go)
-	firstDone atomic.Bool // the first dial attempt returned or ran past the bound
+	calls     *callSlots   // the current connection's call slots (bound.go); under mu
+	link      linkState    // whether the connection's socket has TCP timeouts (sockopt.go); under mu
+	threads   *hostThreads // the host's cap on calls inside libvirt, over its connections (bound.go)
+	firstDone atomic.Bool  // the first dial attempt returned or ran past the bound
 
 	capMu    sync.Mutex
 	size     Size         // last capacity read from the host
@@ -101,7 +109,7 @@ func New(cfg Config) *Host {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		done: make(chan struct{}), first: make(chan struct{}),
 		lastErr: "not connected yet", since: time.Now(),
-		calls: newCallSlots(),
+		calls: newCallSlots(), threads: newHostThreads(),
 	}
 }
 
@@ -205,7 +213,8 @@ func (h *Host) Status() backend.HostStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return backend.HostStatus{Zone: h.cfg.Zone, URI: h.shown, Connected: h.conn != nil, LastError: h.lastErr,
-		DomainType: h.choice.Type, DomainTypeNote: h.choice.Fallback}
+		DomainType: h.choice.Type, DomainTypeNote: h.choice.Fallback, LinkTimeouts: string(h.link),
+		CallsInside: h.Inflight(), CallsAbandoned: h.Abandoned()}
 }
 
 // Scrub removes the host URI's secrets from err's text (see Scrub).

@@ -59,20 +59,34 @@ func LogLinkMode(log *slog.Logger, cfg Config) {
 	}
 }
 
-// tuneLink turns on what cuts a dead link on a fresh connection.
-func (h *Host) tuneLink(conn Conn) {
+// tuneLink turns on what cuts a dead link on a fresh connection (cs: its
+// call slots; win: the sockets its dial opened) and says whether its
+// socket has the TCP timeouts.
+func (h *Host) tuneLink(conn Conn, cs *callSlots, win dialWindow) linkState {
 	if keepaliveSafe() {
-		bc := &boundConn{h: h, inner: conn}
+		bc := &boundConn{h: h, cs: cs, inner: conn}
 		if err := bc.SetKeepAlive(h.cfg.KeepAliveSecs, h.cfg.KeepAliveCount); err != nil {
 			h.log.Warn("libvirt keepalive not enabled on this connection", "err", Scrub(err, h.uri))
 		}
 	}
-	n, err := setLinkTimeouts(h.uri, h.cfg.CallTimeout)
-	if err != nil {
-		h.log.Debug("TCP timeouts not set on the libvirt connection", "err", Scrub(err, h.uri))
-		return
+	if !networkURI(h.uri) {
+		return linkLocal
 	}
-	h.log.Debug("TCP timeouts set on the libvirt connection", "sockets", n)
+	n, err := setLinkTimeouts(h.uri, h.cfg.CallTimeout, win)
+	if n > 0 {
+		h.log.Debug("TCP timeouts set on the libvirt connection", "sockets", n)
+		return linkTuned
+	}
+	why := "no socket of this process is connected to the URI's host and port (another address of the name, an ssh Port or ProxyJump?)"
+	switch {
+	case sshChild(h.uri):
+		why = "the ssh transport's socket belongs to the ssh child process (use qemu+libssh:// for the timeouts)"
+	case err != nil:
+		why = Scrub(err, h.uri).Error()
+	}
+	h.log.Warn("libvirt connection runs without TCP timeouts on its socket: a dead link is found only by keepalive or the watchdog, and calls waiting on it run past --libvirt-call-timeout and keep their threads until TCP gives up (about 15 minutes)",
+		"why", why, "call_timeout", h.cfg.CallTimeout.String())
+	return linkUntuned
 }
 
 var errHostClosed = errors.New("host closed")
@@ -80,30 +94,33 @@ var errHostClosed = errors.New("host closed")
 // dialBounded dials, waiting at most the call bound. A dial past it leaves
 // the host down with that cause, and the first attempt over, while it
 // waits on (a host has one dial at a time): the connection it may still
-// make is installed then, or closed if the host was closed meanwhile.
-func (h *Host) dialBounded() (Conn, error) {
+// make is installed then, or closed if the host was closed meanwhile. It
+// also returns the sockets the dial opened (sockopt.go).
+func (h *Host) dialBounded() (Conn, dialWindow, error) {
 	type result struct {
 		conn Conn
+		win  dialWindow
 		err  error
 	}
 	ch := make(chan result, 1)
 	go func() {
+		w := beginDial()
 		c, err := h.dial(h.uri)
-		ch <- result{c, err}
+		ch <- result{c, w.end(), err}
 	}()
-	abandon := func() (Conn, error) {
+	abandon := func() (Conn, dialWindow, error) {
 		go func() {
 			if r := <-ch; r.conn != nil {
 				closeConn(r.conn)
 			}
 		}()
-		return nil, errHostClosed
+		return nil, dialWindow{}, errHostClosed
 	}
 	timer := time.NewTimer(h.cfg.CallTimeout)
 	defer timer.Stop()
 	select {
 	case r := <-ch:
-		return r.conn, r.err
+		return r.conn, r.win, r.err
 	case <-h.stop:
 		return abandon()
 	case <-timer.C:
@@ -114,7 +131,7 @@ func (h *Host) dialBounded() (Conn, error) {
 	h.markFirst()
 	select {
 	case r := <-ch:
-		return r.conn, r.err
+		return r.conn, r.win, r.err
 	case <-h.stop:
 		return abandon()
 	}

@@ -75,7 +75,7 @@ const connectBudget = 2 * time.Minute
 // connect dials once and installs the connection with its close callback
 // and watchdog.
 func (h *Host) connect() error {
-	conn, err := h.dialBounded()
+	conn, win, err := h.dialBounded()
 	if errors.Is(err, errHostClosed) {
 		return err
 	}
@@ -101,8 +101,11 @@ func (h *Host) connect() error {
 	}); err != nil {
 		h.log.Debug("libvirt close callback not registered", "err", Scrub(err, h.uri))
 	}
-	h.tuneLink(conn)
-	choice, err := h.chooseType(&boundConn{h: h, inner: conn, extra: connectBudget})
+	// A new connection gets call slots of its own: calls still inside
+	// libvirt on a lost one keep (and give back) that one's.
+	cs := newCallSlots()
+	link := h.tuneLink(conn, cs, win)
+	choice, err := h.chooseType(&boundConn{h: h, cs: cs, inner: conn, extra: connectBudget})
 	if err != nil {
 		// A host whose capabilities cannot be read, or that cannot run
 		// the domain type asked for, is not usable: every Create would
@@ -120,14 +123,14 @@ func (h *Host) connect() error {
 		closeConn(conn)
 		return nil
 	}
-	h.conn, h.choice, h.lastErr, h.since = conn, choice, "", time.Now()
+	h.conn, h.calls, h.link, h.choice, h.lastErr, h.since = conn, cs, link, choice, "", time.Now()
 	h.setConnectedLocked()
 	h.mu.Unlock()
 	if c, err := h.Acquire(); err == nil { // a reference of our own: a drop may race
 		h.ReadSize(c)
 		h.Release(c)
 	}
-	go h.watch(conn)
+	go h.watch(conn, cs)
 	if choice.Fallback != "" {
 		h.log.Warn("kvm is offered but QEMU cannot use it; guests on this host run in qemu (TCG)",
 			"domain_type", choice.Type, "reason", choice.Fallback)
@@ -149,9 +152,14 @@ func (h *Host) Drop(conn Conn, why string) {
 		return
 	}
 	h.conn, h.lastErr, h.since = nil, why, time.Now()
+	inside := len(h.calls.slots)
 	h.setConnectedLocked()
 	h.mu.Unlock()
-	h.log.Warn("libvirt host connection lost; reconnecting", "why", why)
+	// Calls still inside libvirt on the lost connection keep its slots
+	// (and their threads, within MaxThreadsPerHost) until libvirt returns
+	// them; the next connection starts with slots of its own.
+	h.log.Warn("libvirt host connection lost; reconnecting", "why", why,
+		"calls_inside", inside, "abandoned_inside", h.Abandoned())
 	select {
 	case h.kick <- struct{}{}:
 	default:

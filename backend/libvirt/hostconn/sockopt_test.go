@@ -43,7 +43,7 @@ func TestSetLinkTimeoutsFindsTheSocket(t *testing.T) {
 	}
 	mine, theirs := dial(lis), dial(other)
 	port := lis.Addr().(*net.TCPAddr).Port
-	n, err := setLinkTimeouts("qemu+tls://127.0.0.1:"+strconv.Itoa(port)+"/system", 30*time.Second)
+	n, err := setLinkTimeouts("qemu+tls://127.0.0.1:"+strconv.Itoa(port)+"/system", 30*time.Second, dialWindow{})
 	if err != nil || n != 1 {
 		t.Fatalf("setLinkTimeouts = %d, %v; want 1 socket", n, err)
 	}

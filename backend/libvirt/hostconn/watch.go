@@ -1,6 +1,7 @@
 package hostconn
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -20,8 +21,9 @@ func (h *Host) pingTimeout() time.Duration {
 	return time.Duration(h.cfg.KeepAliveSecs) * time.Second * time.Duration(h.cfg.KeepAliveCount)
 }
 
-// watch pings conn until it is no longer the host's connection.
-func (h *Host) watch(conn Conn) {
+// watch pings conn (cs: its call slots) until it is no longer the
+// host's connection.
+func (h *Host) watch(conn Conn, cs *callSlots) {
 	tick := time.NewTicker(time.Duration(h.cfg.KeepAliveSecs) * time.Second)
 	defer tick.Stop()
 	for {
@@ -33,7 +35,7 @@ func (h *Host) watch(conn Conn) {
 		if !h.current(conn) {
 			return
 		}
-		if err := h.ping(conn); err != nil {
+		if err := h.ping(conn, cs); err != nil {
 			h.Drop(conn, err.Error())
 			return
 		}
@@ -47,33 +49,26 @@ func (h *Host) current(conn Conn) bool {
 	return h.conn == conn
 }
 
-// ping asks the daemon for its version (an RPC, unlike IsAlive) with its
-// own reference, so the call may outlive the verdict safely. A call that
-// fails on a link libvirt still calls alive is an answer: the daemon is
-// there.
-func (h *Host) ping(conn Conn) error {
-	if err := conn.Ref(); err != nil {
-		return fmt.Errorf("ping: %v", Scrub(err, h.uri))
-	}
-	answer := make(chan error, 1)
-	go func() {
-		defer func() { _, _ = conn.Close() }()
-		_, err := conn.GetLibVersion()
-		answer <- err
-	}()
+// ping asks the daemon for its version (an RPC, unlike IsAlive) like any
+// other call (bound.go): with its own reference, so the call may outlive
+// the verdict safely, on a thread the host's cap counts, and through the
+// connection's one ping slot, so at most one ping is ever inside libvirt
+// per connection however long the daemon stays silent. A call that fails
+// on a link libvirt still calls alive is an answer: the daemon is there.
+func (h *Host) ping(conn Conn, cs *callSlots) error {
 	wait := h.pingTimeout()
-	select {
-	case err := <-answer:
-		if err == nil {
-			return nil
-		}
-		if alive, aerr := conn.IsAlive(); aerr == nil && alive {
-			return nil
-		}
-		return fmt.Errorf("ping failed: %v", Scrub(err, h.uri))
-	case <-time.After(wait):
+	_, err := boundedIn(h, cs.ping, conn, "ping (GetLibVersion)", wait, conn.GetLibVersion)
+	var ct *CallTimeoutError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ct) && ct.Busy:
+		return fmt.Errorf("libvirtd did not answer for %s: %s", wait, ct.full)
+	case errors.As(err, &ct):
 		return fmt.Errorf("libvirtd did not answer for %s", wait)
-	case <-h.stop:
+	}
+	if alive, aerr := conn.IsAlive(); aerr == nil && alive {
 		return nil
 	}
+	return fmt.Errorf("ping failed: %v", Scrub(err, h.uri))
 }

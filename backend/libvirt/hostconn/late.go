@@ -1,0 +1,50 @@
+package hostconn
+
+import (
+	"strings"
+	"time"
+)
+
+// An abandoned call is not undone: libvirt may still carry it out after
+// its caller was told it failed (an abandoned migration can finish after
+// the destination's booking was released, a define or start can land after
+// the transition was retried). Its late success is neither trusted nor
+// lost: for a call that changes the host it is logged at WARN and the
+// owner is asked for a reconcile pass (Config.OnLateResult), which judges
+// the host as it now is.
+
+// changesHost names the calls whose success changes the host (the first
+// word of the call's name, as boundconn.go gives it).
+var changesHost = map[string]bool{
+	"DomainDefineXML": true, "DomainCreateXML": true, "Create": true, "Destroy": true,
+	"Undefine": true, "SetMetadata": true, "Migrate3": true, "AbortJob": true, "Resume": true,
+	"StorageVolCreateXML": true, "volume": true, // volume upload, volume Delete
+}
+
+// changes reports whether call changes the host when it succeeds.
+func changes(call string) bool {
+	first, rest, _ := strings.Cut(call, " ")
+	if first == "volume" {
+		return strings.HasPrefix(rest, "upload") || strings.HasPrefix(rest, "Delete")
+	}
+	return changesHost[first]
+}
+
+// lateResult is told the outcome of an abandoned call once libvirt
+// returned it (after took).
+func (h *Host) lateResult(call string, err error, took time.Duration) {
+	if !changes(call) {
+		h.log.Debug("abandoned libvirt call returned", "call", call, "took", took.Round(time.Millisecond).String())
+		return
+	}
+	if err != nil {
+		h.log.Info("abandoned libvirt call returned with an error", "call", call,
+			"took", took.Round(time.Millisecond).String(), "err", Scrub(err, h.uri))
+		return
+	}
+	h.log.Warn("libvirt call returned after it was abandoned; reconcile will judge its effect", "call", call,
+		"host", h.cfg.Name, "took", took.Round(time.Millisecond).String())
+	if h.cfg.OnLateResult != nil {
+		h.cfg.OnLateResult(call)
+	}
+}
