@@ -16,14 +16,17 @@
 //     sockopt.go);
 //   - the call bounds: every call through With or WithDomain runs within
 //     --libvirt-call-timeout, at most MaxCallsPerHost inside libvirt at
-//     once (bound.go, boundconn.go); one past it is a *CallTimeoutError,
-//     transient, naming the host and the call;
+//     once per connection and MaxThreadsPerHost over the host's
+//     connections (bound.go, boundconn.go); one past it is a
+//     *CallTimeoutError, transient, naming the host and the call; an
+//     abandoned call that changes the host and succeeds late is reported
+//     (late.go);
 //   - the host's facts: the domain type chosen at connect (domaintype.go),
 //     its size and versions (size.go), its QEMU log for a failed start
 //     (qemulog.go).
 //
-// Its owner (backend/libvirt) learns what changes through two hooks,
-// Config.OnConnected and Config.OnSize, and shows the host only by Where
+// Its owner (backend/libvirt) learns what changes through three hooks,
+// Config.OnConnected, Config.OnSize and Config.OnLateResult, and shows the host only by Where
 // and Status: a URI is redacted (Redact) and every error scrubbed of its
 // secrets (Scrub). The package knows nothing of domains' metadata,
 // placement or the engine; it imports only backend, for the sentinel

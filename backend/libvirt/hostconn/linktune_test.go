@@ -64,6 +64,18 @@ func closedPort(t *testing.T) int {
 	return port
 }
 
+// otherAddress listens on an address the URIs of these tests do not name
+// (127.0.0.1 resolves to itself only): another A record of the host.
+func otherAddress(t *testing.T) (net.Listener, int) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 here: %v", err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	return lis, lis.Addr().(*net.TCPAddr).Port
+}
+
 // A network host whose socket is not found runs without the TCP timeouts:
 // that is said at WARN with what it costs, and shown in its status (the
 // host_link_timeouts gauge), never only as a debug line.
@@ -96,12 +108,7 @@ func TestUntunedLinkIsReported(t *testing.T) {
 // address is not one the URI's name resolves to (another A record, a
 // ProxyJump): the TCP timeouts land on the socket libvirt actually opened.
 func TestFreshSocketToURIPortIsTuned(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("no 127.0.0.2 here: %v", err)
-	}
-	defer lis.Close()
-	port := lis.Addr().(*net.TCPAddr).Port
+	lis, port := otherAddress(t)
 	var opened *net.TCPConn
 	h, _ := networkHost(t, "qemu+tls://127.0.0.1:"+strconv.Itoa(port)+"/system", func() {
 		c, err := net.Dial("tcp", lis.Addr().String())
@@ -127,12 +134,7 @@ func TestFreshSocketToURIPortIsTuned(t *testing.T) {
 // dialled meanwhile (it may be that host's), and never one the dial did
 // not open.
 func TestPortOnlyMatchNeedsOwnDial(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("no 127.0.0.2 here: %v", err)
-	}
-	defer lis.Close()
-	port := lis.Addr().(*net.TCPAddr).Port
+	lis, port := otherAddress(t)
 	uri := "qemu+tls://127.0.0.1:" + strconv.Itoa(port) + "/system"
 	open := func() (*net.TCPConn, string) {
 		c, err := net.Dial("tcp", lis.Addr().String())
