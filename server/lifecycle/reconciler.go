@@ -52,6 +52,10 @@ func (e *Engine) reconcileLoop() {
 	}
 	sweep := time.NewTicker(e.cfg.SweepInterval)
 	defer sweep.Stop()
+	var soon <-chan struct{} // nil, never ready, for backends that never ask
+	if rr := e.can.ReconcileRequester; rr != nil {
+		soon = rr.ReconcileRequests()
+	}
 	for ctx.Err() == nil {
 		e.Sweep()
 		select {
@@ -59,6 +63,8 @@ func (e *Engine) reconcileLoop() {
 		case <-reconcileTick:
 			e.Reconcile(ctx)
 		case <-e.listed.Kick():
+			e.Reconcile(ctx)
+		case <-soon: // a late result the backend cannot judge itself
 			e.Reconcile(ctx)
 		case <-sweep.C:
 		}

@@ -31,6 +31,9 @@ type Capabilities struct {
 	Abandoner backend.Abandoner
 	// GuestAddresser reads the guest's addresses after a Configure.
 	GuestAddresser backend.GuestAddresser
+	// ReconcileRequester asks for a pass when the backend learns of a
+	// change only a pass can judge (an abandoned call that succeeded late).
+	ReconcileRequester backend.ReconcileRequester
 }
 
 // Of asks be for each optional feature.
@@ -48,5 +51,6 @@ func Of(be backend.Backend) Capabilities {
 	c.Migrator, _ = be.(backend.Migrator)
 	c.Abandoner, _ = be.(backend.Abandoner)
 	c.GuestAddresser, _ = be.(backend.GuestAddresser)
+	c.ReconcileRequester, _ = be.(backend.ReconcileRequester)
 	return c
 }
