@@ -155,19 +155,14 @@ func (r *Reconciler) removeCopy(ctx context.Context, seen *record.Machine, c, ke
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
-	defer cancel()
-	leave, err := r.enterCall(ctx, seen.ID)
-	if err != nil {
+	return r.gated(ctx, seen.ID, func(ctx context.Context) error {
+		if cur, ok := r.eng.Get(seen.ID); !ok || cur.Revision != seen.Revision {
+			return nil // the machine changed since the listing: next pass
+		}
+		err := rm.RemoveCopy(ctx, seen.ID, c.Placement, keep.Placement)
+		r.recordDuplicate(seen, c, keep, err)
 		return err
-	}
-	defer leave()
-	if cur, ok := r.eng.Get(seen.ID); !ok || cur.Revision != seen.Revision {
-		return nil // the machine changed since the listing: next pass
-	}
-	err = rm.RemoveCopy(ctx, seen.ID, c.Placement, keep.Placement)
-	r.recordDuplicate(seen, c, keep, err)
-	return err
+	})
 }
 
 // recordDuplicate adds the removal (or its failure) to the machine's
@@ -186,12 +181,7 @@ func (r *Reconciler) recordDuplicate(seen *record.Machine, c, keep backend.Obser
 			"host", c.Placement.Host, "kept_on", keep.Placement.Host)
 	}
 	r.observeDuplicate(seen.Zone, metric)
-	_, _ = r.eng.Update(seen.ID, record.Expect{OperationID: seen.OperationID}, func(cur, n *record.Machine) error {
-		now := r.cfg.Now()
-		n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
-			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
-		return nil
-	}) // lost: the log line and metric remain
+	r.noteHistory(seen, outcome, note)
 }
 
 func (r *Reconciler) observeDuplicate(zone, outcome string) {

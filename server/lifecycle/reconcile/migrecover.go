@@ -90,34 +90,29 @@ func (r *Reconciler) recoverMigration(ctx context.Context, rec backend.Migration
 	if sick {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
-	defer cancel()
-	leave, err := r.enterCall(ctx, m.ID)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	if r.eng.Migrating(m.ID, r.cfg.Now()) {
+	return r.gated(ctx, m.ID, func(ctx context.Context) error {
+		if r.eng.Migrating(m.ID, r.cfg.Now()) {
+			return nil
+		}
+		// Waiting its turn at the gate, the machine may have moved on (a
+		// transition accepted, a migration of this process): the copies
+		// listed no longer say where it is.
+		if cur, ok := r.eng.Get(m.ID); !ok || cur.OperationID != m.OperationID || cur.State != m.State {
+			return nil
+		}
+		pls := make([]backend.Placement, len(copies))
+		for i, c := range copies {
+			pls[i] = c.Placement
+		}
+		res, err := rec.RecoverMigration(ctx, m.ID, m.Placement(), pls)
+		if err != nil {
+			r.log.Warn("reconcile: interrupted migration not recovered", "machine", m.ID, "zone", m.Zone,
+				"recorded_host", m.HostName, "err", err)
+			return err
+		}
+		r.recordRecovery(m, res)
 		return nil
-	}
-	// Waiting its turn at the gate, the machine may have moved on (a
-	// transition accepted, a migration of this process): the copies
-	// listed no longer say where it is.
-	if cur, ok := r.eng.Get(m.ID); !ok || cur.OperationID != m.OperationID || cur.State != m.State {
-		return nil
-	}
-	pls := make([]backend.Placement, len(copies))
-	for i, c := range copies {
-		pls[i] = c.Placement
-	}
-	res, err := rec.RecoverMigration(ctx, m.ID, m.Placement(), pls)
-	if err != nil {
-		r.log.Warn("reconcile: interrupted migration not recovered", "machine", m.ID, "zone", m.Zone,
-			"recorded_host", m.HostName, "err", err)
-		return err
-	}
-	r.recordRecovery(m, res)
-	return nil
+	})
 }
 
 // recordRecovery logs what was done, records the machine on the host its

@@ -102,6 +102,31 @@ func (r *Reconciler) setRunNote(seen *record.Machine, note, msg string) {
 	r.log.Warn(msg, "machine", n.ID, "domain", n.Domain, "zone", n.Zone, "state", n.State.String(), "err", note)
 }
 
+// gated runs fn through the machine's call gate, within restartTimeout:
+// reconcile's backend calls on one machine never overlap a transition's.
+func (r *Reconciler) gated(ctx context.Context, id string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	leave, err := r.enterCall(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return fn(ctx)
+}
+
+// noteHistory adds a reconcile entry with outcome and note to the history
+// of the record m was, if it still is (same operation); a lost or stale
+// write leaves the log line and metric that went with it.
+func (r *Reconciler) noteHistory(m *record.Machine, outcome, note string) {
+	_, _ = r.eng.Update(m.ID, record.Expect{OperationID: m.OperationID}, func(cur, n *record.Machine) error {
+		now := r.cfg.Now()
+		n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
+			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
+		return nil
+	})
+}
+
 // enterCall waits for the machine's call gate for one of reconcile's
 // backend calls; its error names the earlier call that did not return.
 func (r *Reconciler) enterCall(ctx context.Context, id string) (leave func(), err error) {
@@ -117,17 +142,14 @@ func (r *Reconciler) enterCall(ctx context.Context, id string) (leave func(), er
 // record is still the one the listing was judged against. tried says
 // Start ran (its error is then the host's answer).
 func (r *Reconciler) restart(ctx context.Context, st backend.Starter, seen *record.Machine, o backend.Observed) (tried bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
-	defer cancel()
-	leave, err := r.enterCall(ctx, seen.ID)
-	if err != nil {
-		return false, err
-	}
-	defer leave()
-	if cur, ok := r.eng.Get(seen.ID); !ok || cur.State != record.Idle || cur.OperationID != seen.OperationID {
-		return false, fmt.Errorf("the machine changed meanwhile")
-	}
-	return true, st.Start(ctx, seen.ID, o.Placement)
+	err = r.gated(ctx, seen.ID, func(ctx context.Context) error {
+		if cur, ok := r.eng.Get(seen.ID); !ok || cur.State != record.Idle || cur.OperationID != seen.OperationID {
+			return fmt.Errorf("the machine changed meanwhile")
+		}
+		tried = true
+		return st.Start(ctx, seen.ID, o.Placement)
+	})
+	return tried, err
 }
 
 // recordRestart logs one counted restart and adds it to the machine's

@@ -63,19 +63,14 @@ func (p *pass) leftover(m *record.Machine, o backend.Observed, zi backend.ZoneIn
 		if sick {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(ctx, restartTimeout)
-		defer cancel()
-		leave, err := r.enterCall(ctx, m.ID)
-		if err != nil {
+		return r.gated(ctx, m.ID, func(ctx context.Context) error {
+			if cur, ok := r.eng.Get(m.ID); !ok || !deleted(cur) || cur.OperationID != m.OperationID {
+				return nil // a Create since: the copy is judged again next pass
+			}
+			err := r.be.Delete(ctx, backend.DeleteSpec{MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone, Placement: o.Placement})
+			r.recordLeftover(m, o, err)
 			return err
-		}
-		defer leave()
-		if cur, ok := r.eng.Get(m.ID); !ok || !deleted(cur) || cur.OperationID != m.OperationID {
-			return nil // a Create since: the copy is judged again next pass
-		}
-		err = r.be.Delete(ctx, backend.DeleteSpec{MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone, Placement: o.Placement})
-		r.recordLeftover(m, o, err)
-		return err
+		})
 	})
 }
 
@@ -95,12 +90,7 @@ func (r *Reconciler) recordLeftover(m *record.Machine, o backend.Observed, rmErr
 			"host", o.Placement.Host, "domain", o.Placement.Domain)
 	}
 	r.observeDuplicate(m.Zone, metric)
-	_, _ = r.eng.Update(m.ID, record.Expect{OperationID: m.OperationID}, func(cur, n *record.Machine) error {
-		now := r.cfg.Now()
-		n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
-			From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: outcome, Note: note})
-		return nil
-	}) // lost: the log line and metric remain
+	r.noteHistory(m, outcome, note)
 }
 
 // Outcomes of a deleted machine's leftover copy, in history entries.
