@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bigfleet/libvirt-provider/server/callerid"
 )
 
 // Anonymous is the identity of a caller without a verified client
@@ -278,8 +280,8 @@ type certKey struct{}
 // not verify against the listener's CA is no identity at all.
 func withCaller(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-			n := namesOf(r.TLS.VerifiedChains[0][0])
+		if leaf := callerid.VerifiedLeaf(r); leaf != nil {
+			n := namesOf(leaf)
 			r = r.WithContext(context.WithValue(r.Context(), certKey{}, &n))
 		}
 		h.ServeHTTP(w, r)

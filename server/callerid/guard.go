@@ -85,15 +85,23 @@ var reads = map[string]bool{"Get": true, "List": true}
 type certKey struct{}
 
 // Middleware records the verified client certificate for Interceptor.
-// Only VerifiedChains counts: a certificate the TLS stack did not verify
-// against the listener's CA is no identity at all.
 func (g *Guard) Middleware(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-			r = r.WithContext(context.WithValue(r.Context(), certKey{}, r.TLS.VerifiedChains[0][0]))
+		if leaf := VerifiedLeaf(r); leaf != nil {
+			r = r.WithContext(context.WithValue(r.Context(), certKey{}, leaf))
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// VerifiedLeaf is the client certificate the TLS stack verified against
+// the listener's CA, or nil: a certificate it did not verify is no
+// identity at all.
+func VerifiedLeaf(r *http.Request) *x509.Certificate {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		return r.TLS.VerifiedChains[0][0]
+	}
+	return nil
 }
 
 // shardToken is what every mutation's request has.
