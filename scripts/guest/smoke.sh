@@ -16,6 +16,7 @@ URI=$BIGFLEET_LIBVIRT_URI
 DOM=bf-smoke-$$
 VOL=$DOM.qcow2
 NOAGENT=$DOM-noagent
+KNOBS=$DOM-knobs # booted hook knobs: bigfleet.boot_delay, bigfleet.boot_fail
 v() { virsh -q -c "$URI" "$@"; }
 now() { date +%s.%N; }
 T=$(now)
@@ -29,8 +30,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cleanup() {
 	local d
-	[ "${KEEP:-0}" = 1 ] && { echo "kept $DOM $NOAGENT"; return; }
-	for d in "$DOM" "$NOAGENT"; do
+	[ "${KEEP:-0}" = 1 ] && { echo "kept $DOM $NOAGENT $KNOBS"; return; }
+	for d in "$DOM" "$NOAGENT" "$KNOBS"; do
 		v destroy "$d" >/dev/null 2>&1 || true
 		v undefine "$d" >/dev/null 2>&1 || true
 		v vol-delete --pool "$BIGFLEET_POOL" "$d.qcow2" >/dev/null 2>&1 || true
@@ -38,7 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-agent() { v qemu-agent-command "$DOM" --timeout 10 "$1"; }
+# agent JSON: one agent command to $GDOM (default: the main guest)
+agent() { v qemu-agent-command "${GDOM:-$DOM}" --timeout 10 "$1"; }
 json_num() { sed -n "s/.*\"$1\":\([0-9-]*\).*/\1/p"; }
 json_str() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
@@ -121,8 +123,13 @@ for i in $(seq 600); do
 done
 agent '{"execute":"guest-ping"}' >/dev/null || fail "no guest-ping answer (console: /var/log/libvirt/qemu/$DOM-console.log)"
 step "start -> first guest-ping"
+gexec /opt/bigfleet/booted
+[ "$EXIT" = 0 ] || fail "booted hook without knobs: exit $EXIT, out '$OUT'"
+step "booted hook: booted (exit 0)"
 # a second guest, without agent, boots while the first one is exercised
 make_domain "$NOAGENT" "$BIGFLEET_CMDLINE bigfleet.noagent=1"
+# and a third whose boot takes 8 s after init starts, then fails
+make_domain "$KNOBS" "$BIGFLEET_CMDLINE bigfleet.boot_delay=8 bigfleet.boot_fail=kubelet-prep.service"
 v dumpxml "$DOM" | grep "name='org.qemu.guest_agent.0' state='connected'" >/dev/null ||
 	fail "agent channel not shown as connected"
 
@@ -194,6 +201,29 @@ fi
 v destroy "$NOAGENT" >/dev/null
 step "bigfleet.noagent=1 guest: no agent"
 
+# The knobs guest: booting (75, with what it waits for) until 8 s after its
+# init started, then failed (1, naming the unit).
+GDOM=$KNOBS
+for i in $(seq 600); do
+	agent '{"execute":"guest-ping"}' >/dev/null 2>&1 && break
+	sleep 0.2
+done
+gexec /opt/bigfleet/booted
+[ "$EXIT" = 75 ] || fail "$KNOBS booted hook: exit $EXIT, want 75 (booting); out '$OUT'"
+case "$OUT" in "waiting for bigfleet.boot_delay ("*"s left)") ;; *) fail "$KNOBS booted hook said '$OUT'" ;; esac
+echo "  $KNOBS: booted -> 75: $OUT"
+for i in $(seq 60); do
+	gexec /opt/bigfleet/booted
+	[ "$EXIT" = 75 ] || break
+	sleep 0.5
+done
+[ "$EXIT" = 1 ] || fail "$KNOBS booted hook after the delay: exit $EXIT, want 1; out '$OUT'"
+[ "$OUT" = "unit kubelet-prep.service failed" ] || fail "$KNOBS booted hook said '$OUT'"
+echo "  $KNOBS: booted -> 1: $OUT"
+v destroy "$KNOBS" >/dev/null
+GDOM=
+step "boot_delay=8 boot_fail guest: 75, then 1"
+
 agent '{"execute":"guest-shutdown"}' >/dev/null 2>&1 || true
 for i in $(seq 300); do
 	v domstate "$DOM" | grep 'shut off' >/dev/null && break
@@ -201,9 +231,9 @@ for i in $(seq 300); do
 done
 v domstate "$DOM" | grep 'shut off' >/dev/null || fail "guest-shutdown did not power the guest off"
 step "guest-shutdown -> shut off"
-for d in "$DOM" "$NOAGENT"; do
+for d in "$DOM" "$NOAGENT" "$KNOBS"; do
 	v undefine "$d" >/dev/null
 	v vol-delete --pool "$BIGFLEET_POOL" "$d.qcow2" >/dev/null
 done
-step "undefine + delete overlays (2 domains)"
+step "undefine + delete overlays (3 domains)"
 echo "smoke: PASS"
