@@ -48,6 +48,17 @@ v() { virsh -q -c "$BIGFLEET_LIBVIRT_URI" "$@"; }
 t0=$(date +%s.%N)
 stamp() { awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%7.2fs", b-a}'; }
 say() { echo "[$(stamp)] $*"; }
+# Each lifecycle step's wall time, from the request to the state it ends in
+# (as this script sees it, polling every 0.1 s): begin at the request, took
+# at the target state. One line per step as it ends, and all of them at the end.
+steps=()
+begin() { step_t0=$(date +%s.%N); }
+took() {
+	local s
+	s=$(awk -v a="$step_t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
+	say "  STEP $1: ${s}s"
+	steps+=("$(printf '%-26s %8ss' "$1" "$s")")
+}
 
 # field ID NAME: one row of `libvirtctl get` (FIELD, then VALUE after two or
 # more spaces; "-" is empty). The table carries the full last_error.
@@ -160,8 +171,10 @@ wait_for() {
 }
 
 say "Create $id"
+begin
 ctl create "$id" >/dev/null || fail "Create $id was refused"
 wait_for IDLE
+took "Create → IDLE"
 domain=$(field "$id" domain)
 say "  VM is domain $domain"
 
@@ -169,8 +182,10 @@ head -c 65536 /dev/urandom >"$work/blob"
 printf '\0binary\0tail' >>"$work/blob"
 want=$(sha256sum "$work/blob" | cut -d' ' -f1)
 say "Configure $id for cluster demo (blob of $(stat -c %s "$work/blob") bytes, sha256 ${want:0:16}…)"
+begin
 ctl configure "$id" --cluster demo --blob-file "$work/blob" --metadata owner=demo >/dev/null || fail "Configure $id was refused"
 wait_for CONFIGURED
+took "Configure → CONFIGURED"
 
 # Read the hook's record of the blob from inside the guest, through the agent.
 agent() { v qemu-agent-command "$domain" "$1"; }
@@ -186,14 +201,20 @@ got=$(echo "$out" | grep -o '"out-data":"[^"]*"' | cut -d'"' -f4 | base64 -d | t
 say "  blob sha256 inside the guest matches"
 
 say "Drain $id (grace 5s)"
+begin
 ctl drain "$id" --grace 5 >/dev/null || fail "Drain $id was refused"
 wait_for IDLE
+took "Drain → IDLE"
 
 say "Delete $id"
+begin
 ctl delete "$id" >/dev/null || fail "Delete $id was refused"
 wait_for SPECULATIVE
+took "Delete → SPECULATIVE"
 if v list --all --name | grep -x "$domain" >/dev/null; then
 	fail "domain $domain still exists after Delete"
 fi
 say "  domain $domain and its volumes are gone"
 say "demo passed: Create → Configure → Drain → Delete on a real QEMU guest"
+echo "step times (${IMAGE:-test initramfs}, $BIGFLEET_ACCEL):"
+printf '  %s\n' "${steps[@]}"
