@@ -1,0 +1,252 @@
+//go:build soaklab
+
+package soaklab
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
+)
+
+// The fault kinds: five on a lab host's network or daemon, two on the
+// host as a whole, four on the provider.
+const (
+	partition  soakkit.FaultKind = "partition"
+	delay      soakkit.FaultKind = "delay"
+	loss       soakkit.FaultKind = "loss"
+	freeze     soakkit.FaultKind = "freeze"
+	killDaemon soakkit.FaultKind = "kill-daemon"
+	reboot     soakkit.FaultKind = "reboot"
+	rotateCert soakkit.FaultKind = "rotate-client-cert"
+	provKill   soakkit.FaultKind = "provider-sigkill"
+	provTerm   soakkit.FaultKind = "provider-sigterm"
+	lostState  soakkit.FaultKind = "lost-state"
+)
+
+// menu is each kind with its weight in the draw.
+var menu = []struct {
+	kind   soakkit.FaultKind
+	weight int
+}{
+	{partition, 4}, {delay, 2}, {loss, 2}, {freeze, 2}, {killDaemon, 2}, {reboot, 1}, {rotateCert, 1},
+	{provKill, 2}, {provTerm, 1}, {lostState, 1},
+}
+
+func onProvider(k soakkit.FaultKind) bool { return k == provKill || k == provTerm || k == lostState }
+
+// runBursts injects faults in bursts until the run is done: each burst
+// starts one to a few faults a few seconds apart, so they overlap (on
+// distinct hosts, at most one on the provider), and every fault heals
+// itself after its hold. Once the whole burst has healed, the lab settles
+// and the invariants are checked.
+func (s *soak) runBursts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(s.p.Seed, 0xfa17))
+	deadline, _ := t.Deadline()
+	for burst := 1; !s.done(); burst++ {
+		if !deadline.IsZero() && time.Until(deadline) < 6*time.Minute {
+			s.violate(soakkit.ClOther, "budget", fmt.Sprintf("go test -timeout leaves under 6 min: stopped after %d faults", s.nfault.Load()), nil)
+			return
+		}
+		var wg sync.WaitGroup
+		var kinds []string
+		busy := map[string]bool{}
+		provider := false
+		n := s.p.Burst[0] + rng.IntN(s.p.Burst[1]-s.p.Burst[0]+1)
+		offset := time.Duration(0)
+		for range n {
+			k, host := s.draw(rng, busy, provider)
+			if k == "" {
+				break
+			}
+			busy[host], provider = true, provider || onProvider(k)
+			hold := s.p.Hold[0] + time.Duration(rng.Int64N(int64(s.p.Hold[1]-s.p.Hold[0])+1))
+			arg := map[soakkit.FaultKind]int{delay: 100 + rng.IntN(1400), loss: 5 + rng.IntN(36)}[k]
+			if k == lostState && rng.IntN(2) == 0 {
+				arg = 1 // stop the provider with SIGTERM rather than SIGKILL
+			}
+			kinds = append(kinds, fmt.Sprintf("%s %s", k, host))
+			at := offset
+			wg.Go(func() { time.Sleep(at); s.fault(k, host, hold, arg) })
+			offset += time.Duration(rng.Int64N(int64(4 * time.Second)))
+		}
+		wg.Wait()
+		s.settle(fmt.Sprintf("burst %d", burst))
+		s.check(fmt.Sprintf("after burst %d (%v)", burst, kinds), false)
+	}
+}
+
+// done: the short run ends after MinFaults faults, the long one after
+// SOAK_MINUTES.
+func (s *soak) done() bool {
+	if s.p.Minutes > 0 {
+		return time.Since(s.t0) >= time.Duration(s.p.Minutes)*time.Minute
+	}
+	return s.nfault.Load() >= int64(s.p.MinFaults)
+}
+
+// draw picks a kind by weight and a host for it among those not busy in
+// this burst ("" for the provider); the second provider fault of a burst
+// is drawn again.
+func (s *soak) draw(rng *rand.Rand, busy map[string]bool, provider bool) (soakkit.FaultKind, string) {
+	total := 0
+	for _, m := range menu {
+		total += m.weight
+	}
+	for range 20 {
+		r := rng.IntN(total)
+		var k soakkit.FaultKind
+		for _, m := range menu {
+			if r -= m.weight; r < 0 {
+				k = m.kind
+				break
+			}
+		}
+		if onProvider(k) {
+			if provider {
+				continue
+			}
+			return k, ""
+		}
+		var free []string
+		for _, h := range s.hosts {
+			tls := h.Labels["transport"] == "tls"
+			if !busy[h.Name] && (k != rotateCert || tls) {
+				free = append(free, h.Name)
+			}
+		}
+		if len(free) > 0 {
+			return k, free[rng.IntN(len(free))]
+		}
+	}
+	return "", ""
+}
+
+// fault injects one fault, holds it, heals it, and records it.
+func (s *soak) fault(k soakkit.FaultKind, host string, hold time.Duration, arg int) {
+	ev := s.led.BeginFault(k, host)
+	note, err := s.inject(k, host, hold, arg, ev)
+	s.led.EditFault(ev, func(f *soakkit.FaultEvent) {
+		f.End, f.Note = time.Now(), note
+		if err != nil {
+			f.Note += fmt.Sprintf(" (injection failed: %v)", err)
+		}
+	})
+	if err != nil {
+		s.violate(soakkit.ClOther, "inject|"+string(k)+"|"+err.Error(), fmt.Sprintf("fault %s %s: %v", k, host, err), nil)
+		if onProvider(k) && s.pr.Exited() {
+			if err := s.pr.Start(); err != nil {
+				s.violate(soakkit.ClOther, "restart", fmt.Sprintf("provider cannot be restarted: %v", err), nil)
+			}
+		}
+		return
+	}
+	n := s.nfault.Add(1)
+	s.logf("fault %d: %s %s (%s) took %s", n, k, host, note, time.Since(ev.Start).Round(100*time.Millisecond))
+}
+
+func (s *soak) inject(k soakkit.FaultKind, host string, hold time.Duration, arg int, ev *soakkit.FaultEvent) (string, error) {
+	switch k {
+	case partition, freeze:
+		return s.hostFault(host, hold, string(k))
+	case delay, loss:
+		return s.hostFault(host, hold, string(k), fmt.Sprint(arg))
+	case killDaemon:
+		return s.hostFault(host, min(hold, 10*time.Second), string(k))
+	case reboot, rotateCert:
+		_, err := s.lab.run(3*time.Minute, "fault", host, string(k))
+		return string(k), err
+	case provKill:
+		s.pr.Kill()
+		s.markRestart()
+		return "restarted on the same state", s.pr.Start()
+	case provTerm:
+		took, self := s.pr.Term(s.p.ShutdownTimeout + 20*time.Second)
+		cut := !self || took >= s.p.ShutdownTimeout-500*time.Millisecond
+		// Known before the restart, so a Configure that the restart finds
+		// interrupted is judged with it.
+		s.led.EditFault(ev, func(f *soakkit.FaultEvent) { f.CutShort = cut })
+		if !self {
+			s.violate(soakkit.ClOther, "term|"+ev.Start.String(), fmt.Sprintf("provider ignored SIGTERM for %s", took.Round(time.Second)), nil)
+		}
+		s.markRestart()
+		return fmt.Sprintf("exited after %s", took.Round(100*time.Millisecond)), s.pr.Start()
+	case lostState:
+		how := "SIGKILL"
+		if arg == 1 {
+			how = "SIGTERM"
+			s.pr.Term(s.p.ShutdownTimeout + 20*time.Second)
+		} else {
+			s.pr.Kill()
+		}
+		s.markRestart()
+		if err := os.Remove(s.state); err != nil {
+			return how, err
+		}
+		return how + ", state file deleted, restarted", s.pr.Start()
+	}
+	return "", fmt.Errorf("unknown fault %q", k)
+}
+
+// hostFault holds a fault of the lab's on the host, then heals it.
+func (s *soak) hostFault(host string, hold time.Duration, args ...string) (string, error) {
+	note := fmt.Sprintf("%v for %s", args, hold.Round(100*time.Millisecond))
+	if _, err := s.lab.run(time.Minute, append([]string{"fault", host}, args...)...); err != nil {
+		return note, err
+	}
+	time.Sleep(hold)
+	_, err := s.lab.run(2*time.Minute, "heal", host)
+	return note, err
+}
+
+// markRestart asks for every machine's fence marks to be probed at the
+// next check: a restart must lose none.
+func (s *soak) markRestart() {
+	s.mu.Lock()
+	for _, id := range s.ids {
+		s.probe[id] = true
+	}
+	s.mu.Unlock()
+}
+
+// settle waits until the provider serves and reaches every host again (a
+// rebooted host's libvirtd, a rotated certificate), then lets reconcile run
+// two passes.
+func (s *soak) settle(when string) {
+	deadline := time.Now().Add(3 * time.Minute)
+	var dark []string
+	for {
+		dark = s.darkHosts()
+		if len(dark) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if len(dark) > 0 {
+		s.violate(soakkit.ClOther, "settle|"+when, fmt.Sprintf("settle %s: hosts %v still not connected after 3 min of calm", when, dark), nil)
+	}
+	time.Sleep(2 * reconcileEvery)
+}
+
+// darkHosts are the soak's hosts the provider does not report connected.
+func (s *soak) darkHosts() []string {
+	var res adminv1.ListHostsResponse
+	err := soakkit.Retry(func(ctx context.Context) error {
+		return s.admin.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res)
+	})
+	var dark []string
+	for _, h := range s.hosts {
+		i := slices.IndexFunc(res.GetHosts(), func(x *adminv1.Host) bool { return x.GetName() == h.Name })
+		if err != nil || i < 0 || !res.GetHosts()[i].GetConnected() {
+			dark = append(dark, h.Name)
+		}
+	}
+	return dark
+}

@@ -1,0 +1,211 @@
+//go:build soaklab
+
+package soaklab
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
+)
+
+// await polls the machine until the operation ends, and files the outcome:
+// reached (record checked), FAILED (judged), another stable state
+// (unaccounted, unless a lost state file explains it), or still
+// transitional past its deadline (stuck). The deadline counts from the
+// send or from the provider's last start, whichever is later, because a
+// transition resumed after a restart gets a fresh one.
+func (s *soak) await(op *soakkit.OpRecord) {
+	for {
+		m, err := soakkit.Get(s.admin, op.Machine)
+		if err != nil {
+			s.violate(soakkit.ClOther, "await|"+op.Machine+"|"+err.Error(), fmt.Sprintf("waiting for %s of %s: %v", op.Kind, op.Machine, err), nil)
+			s.led.SetOutcome(op, "unreachable")
+			return
+		}
+		st := m.GetState()
+		switch {
+		case st == op.Target:
+			if st == pb.MachineState_MACHINE_STATE_CONFIGURED && op.Kind == "Configure" {
+				b, _ := s.led.SentTo(op.Machine)
+				s.bind(op.Machine, b)
+			}
+			s.checkRecord(m)
+			s.led.SetOutcome(op, "reached")
+			return
+		case st == pb.MachineState_MACHINE_STATE_FAILED:
+			s.led.SetOutcome(op, s.judgeFailed(op, m))
+			return
+		case !soakkit.Transitional(st):
+			if len(s.led.FaultsBetween(lostState, op.Sent, time.Now())) > 0 {
+				// docs/reliability.md: a mutation whose transition never
+				// wrote the domain's metadata is lost with the state file.
+				s.led.SetOutcome(op, "lost-with-state: "+st.String())
+				return
+			}
+			s.violate(soakkit.ClOther, "unaccounted|"+op.Machine+"|"+op.Sent.String(),
+				fmt.Sprintf("%s of %s (op %q) ended %s, want %s", op.Kind, op.Machine, op.OpID, st, op.Target), m)
+			s.led.SetOutcome(op, "unaccounted")
+			return
+		}
+		base := op.Sent
+		if ls := s.pr.LastStart(); ls.After(base) {
+			base = ls
+		}
+		if budget := timeoutOf(op.Kind) + soakkit.StuckGrace; time.Since(base) > budget {
+			s.violate(soakkit.ClStuck, "stuck|"+op.Machine+"|"+op.Sent.String(),
+				fmt.Sprintf("%s of %s (op %q) still %s %s after it was sent or resumed (timeout %s + %s grace)",
+					op.Kind, op.Machine, op.OpID, st, time.Since(base).Round(time.Second), timeoutOf(op.Kind), soakkit.StuckGrace), m)
+			s.led.SetOutcome(op, "stuck")
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func timeoutOf(kind string) time.Duration {
+	switch kind {
+	case "Create":
+		return createTimeout
+	case "Configure", "resumed":
+		return configureTimeout
+	case "Drain":
+		return drainTimeout
+	case "Migrate":
+		return migrateTimeout
+	}
+	return deleteTimeout
+}
+
+// judgeFailed decides whether a FAILED machine was failed by a cause the
+// contract allows, or by a transient fault (false_failed: a dark host, a
+// slow link, a restart that should have been survived). It judges each
+// FAILED state once; op is nil for a machine found FAILED between
+// operations.
+func (s *soak) judgeFailed(op *soakkit.OpRecord, m *pb.Machine) string {
+	id := m.GetId()
+	if s.led.IsClassified(id) {
+		return "failed-explained: judged before"
+	}
+	s.led.MarkClassified(id, true)
+	if why := s.explain(op, m); why != "" {
+		s.logf("%s FAILED with a real cause (%s): %s", id, why, m.GetLastError())
+		s.unbind(id)
+		return "failed-explained: " + why
+	}
+	what := fmt.Sprintf("%s FAILED by a transient fault", id)
+	if op != nil {
+		what = fmt.Sprintf("%s of %s (op %q, sent at %.1fs) FAILED by a transient fault", op.Kind, id, op.OpID, op.Sent.Sub(s.t0).Seconds())
+	}
+	s.violate(soakkit.ClFalse, id+"|"+m.GetLastError()+"|"+time.Now().String(), what, m)
+	return "false-failed"
+}
+
+// explain names the real cause of a failure, or "" if there is none. The
+// contract (Restart) lets a Configure cut by a provider crash end FAILED:
+// the bootstrap blob is never persisted, so it cannot be delivered again.
+func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
+	le := m.GetLastError()
+	configure := op == nil || op.Kind == "Configure"
+	if !configure || !strings.Contains(le, "interrupted by a provider restart") {
+		return ""
+	}
+	from := time.Now().Add(-10 * time.Minute)
+	if op != nil {
+		from = op.Sent
+	}
+	for _, k := range []soakkit.FaultKind{provKill, lostState} {
+		if len(s.led.FaultsBetween(k, from, time.Now())) > 0 {
+			return fmt.Sprintf("%s mid-Configure", k)
+		}
+	}
+	for _, f := range s.led.FaultsBetween(provTerm, from, time.Now()) {
+		if f.CutShort {
+			return "provider SIGTERM outlived --shutdown-timeout mid-Configure"
+		}
+	}
+	return ""
+}
+
+// release is the operator's way out of FAILED (admin API): the slot goes
+// back to SPECULATIVE through DELETING.
+func (s *soak) release(id string) {
+	err := soakkit.Retry(func(ctx context.Context) error {
+		return s.admin.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ReleaseMachine",
+			&adminv1.ReleaseMachineRequest{Id: id}, &adminv1.ReleaseMachineResponse{})
+	})
+	if err != nil {
+		s.violate(soakkit.ClOther, "release|"+id+"|"+err.Error(), fmt.Sprintf("release %s: %v", id, err), nil)
+		return
+	}
+	s.led.MarkClassified(id, false)
+	s.unbind(id)
+	s.await(&soakkit.OpRecord{Machine: id, Kind: "Release", Target: pb.MachineState_MACHINE_STATE_SPECULATIVE, Sent: time.Now()})
+}
+
+func (s *soak) bind(id string, b soakkit.Binding) {
+	s.mu.Lock()
+	s.bound[id] = b
+	s.mu.Unlock()
+}
+
+func (s *soak) unbind(id string) {
+	s.mu.Lock()
+	delete(s.bound, id)
+	s.mu.Unlock()
+}
+
+func (s *soak) boundTo(id string) (soakkit.Binding, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.bound[id]
+	return b, ok
+}
+
+// checkRecord compares a machine with what BigFleet saw and sent: one it
+// saw CONFIGURED (and did not drain since) is still CONFIGURED with the
+// cluster and shard_metadata of its Configure; a machine with a VM is on a
+// host of its zone under the domain name the provider derives; an IDLE or
+// SPECULATIVE one carries no binding.
+func (s *soak) checkRecord(m *pb.Machine) {
+	id, st := m.GetId(), m.GetState()
+	if b, ok := s.boundTo(id); ok && st != pb.MachineState_MACHINE_STATE_FAILED {
+		if st != pb.MachineState_MACHINE_STATE_CONFIGURED || m.GetCluster() != b.Cluster || !maps.Equal(nonNil(m.GetShardMetadata()), b.Meta) {
+			s.violate(soakkit.ClBinding, "binding|"+id+"|"+st.String()+"|"+m.GetCluster(),
+				fmt.Sprintf("%s was seen CONFIGURED to %q %q and never drained; now %s %q %q", id, b.Cluster, b.Meta, st, m.GetCluster(), m.GetShardMetadata()), m)
+		}
+	}
+	if st == pb.MachineState_MACHINE_STATE_IDLE || st == pb.MachineState_MACHINE_STATE_CONFIGURED {
+		z, h, d := refParts(m)
+		if z != s.zone[id] || zones[h] != z || d != s.domain[id] || m.GetHost().GetProvider() != s.p.Provider {
+			s.violate(soakkit.ClBinding, "host|"+id+"|"+m.GetHost().GetRef(),
+				fmt.Sprintf("%s %s has host %s/%s, want a host of zone %s and domain %s", id, st, m.GetHost().GetProvider(), m.GetHost().GetRef(), s.zone[id], s.domain[id]), m)
+		}
+	}
+	if (st == pb.MachineState_MACHINE_STATE_IDLE || st == pb.MachineState_MACHINE_STATE_SPECULATIVE) &&
+		(m.GetCluster() != "" || len(m.GetShardMetadata()) > 0) {
+		s.violate(soakkit.ClOther, "stalebinding|"+id+"|"+m.GetCluster(),
+			fmt.Sprintf("%s %s still carries cluster %q metadata %q", st, id, m.GetCluster(), m.GetShardMetadata()), m)
+	}
+}
+
+// refParts splits a machine's zone/host/domain ref.
+func refParts(m *pb.Machine) (zone, host, domain string) {
+	p := strings.Split(m.GetHost().GetRef(), "/")
+	if len(p) != 3 {
+		return "", "", ""
+	}
+	return p[0], p[1], p[2]
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
