@@ -445,3 +445,28 @@ type MigrationRecoverer interface {
 type GuestAddresser interface {
 	GuestAddresses(ctx context.Context, machineID string, pl Placement) ([]string, error)
 }
+
+// Boot phases of BootStatus.
+const (
+	BootBooting = "booting"     // the guest runs and has not said its boot is complete
+	BootFailed  = "boot failed" // it said its boot failed (a restarted guest; a Create ends FAILED instead)
+)
+
+// BootStatus is what a backend knows, without any RPC, about a machine's
+// guest that is not (yet) booted: the phase, the last reason the guest gave
+// ("waiting for network-online.target") and since when.
+type BootStatus struct {
+	Phase  string
+	Reason string
+	Since  time.Time
+}
+
+// BootReporter is implemented by backends that wait for a guest's boot
+// (a Create before IDLE, a guest started again by reconcile). BootStatus
+// reports a machine whose guest is booting or whose boot failed; ok is
+// false for a booted guest or one the backend knows nothing of. It is a
+// runtime view (not persisted) for people: BigFleet's wire has no field
+// for it.
+type BootReporter interface {
+	BootStatus(machineID string) (BootStatus, bool)
+}

@@ -78,6 +78,9 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	if md, err = b.recordMarks(h, name, md, spec.Marks); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
+	if err := b.bootedFirst(ctx, h, name, spec.MachineID); err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := b.bootstrapper(h, name).Configure(ctx, spec.ClusterID, spec.BootstrapBlob); err != nil {
 		if md.ClusterID != "" {

@@ -53,6 +53,9 @@ type Backend struct {
 	// transport replaces the libvirt agent transport in tests (the test
 	// driver has no guest agent).
 	transport func(h *host, domain string) guestagent.Transport
+
+	// boots: the guests that are booting, for BootStatus (boot.go).
+	boots *boots
 }
 
 var (
@@ -79,7 +82,7 @@ func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 	cfg.SetDefaults()
 	// The caller's logger already names the component.
 	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
-		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1)}
+		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1), boots: newBoots()}
 	b.cfg.Logger = b.log
 	hostconn.StartEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
@@ -185,6 +188,9 @@ func (b *Backend) DomainType(zone string) string {
 // each host's close is bounded (hostconn.Host.Close), so Close takes that bound
 // whatever the number of hosts.
 func (b *Backend) Close() error {
+	if b.boots != nil {
+		b.boots.close()
+	}
 	var wg sync.WaitGroup
 	for _, h := range b.list {
 		wg.Add(1)

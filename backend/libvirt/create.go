@@ -65,6 +65,15 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	}
 	b.log.Info("domain created", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
 		"op", spec.OperationID, "placement", dec.Why, "took", time.Since(start).Round(time.Millisecond).String())
+	if b.cfg.WaitBooted {
+		// IDLE means booted. The domain stays (and keeps its booking) when
+		// the guest does not get there: the machine ends FAILED with the
+		// cause, its console still there to read, and a Delete removes it.
+		b.boots.stopWatch(spec.MachineID)
+		if err := b.awaitBooted(ctx, h, name, spec.MachineID, "create"); err != nil {
+			return backend.Placement{}, fmt.Errorf("create: %w", err)
+		}
+	}
 	return pl, nil
 }
 

@@ -22,6 +22,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	started := false // this call started the guest (not one already active)
 	err = h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		if _, err := b.owned(dom, name, machineID); err != nil {
 			return err
@@ -33,6 +34,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 		if active {
 			return nil
 		}
+		started = true
 		if err := dom.Create(); err != nil {
 			return h.ExplainStart(name, fmt.Errorf("start domain: %w", err))
 		}
@@ -45,6 +47,9 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 		return fmt.Errorf("start: %s: %w", name, h.Scrub(err))
 	}
 	b.log.Info("domain started again", "zone", h.zone, "domain", name, "machine", machineID)
+	if b.cfg.WaitBooted && started {
+		b.watchBoot(h, name, machineID) // "booting" until its booted check passes
+	}
 	return nil
 }
 

@@ -66,6 +66,7 @@ type config struct {
 	MigrateTimeout    time.Duration // --migrate-timeout
 	ShutdownTimeout   time.Duration // --shutdown-timeout
 	AgentTimeout      time.Duration // --agent-timeout
+	WaitBooted        bool          // --wait-booted
 	AgentWait         time.Duration // --agent-wait
 	DrainMargin       time.Duration // --drain-margin
 
@@ -136,6 +137,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.MigrateTimeout, "migrate-timeout", 10*time.Minute, "an admin MigrateMachine not finished within this is aborted (the VM stays on its host)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM, how long in-flight RPCs and transitions may take to finish before they are cancelled")
 	fs.DurationVar(&c.AgentTimeout, "agent-timeout", 10*time.Second, "libvirt: bound on every single guest-agent command")
+	fs.BoolVar(&c.WaitBooted, "wait-booted", true, "libvirt: IDLE means booted: a Create ends IDLE only once the guest agent answers and the image's booted check passes (/opt/bigfleet/booted, else systemctl is-system-running; docs/image-contract.md), within --create-timeout; a Configure checks it first; false: IDLE as soon as the domain runs")
 	fs.DurationVar(&c.AgentWait, "agent-wait", 2*time.Minute, "libvirt: how long Configure waits for the guest agent's first answer")
 	fs.DurationVar(&c.LibvirtCallTimeout, "libvirt-call-timeout", 30*time.Second, "libvirt: bound on every single libvirt call (a guest-agent command or a migration gets its own bound on top); a call past it fails as transient, naming the host and the call")
 	fs.IntVar(&c.ReconcileConcurrency, "reconcile-concurrency", 32, "how many hosts reconcile lists at once (and the bound on its parallel restarts and lookups)")

@@ -58,6 +58,9 @@ func openLibvirt(ctx context.Context, cfg config, log *slog.Logger) (backend.Bac
 			AgentWait:   cfg.AgentWait,
 			DrainMargin: cfg.DrainMargin,
 		},
+		WaitBooted: cfg.WaitBooted,
+		// A guest reconcile starts again gets as long to boot as a Create.
+		BootTimeout: cfg.CreateTimeout,
 		// openBackend does not hand its logger down; this one has the same
 		// level, format and destination (stderr).
 		Logger: log.With(slog.String("component", "libvirt")),

@@ -57,7 +57,10 @@ func cmdGet(ctx context.Context, c *clients, o *opts, id string, w io.Writer) er
 	pm := m.GetMachine()
 	t := newTable(w, "FIELD", "VALUE")
 	t.row("id", pm.GetId())
-	t.row("state", stateName(pm.GetState()))
+	t.row("state", stateWithBoot(m))
+	if m.GetBootPhase() != "" {
+		t.row("boot", m.GetBootPhase()+": "+m.GetBootReason())
+	}
 	t.row("in state", dur(m.GetTimeInState())+" (since "+stamp(m.GetStateSince())+")")
 	t.row("zone", pm.GetZone())
 	t.row("instance type", pm.GetInstanceType())

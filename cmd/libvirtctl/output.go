@@ -116,12 +116,22 @@ func machineHeader() []string {
 	return []string{"ID", "STATE", "ZONE", "TYPE", "HOST", "CLUSTER", "IN STATE", "OPERATION", "LAST ERROR"}
 }
 
+// stateWithBoot is the machine's state with its boot phase beside it:
+// "IDLE (booting)" while the guest has not passed the image's booted check.
+func stateWithBoot(m *adminv1.AdminMachine) string {
+	s := stateName(m.GetMachine().GetState())
+	if p := m.GetBootPhase(); p != "" {
+		s += " (" + p + ")"
+	}
+	return s
+}
+
 func machineRow(m *adminv1.AdminMachine) []string {
 	pm := m.GetMachine()
 	op := m.GetOperationKind()
 	if m.GetOperationId() != "" {
 		op += " " + m.GetOperationId()
 	}
-	return []string{pm.GetId(), stateName(pm.GetState()), pm.GetZone(), pm.GetInstanceType(),
+	return []string{pm.GetId(), stateWithBoot(m), pm.GetZone(), pm.GetInstanceType(),
 		pm.GetHost().GetRef(), pm.GetCluster(), dur(m.GetTimeInState()), strings.TrimSpace(op), truncate(pm.GetLastError(), 60)}
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server"
@@ -48,6 +49,23 @@ func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
 	if m.State == lifecycle.Creating || m.State == lifecycle.Configuring ||
 		m.State == lifecycle.Draining || m.State == lifecycle.Deleting {
 		out.OperationDeadline = ts(m.OpDeadline)
+	}
+	return out
+}
+
+// machineView is machineToProto with the backend's runtime boot status
+// of a CREATING or IDLE machine (backend.BootReporter): "booting" beside
+// IDLE while a restarted guest boots. A watch carries it as of the record's
+// last change; Get and List read it afresh.
+func (s *Service) machineView(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
+	out := machineToProto(m, now)
+	if m.State != lifecycle.Creating && m.State != lifecycle.Idle {
+		return out
+	}
+	if br, ok := s.eng.Backend().(backend.BootReporter); ok {
+		if st, ok := br.BootStatus(m.ID); ok {
+			out.BootPhase, out.BootReason = st.Phase, st.Reason
+		}
 	}
 	return out
 }

@@ -29,7 +29,7 @@ func (s *Service) MigrateMachine(ctx context.Context, req *connect.Request[admin
 		return nil, server.WireError(err)
 	}
 	return connect.NewResponse(&adminv1.MigrateMachineResponse{
-		Machine:   machineToProto(res.Machine, s.now()),
+		Machine:   s.machineView(res.Machine, s.now()),
 		FromHost:  res.From,
 		ToHost:    res.To,
 		Placement: res.Why,

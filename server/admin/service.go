@@ -220,7 +220,7 @@ func (s *Service) ListMachines(ctx context.Context, req *connect.Request[adminv1
 	now := s.now()
 	out.Machines = make([]*adminv1.AdminMachine, len(ms))
 	for i, m := range ms {
-		out.Machines[i] = machineToProto(m, now)
+		out.Machines[i] = s.machineView(m, now)
 	}
 	return connect.NewResponse(out), nil
 }
@@ -230,7 +230,7 @@ func (s *Service) GetMachine(ctx context.Context, req *connect.Request[adminv1.G
 	if err != nil {
 		return nil, server.WireError(err)
 	}
-	return connect.NewResponse(&adminv1.GetMachineResponse{Machine: machineToProto(m, s.now())}), nil
+	return connect.NewResponse(&adminv1.GetMachineResponse{Machine: s.machineView(m, s.now())}), nil
 }
 
 func (s *Service) GetMachineHistory(ctx context.Context, req *connect.Request[adminv1.GetMachineHistoryRequest]) (*connect.Response[adminv1.GetMachineHistoryResponse], error) {

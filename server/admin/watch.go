@@ -68,7 +68,7 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 		msg := &adminv1.WatchMachinesResponse{Type: adminv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT, ServerTime: ts(now)}
 		for _, m := range part {
 			seen[m.ID] = m.Revision
-			msg.Machines = append(msg.Machines, machineToProto(m, now))
+			msg.Machines = append(msg.Machines, s.machineView(m, now))
 		}
 		if err := stream.Send(msg); err != nil {
 			return err
@@ -103,7 +103,7 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 					continue // already in the snapshot or sent
 				}
 				seen[m.ID] = m.Revision
-				msg.Machines = append(msg.Machines, machineToProto(m, now))
+				msg.Machines = append(msg.Machines, s.machineView(m, now))
 			}
 			if len(msg.Machines) == 0 {
 				continue

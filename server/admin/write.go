@@ -114,7 +114,7 @@ func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[admin
 	}
 	return connect.NewResponse(&adminv1.ReleaseMachineResponse{
 		OperationId: ack.OperationID,
-		Machine:     machineToProto(ack.Machine, s.now()),
+		Machine:     s.machineView(ack.Machine, s.now()),
 	}), nil
 }
 

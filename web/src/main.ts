@@ -113,6 +113,14 @@ function badge(s: MachineState): HTMLElement {
   return el("span", { class: `badge st-${stateName(s).toLowerCase()}`, text: stateName(s) });
 }
 
+// stateCell is the state badge with the guest's boot phase beside it
+// ("IDLE booting": the guest runs but has not passed its booted check).
+function stateCell(m: AdminMachine): HTMLElement {
+  const b = badge(m.machine!.state);
+  if (!m.bootPhase) return b;
+  return el("span", {}, b, el("span", { class: "boot", text: ` ${m.bootPhase}`, title: m.bootReason }));
+}
+
 function renderGlance() {
   const zones = [...new Set([...machines.values()].map((m) => m.machine!.zone))].sort();
   const count = new Map<string, number>();
@@ -181,7 +189,7 @@ function renderMachines() {
     const since = sinceOf(m);
     const tr = el("tr", { data: { id: pm.id, state: stateName(pm.state) } },
       el("td", { class: "mono", text: pm.id }),
-      el("td", { class: "state" }, badge(pm.state)),
+      el("td", { class: "state" }, stateCell(m)),
       el("td", { text: pm.zone }),
       el("td", { text: pm.instanceType }),
       el("td", { class: "mono", text: pm.host?.ref ?? "–" }),
@@ -223,7 +231,8 @@ async function renderDetail(force: boolean) {
   const since = sinceOf(m);
   const dl = el("dl", {});
   const row = (k: string, v: string | Node) => dl.append(el("dt", { text: k }), el("dd", {}, v));
-  row("state", badge(pm.state));
+  row("state", stateCell(m));
+  if (m.bootPhase) row("boot", `${m.bootPhase}: ${m.bootReason}`);
   row("in state", `${human(since === undefined ? undefined : now() - since)} (since ${clock(since)})`);
   row("zone", pm.zone);
   row("instance type", `${pm.instanceType} (${kv(pm.allocatable?.resources)})`);

@@ -31,6 +31,7 @@ const (
 	DefaultAgentTimeout     = guestagent.DefaultCommandTimeout
 	DefaultCallTimeout      = 30 * time.Second
 	DefaultListConcurrency  = 32
+	DefaultBootTimeout      = 10 * time.Minute
 )
 
 // Values of --domain-type (hostconn decides what each means on a host).
@@ -108,6 +109,19 @@ type Config struct {
 	AgentTimeout time.Duration
 	Bootstrap    guestagent.BootstrapConfig
 
+	// WaitBooted (--wait-booted) makes IDLE mean booted: a Create returns
+	// only once the guest agent answers and the image's booted check
+	// passes (guestagent.AwaitBooted), a Configure checks it before the
+	// bootstrap hook, and a guest started again by reconcile reports
+	// "booting" until it passes. False: a Create ends when the domain runs.
+	WaitBooted bool
+	// BootTimeout bounds the booted check of a guest started again by
+	// reconcile (the Create's and Configure's own deadlines bound theirs);
+	// ≤ 0: DefaultBootTimeout.
+	BootTimeout time.Duration
+	// Booted tunes the booted check (zero fields: guestagent's defaults).
+	Booted guestagent.BootedConfig
+
 	// CallTimeout (--libvirt-call-timeout) bounds every libvirt call: one
 	// past it returns a transient error naming the host and the call.
 	CallTimeout time.Duration
@@ -136,6 +150,7 @@ func (c *Config) SetDefaults() {
 	dur(&c.InventoryTimeout, DefaultInventoryTimeout)
 	dur(&c.CallTimeout, DefaultCallTimeout)
 	dur(&c.MigrateTimeout, 10*time.Minute)
+	dur(&c.BootTimeout, DefaultBootTimeout)
 	if c.ListConcurrency <= 0 {
 		c.ListConcurrency = DefaultListConcurrency
 	}

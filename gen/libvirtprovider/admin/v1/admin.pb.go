@@ -955,7 +955,17 @@ type AdminMachine struct {
 	// reported them when the latest Configure succeeded; empty while unknown
 	// (never configured since its Create, or the agent refused the
 	// guest-network-get-interfaces command). Not on BigFleet's wire.
-	Addresses     []string `protobuf:"bytes,10,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Addresses []string `protobuf:"bytes,10,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// "booting" while the guest of a CREATING or IDLE machine runs but has
+	// not passed the image's booted check (a Create waiting for it, or a
+	// guest reconcile started again); "boot failed" when a restarted guest's
+	// check said its boot failed; empty otherwise. A runtime view of the
+	// libvirt backend (--wait-booted), not persisted and not on BigFleet's
+	// wire, where the machine stays IDLE.
+	BootPhase string `protobuf:"bytes,11,opt,name=boot_phase,json=bootPhase,proto3" json:"boot_phase,omitempty"`
+	// The guest's last reason while booting ("waiting for
+	// network-online.target"), or the cause of a failed boot.
+	BootReason    string `protobuf:"bytes,12,opt,name=boot_reason,json=bootReason,proto3" json:"boot_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1058,6 +1068,20 @@ func (x *AdminMachine) GetAddresses() []string {
 		return x.Addresses
 	}
 	return nil
+}
+
+func (x *AdminMachine) GetBootPhase() string {
+	if x != nil {
+		return x.BootPhase
+	}
+	return ""
+}
+
+func (x *AdminMachine) GetBootReason() string {
+	if x != nil {
+		return x.BootReason
+	}
+	return ""
 }
 
 type ListMachinesRequest struct {
@@ -2774,7 +2798,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\bmachines\x18\r \x01(\x05R\bmachines\"\x12\n" +
 	"\x10ListHostsRequest\"I\n" +
 	"\x11ListHostsResponse\x124\n" +
-	"\x05hosts\x18\x01 \x03(\v2\x1e.libvirtprovider.admin.v1.HostR\x05hosts\"\xbb\x03\n" +
+	"\x05hosts\x18\x01 \x03(\v2\x1e.libvirtprovider.admin.v1.HostR\x05hosts\"\xfb\x03\n" +
 	"\fAdminMachine\x124\n" +
 	"\amachine\x18\x01 \x01(\v2\x1a.bigfleet.v1alpha1.MachineR\amachine\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12!\n" +
@@ -2787,7 +2811,11 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\brevision\x18\b \x01(\x04R\brevision\x12\x12\n" +
 	"\x04host\x18\t \x01(\tR\x04host\x12\x1c\n" +
 	"\taddresses\x18\n" +
-	" \x03(\tR\taddresses\"\x9b\x01\n" +
+	" \x03(\tR\taddresses\x12\x1d\n" +
+	"\n" +
+	"boot_phase\x18\v \x01(\tR\tbootPhase\x12\x1f\n" +
+	"\vboot_reason\x18\f \x01(\tR\n" +
+	"bootReason\"\x9b\x01\n" +
 	"\x13ListMachinesRequest\x127\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x1f.bigfleet.v1alpha1.MachineStateR\x06states\x12\x14\n" +
 	"\x05zones\x18\x02 \x03(\tR\x05zones\x12\x1f\n" +

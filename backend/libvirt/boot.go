@@ -1,0 +1,176 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+)
+
+var _ backend.BootReporter = (*Backend)(nil)
+
+// boots is the runtime view of the guests that are booting (or whose boot
+// after a restart failed), by machine id, for BootStatus; and the
+// background checks of restarted guests, so a later wait on the same
+// machine (a Configure, a Create) or Close stops them. Nothing of it is
+// persisted: after a provider restart a Configure still checks the boot
+// itself.
+type boots struct {
+	mu      sync.Mutex
+	status  map[string]bootEntry
+	gen     uint64
+	watches map[string]context.CancelFunc
+	once    sync.Once // the INFO about an image with no booted check
+	stop    context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// bootEntry is one machine's status and the wait that owns it: a wait
+// that ends changes the entry only if no newer wait took it over.
+type bootEntry struct {
+	backend.BootStatus
+	gen uint64
+}
+
+func newBoots() *boots {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &boots{status: map[string]bootEntry{}, watches: map[string]context.CancelFunc{}, stop: ctx, cancel: cancel}
+}
+
+// begin makes a new wait the owner of id's entry ("booting", reason).
+func (bs *boots) begin(id, reason string) uint64 {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	bs.gen++
+	since := time.Now()
+	if old, ok := bs.status[id]; ok && old.Phase == backend.BootBooting {
+		since = old.Since // one boot, however many waits look at it
+	}
+	bs.status[id] = bootEntry{backend.BootStatus{Phase: backend.BootBooting, Reason: reason, Since: since}, bs.gen}
+	return bs.gen
+}
+
+// update sets id's entry if the wait gen still owns it; phase "" clears it.
+func (bs *boots) update(id string, gen uint64, phase, reason string) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	old, ok := bs.status[id]
+	if !ok || old.gen != gen {
+		return
+	}
+	switch {
+	case phase == "":
+		delete(bs.status, id)
+	case phase != old.Phase:
+		bs.status[id] = bootEntry{backend.BootStatus{Phase: phase, Reason: reason, Since: time.Now()}, gen}
+	default:
+		old.Reason = reason
+		bs.status[id] = old
+	}
+}
+
+// stopWatch ends the background check of id, if one runs.
+func (bs *boots) stopWatch(id string) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if cancel, ok := bs.watches[id]; ok {
+		cancel()
+		delete(bs.watches, id)
+	}
+}
+
+// close stops every background check and waits for them.
+func (bs *boots) close() {
+	bs.cancel()
+	bs.wg.Wait()
+}
+
+// BootStatus is backend.BootReporter.
+func (b *Backend) BootStatus(machineID string) (backend.BootStatus, bool) {
+	b.boots.mu.Lock()
+	defer b.boots.mu.Unlock()
+	st, ok := b.boots.status[machineID]
+	return st.BootStatus, ok
+}
+
+// awaitBooted waits, within ctx, until the machine's guest agent answers
+// and the image's booted check passes (guestagent.AwaitBooted), showing
+// "booting" and the guest's reason in BootStatus meanwhile. Its error is
+// the check's (agent silent, boot failed with the cause, still booting at
+// the deadline), logged at WARN; what, "create" or "configure", names the
+// caller in the log.
+func (b *Backend) awaitBooted(ctx context.Context, h *host, name, machineID, what string) error {
+	return b.awaitBootedAs(ctx, h, name, machineID, what, b.boots.begin(machineID, "waiting for the guest agent"))
+}
+
+// awaitBootedAs is awaitBooted as the wait gen (boots.begin).
+func (b *Backend) awaitBootedAs(ctx context.Context, h *host, name, machineID, what string, gen uint64) error {
+	start := time.Now()
+	cfg := b.cfg.Booted
+	cfg.Progress = func(reason string) {
+		b.boots.update(machineID, gen, backend.BootBooting, reason)
+		b.log.Debug("guest booting", "domain", name, "machine", machineID, "reason", reason)
+	}
+	via, err := b.agentClient(h, name).AwaitBooted(ctx, cfg)
+	var be *guestagent.BootError
+	if errors.As(err, &be) {
+		b.boots.update(machineID, gen, backend.BootFailed, be.Msg)
+		b.log.Warn("guest did not boot", "during", what, "domain", name, "machine", machineID, "err", err,
+			"took", time.Since(start).Round(time.Millisecond).String())
+		return err
+	}
+	b.boots.update(machineID, gen, "", "")
+	if err != nil {
+		return err // ctx ended: the caller's deadline, or a newer wait
+	}
+	if via == guestagent.ViaAgent {
+		b.boots.once.Do(func() {
+			b.log.Info("the image has neither the booted hook nor systemctl: a guest counts as booted once its agent answers",
+				"domain", name, "hook", guestagent.DefaultBootedHook)
+		})
+	}
+	b.log.Info("guest booted", "during", what, "domain", name, "machine", machineID, "via", string(via),
+		"took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// watchBoot checks, in the background, the boot of a guest reconcile has
+// just started again, so the machine shows "booting" until it has booted
+// (BootStatus; a Configure on it waits itself). A boot that fails stays
+// visible as "boot failed" with its cause. Bounded by BootTimeout; a later
+// wait on the machine or Close ends it.
+func (b *Backend) watchBoot(h *host, name, machineID string) {
+	ctx, cancel := context.WithTimeout(b.boots.stop, b.cfg.BootTimeout)
+	b.boots.mu.Lock()
+	if old, ok := b.boots.watches[machineID]; ok {
+		old()
+	}
+	b.boots.watches[machineID] = cancel
+	b.boots.mu.Unlock()
+	gen := b.boots.begin(machineID, "started again by reconcile")
+	b.boots.wg.Add(1)
+	go func() {
+		defer b.boots.wg.Done()
+		defer cancel()
+		_ = b.awaitBootedAs(ctx, h, name, machineID, "restart", gen) // logged; BootStatus shows a failure
+	}()
+}
+
+// bootedFirst is Configure's check that the guest has booted before the
+// bootstrap hook runs: a guest reconcile started again may still be
+// booting. Its error names the cause, prefixed as Configure's errors are.
+func (b *Backend) bootedFirst(ctx context.Context, h *host, name, machineID string) error {
+	if !b.cfg.WaitBooted {
+		return nil
+	}
+	b.boots.stopWatch(machineID)
+	if err := b.awaitBooted(ctx, h, name, machineID, "configure"); err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	return nil
+}
