@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,15 @@ type bootAgent struct {
 	procs map[int64][2]string // pid -> exit code, stdout
 	exits func(n int) (int, string)
 	onRun func(n int) // called (unlocked) as run n starts
+	// rest, if set, answers every other command (the bootstrap's), and
+	// events records the order: "booted:<exit>" per hook run, "exec <path>"
+	// per command rest runs.
+	rest   guestagent.Transport
+	events []string
 }
+
+// bootPIDBase keeps the hook's pids apart from rest's.
+const bootPIDBase = 1 << 20
 
 func (a *bootAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]byte, error) {
 	var r struct {
@@ -38,6 +47,16 @@ func (a *bootAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]b
 		return nil, err
 	}
 	ret := func(v any) ([]byte, error) { return json.Marshal(map[string]any{"return": v}) }
+	mine := r.Execute == "guest-exec" && r.Arguments.Path == guestagent.DefaultBootedHook ||
+		r.Execute == "guest-exec-status" && r.Arguments.PID > bootPIDBase || r.Execute == "guest-ping"
+	if !mine && a.rest != nil {
+		if r.Execute == "guest-exec" {
+			a.mu.Lock()
+			a.events = append(a.events, "exec "+r.Arguments.Path)
+			a.mu.Unlock()
+		}
+		return a.rest.Command(context.Background(), req, 0)
+	}
 	switch r.Execute {
 	case "guest-ping":
 		return ret(map[string]any{})
@@ -49,9 +68,10 @@ func (a *bootAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]b
 		a.runs++
 		n := a.runs
 		a.next++
-		pid := a.next
+		pid := bootPIDBase + a.next
 		code, out := a.exits(n)
 		a.procs[pid] = [2]string{itoa(code), out}
+		a.events = append(a.events, "booted:"+itoa(code))
 		a.mu.Unlock()
 		if a.onRun != nil {
 			a.onRun(n)
@@ -159,5 +179,70 @@ func TestStartShowsBootingUntilBooted(t *testing.T) {
 			t.Fatal("still booting after the hook said booted")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// restartedGuest creates m1 (booted at once), stops its domain and starts
+// it again, the way reconcile does; later hook runs end as exits says.
+func restartedGuest(t *testing.T, exits func(n int) (int, string)) (*Backend, *bootAgent, backend.Placement) {
+	t.Helper()
+	a := &bootAgent{rest: newFakeAgent()}
+	a.exits = func(n int) (int, string) {
+		if n == 1 {
+			return 0, "" // the Create's check
+		}
+		return exits(n)
+	}
+	b, _ := bootBackend(t, a)
+	c := testConn(t, b, "z1")
+	pl := mustCreate(t, b, "m1")
+	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background(), "m1", pl); err != nil {
+		t.Fatal(err)
+	}
+	return b, a, pl
+}
+
+// TestConfigureWaitsForBootedAfterRestart: a Configure on an IDLE machine
+// whose guest reconcile started again runs the bootstrap hook only once
+// the booted check passed.
+func TestConfigureWaitsForBootedAfterRestart(t *testing.T) {
+	t.Parallel()
+	b, a, pl := restartedGuest(t, func(n int) (int, string) {
+		if n < 6 {
+			return 75, "waiting for network-online.target\n"
+		}
+		return 0, ""
+	})
+	if err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("blob"))); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// A kill is the superseded background check's hook run, stopped.
+	first := slices.IndexFunc(a.events, func(e string) bool { return strings.HasPrefix(e, "exec ") && e != "exec /bin/kill" })
+	if first < 0 || a.events[first-1] != "booted:0" || !slices.Contains(a.events[:first], "booted:75") {
+		t.Fatalf("events %q: want the bootstrap only after the hook said 75, then 0", a.events)
+	}
+	if st, ok := b.BootStatus("m1"); ok {
+		t.Errorf("BootStatus after Configure = %+v", st)
+	}
+}
+
+// TestConfigureOnFailedBootFails: a restarted guest whose boot failed
+// fails the Configure with the cause; no bootstrap runs.
+func TestConfigureOnFailedBootFails(t *testing.T) {
+	t.Parallel()
+	b, a, pl := restartedGuest(t, func(int) (int, string) { return 1, "unit kubelet-prep.service failed\n" })
+	err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("blob")))
+	if err == nil || err.Error() != "configure: boot failed: unit kubelet-prep.service failed" {
+		t.Fatalf("Configure = %v", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if slices.ContainsFunc(a.events, func(e string) bool { return strings.HasPrefix(e, "exec ") && e != "exec /bin/kill" }) {
+		t.Fatalf("the bootstrap ran on a guest whose boot failed: %q", a.events)
 	}
 }
