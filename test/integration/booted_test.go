@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
 
 // The booted-hook contract (docs/image-contract.md) against the real
