@@ -45,6 +45,9 @@ type BootedConfig struct {
 	RunBudget time.Duration
 	PollStart time.Duration
 	PollMax   time.Duration
+	// AgentWait, if > 0, bounds the wait for the agent's first answer
+	// (a Configure's --agent-wait); 0: only ctx does (a Create's deadline).
+	AgentWait time.Duration
 	// Progress, if set, hears each new reason the guest gives while it
 	// boots ("waiting for network-online.target"), for the admin view.
 	Progress func(reason string)
@@ -116,7 +119,13 @@ func (c *Client) AwaitBooted(ctx context.Context, cfg BootedConfig) (BootedVia, 
 	start := c.clock.Now()
 	wctx, cancel := c.stopEarly(ctx)
 	defer cancel()
-	if err := c.WaitReady(wctx); err != nil {
+	actx, acancel := wctx, context.CancelFunc(func() {})
+	if cfg.AgentWait > 0 {
+		actx, acancel = context.WithTimeout(wctx, cfg.AgentWait)
+	}
+	err := c.WaitReady(actx)
+	acancel()
+	if err != nil {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("wait for guest agent: %w", ctx.Err())
 		}

@@ -227,3 +227,19 @@ func TestBootedCallerCancelIsNotABootError(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled and no BootError", err)
 	}
 }
+
+// AgentWait bounds the wait for a silent agent below the caller's deadline.
+func TestBootedAgentWaitBoundsTheAgent(t *testing.T) {
+	c, g, clk := newTestClient(t)
+	g.override = func(string, json.RawMessage) ([]byte, error, bool) {
+		return nil, fmt.Errorf("Guest agent is not responding: %w", ErrAgentUnavailable), true
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+	defer cancel()
+	start := clk.Now()
+	_, err := c.AwaitBooted(ctx, BootedConfig{AgentWait: 2 * time.Minute})
+	be := bootErrKind(t, err, BootAgentSilent)
+	if waited := clk.Now().Sub(start); waited > 2*time.Minute+time.Second || !strings.Contains(be.Msg, "within 2m0s") {
+		t.Errorf("waited %s: %q", waited, be.Msg)
+	}
+}

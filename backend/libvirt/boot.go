@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,6 +113,10 @@ func (b *Backend) awaitBooted(ctx context.Context, h *host, name, machineID, wha
 func (b *Backend) awaitBootedAs(ctx context.Context, h *host, name, machineID, what string, gen uint64) error {
 	start := time.Now()
 	cfg := b.cfg.Booted
+	if what == "configure" {
+		// A Configure waits for a silent agent as long as it always did.
+		cfg.AgentWait = cmp.Or(b.cfg.Bootstrap.AgentWait, guestagent.DefaultAgentWait)
+	}
 	cfg.Progress = func(reason string) {
 		b.boots.update(machineID, gen, backend.BootBooting, reason)
 		b.log.Debug("guest booting", "domain", name, "machine", machineID, "reason", reason)
