@@ -4,7 +4,7 @@
 # qemu+libssh), two fenced shards with their own certificates, live
 # migrations, and overlapping faults on the hosts and the provider. It
 # brings 4 lab hosts up and takes the lab down at the end, whatever
-# happened, like test-lab. The short run (at least 44 faults, ~10 min) is a
+# happened, like test-lab. The short run (at least 42 faults, under 10 min) is a
 # stage of make test; SOAK_MINUTES=N makes the long run. SOAK_SEED replays
 # a run's draws.
 .PHONY: soak-lab

@@ -111,13 +111,16 @@ func (s *soak) judgeFailed(op *soakkit.OpRecord, m *pb.Machine) string {
 // the bootstrap blob is never persisted, so it cannot be delivered again.
 func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 	le := m.GetLastError()
-	configure := op == nil || op.Kind == "Configure"
-	if !configure || !strings.Contains(le, "interrupted by a provider restart") {
-		return ""
-	}
 	from := time.Now().Add(-10 * time.Minute)
 	if op != nil {
 		from = op.Sent
+	}
+	if why := s.crashed(op, m, from); why != "" {
+		return why
+	}
+	configure := op == nil || op.Kind == "Configure"
+	if !configure || !strings.Contains(le, "interrupted by a provider restart") {
+		return ""
 	}
 	for _, k := range []soakkit.FaultKind{provKill, lostState} {
 		if len(s.led.FaultsBetween(k, from, time.Now())) > 0 {
@@ -127,6 +130,27 @@ func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 	for _, f := range s.led.FaultsBetween(provTerm, from, time.Now()) {
 		if f.CutShort {
 			return "provider SIGTERM outlived --shutdown-timeout mid-Configure"
+		}
+	}
+	return ""
+}
+
+// crashed: the machine's host rebooted (every guest on it killed, as a
+// hypervisor crash does) while a Configure or Drain ran in the guest, and
+// the transition failed because the guest was no longer running. The guest
+// died: that is a real cause, unlike a host that was only dark.
+func (s *soak) crashed(op *soakkit.OpRecord, m *pb.Machine, from time.Time) string {
+	le := m.GetLastError()
+	if op != nil && op.Kind != "Configure" && op.Kind != "Drain" {
+		return ""
+	}
+	if !strings.Contains(le, "is shut off") && !strings.Contains(le, "not running") {
+		return ""
+	}
+	_, host, _ := refParts(m)
+	for _, f := range s.led.FaultsBetween(reboot, from, time.Now()) {
+		if f.Host == host {
+			return "host " + host + " rebooted under the guest"
 		}
 	}
 	return ""

@@ -31,10 +31,10 @@ type params struct {
 
 func loadParams() (params, error) {
 	// The short run fits 10 minutes on 2 cores, lab up and down included:
-	// short holds, two or three faults per burst.
-	p := params{Seed: uint64(time.Now().UnixNano()), MinFaults: 44, PerZone: 1,
-		Hold: [2]time.Duration{2 * time.Second, 12 * time.Second}, Burst: [2]int{2, 3},
-		ShutdownTimeout: 30 * time.Second, Bin: "../../bin/libvirt", Provider: "soaklab"}
+	// short holds, two to four faults per burst.
+	p := params{Seed: uint64(time.Now().UnixNano()), MinFaults: 42, PerZone: 1,
+		Hold: [2]time.Duration{2 * time.Second, 10 * time.Second}, Burst: [2]int{2, 4},
+		ShutdownTimeout: 15 * time.Second, Bin: "../../bin/libvirt", Provider: "soaklab"}
 	for name, dst := range map[string]*int{"SOAK_MINUTES": &p.Minutes, "SOAK_MIN_FAULTS": &p.MinFaults, "SOAK_PER_ZONE": &p.PerZone} {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
