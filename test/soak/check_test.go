@@ -9,6 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
 // domainName is the provider's own derivation, so the soak can tell which
@@ -112,7 +113,7 @@ func (s *soak) hostCheck(when string, judge []string, full bool) {
 		}
 	}
 	s.logf("check %s: %d machines judged, %d domains, %d volumes on the host; violations so far: %d",
-		when, len(judge), len(doms), len(vols), len(s.led.details))
+		when, len(judge), len(doms), len(vols), len(s.led.Details()))
 }
 
 // quiesce brings every machine (all locks held) to a stable, non-FAILED
@@ -128,9 +129,9 @@ func (s *soak) quiesce(when string) {
 				return
 			}
 			switch st := m.GetState(); {
-			case transitional(st):
+			case soakkit.Transitional(st):
 				calm = false
-				s.await(&opRecord{Machine: id, Kind: "resumed", Target: stableOf(st), Sent: time.Now()})
+				s.await(&opRecord{Machine: id, Kind: "resumed", Target: soakkit.StableOf(st), Sent: time.Now()})
 			case st == pb.MachineState_MACHINE_STATE_FAILED:
 				calm = false
 				s.judgeFailed(nil, m)
@@ -167,7 +168,7 @@ func (s *soak) teardown() {
 				s.judgeFailed(nil, m)
 				s.release(id)
 			default:
-				s.await(&opRecord{Machine: id, Kind: "resumed", Target: stableOf(st), Sent: time.Now()})
+				s.await(&opRecord{Machine: id, Kind: "resumed", Target: soakkit.StableOf(st), Sent: time.Now()})
 			}
 		}
 	}
@@ -182,7 +183,7 @@ func (s *soak) teardown() {
 	for _, v := range vols {
 		s.violate(clOrphan, "left|"+v, fmt.Sprintf("teardown: volume %s left after every machine was deleted", v), nil)
 	}
-	if took, self := s.pr.term(s.p.ShutdownTimeout + 20*time.Second); !self {
+	if took, self := s.pr.Term(s.p.ShutdownTimeout + 20*time.Second); !self {
 		s.violate(clOther, "term-end", fmt.Sprintf("provider ignored SIGTERM at the end for %s", took.Round(time.Second)), nil)
 	}
 }

@@ -4,7 +4,6 @@ package soak
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
 // client is one fenced BigFleet shard: its own shard_id and epoch, one
@@ -88,7 +88,7 @@ func (c *client) step(id string) {
 		c.s.judgeFailed(nil, m)
 		c.s.release(id)
 	default: // transitional: an operation resumed by the provider, or adopted
-		c.s.await(&opRecord{Machine: id, Kind: "resumed", Target: stableOf(st), Sent: time.Now()})
+		c.s.await(&opRecord{Machine: id, Kind: "resumed", Target: soakkit.StableOf(st), Sent: time.Now()})
 	}
 }
 
@@ -103,9 +103,9 @@ func (c *client) run(id, kind string) {
 	build, b := c.request(id, kind)
 	if kind == "Configure" {
 		op.Cluster = b.Cluster
-		c.s.led.setSent(id, b)
+		c.s.led.SetSent(id, b)
 	}
-	ack, maybe, err := c.send(kind, build)
+	ack, _, maybe, err := soakkit.Send(c.s.pr.conn, kind, c.next, build)
 	switch {
 	case err == nil:
 		op.OpID, op.Acked = ack.GetOperationId(), time.Now()
@@ -123,7 +123,7 @@ func (c *client) run(id, kind string) {
 			fmt.Sprintf("%s %s: %v", kind, id, err), nil)
 		return
 	}
-	c.s.led.addOp(op)
+	c.s.led.AddOp(op)
 	c.s.await(op)
 }
 
@@ -164,94 +164,15 @@ func (c *client) request(id, kind string) (func(seq int64) proto.Message, bindin
 	}, b
 }
 
-// send is BigFleet's retry: on Unavailable or a timeout the same target is
-// asked again with a fresh, higher sequence number. maybe says an earlier
-// attempt's fate is unknown (it may have been accepted).
-func (c *client) send(method string, build func(int64) proto.Message) (ack *pb.TransitionAck, maybe bool, err error) {
-	t0 := time.Now()
-	wait := 200 * time.Millisecond
-	for {
-		ack = &pb.TransitionAck{}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = c.s.pr.conn.Invoke(ctx, methodPrefix+method, build(c.next()), ack)
-		cancel()
-		switch status.Code(err) {
-		case codes.OK:
-			return ack, maybe, nil
-		case codes.Unavailable, codes.DeadlineExceeded:
-			maybe = true
-			if time.Since(t0) > 4*time.Minute {
-				return nil, maybe, fmt.Errorf("still failing after 4m of retries: %w", err)
-			}
-			time.Sleep(wait)
-			wait = min(2*wait, 2*time.Second)
-		default:
-			return nil, maybe, err
-		}
-	}
-}
-
 // ---- reads -------------------------------------------------------------
 
 // get reads one machine, retrying while the provider is restarting.
-func (s *soak) get(id string) (*pb.Machine, error) {
-	var m *pb.Machine
-	err := s.retry(func(ctx context.Context) error {
-		m = &pb.Machine{}
-		return s.pr.conn.Invoke(ctx, methodPrefix+"Get", &pb.MachineRef{Id: id}, m)
-	})
-	return m, err
-}
+func (s *soak) get(id string) (*pb.Machine, error) { return soakkit.Get(s.pr.conn, id) }
 
 // list reads every machine, retrying while the provider is restarting.
-func (s *soak) list() (map[string]*pb.Machine, error) {
-	var l *pb.MachineList
-	err := s.retry(func(ctx context.Context) error {
-		l = &pb.MachineList{}
-		return s.pr.conn.Invoke(ctx, methodPrefix+"List", &pb.ListFilter{}, l)
-	})
-	out := map[string]*pb.Machine{}
-	for _, m := range l.GetMachines() {
-		out[m.GetId()] = m
-	}
-	return out, err
-}
+func (s *soak) list() (map[string]*pb.Machine, error) { return soakkit.List(s.pr.conn) }
 
-func (s *soak) retry(call func(context.Context) error) error {
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := call(ctx)
-		cancel()
-		c := status.Code(err)
-		if err == nil || (c != codes.Unavailable && c != codes.DeadlineExceeded) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return errors.Join(errors.New("provider unreachable for 3m"), err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-func stableOf(st pb.MachineState) pb.MachineState {
-	switch st {
-	case pb.MachineState_MACHINE_STATE_CREATING, pb.MachineState_MACHINE_STATE_DRAINING:
-		return pb.MachineState_MACHINE_STATE_IDLE
-	case pb.MachineState_MACHINE_STATE_CONFIGURING:
-		return pb.MachineState_MACHINE_STATE_CONFIGURED
-	}
-	return pb.MachineState_MACHINE_STATE_SPECULATIVE
-}
-
-func transitional(st pb.MachineState) bool {
-	switch st {
-	case pb.MachineState_MACHINE_STATE_CREATING, pb.MachineState_MACHINE_STATE_CONFIGURING,
-		pb.MachineState_MACHINE_STATE_DRAINING, pb.MachineState_MACHINE_STATE_DELETING:
-		return true
-	}
-	return false
-}
+func (s *soak) retry(call func(context.Context) error) error { return soakkit.Retry(call) }
 
 func timeoutOf(kind string) time.Duration {
 	switch kind {

@@ -31,14 +31,14 @@ func (s *soak) runFaults() {
 		}
 		time.Sleep(span(s.p.Gap))
 		aimed := s.aim(k)
-		shared := s.led.beginFault(k)
+		shared := s.led.BeginFault(k, "")
 		ev := faultEvent{Kind: k, Start: shared.Start}
 		err := s.inject(&ev, shared, rng, span)
 		ev.End = time.Now()
 		if aimed != "" {
 			ev.Note = aimed + ", " + ev.Note
 		}
-		s.led.editFault(shared, func(f *faultEvent) {
+		s.led.EditFault(shared, func(f *faultEvent) {
 			f.End, f.Note, f.CutShort = ev.End, ev.Note, ev.CutShort
 			if err != nil {
 				f.Note += fmt.Sprintf(" (injection failed: %v)", err)
@@ -50,8 +50,8 @@ func (s *soak) runFaults() {
 				s.logf("libvirtd cannot be brought back: stopping the faults")
 				return
 			}
-			if _, done := s.pr.running(); isClosed(done) {
-				if err := s.pr.start(); err != nil {
+			if s.pr.Exited() {
+				if err := s.pr.Start(); err != nil {
 					s.violate(clOther, "restart", fmt.Sprintf("provider cannot be restarted: %v", err), nil)
 					return
 				}
@@ -81,20 +81,20 @@ func (s *soak) settle() {
 func (s *soak) inject(ev, shared *faultEvent, rng *rand.Rand, span func([2]time.Duration) time.Duration) error {
 	switch ev.Kind {
 	case provKill:
-		s.pr.kill()
+		s.pr.Kill()
 		ev.Note = "restarted on the same state"
-		return s.pr.start()
+		return s.pr.Start()
 	case provTerm:
-		took, self := s.pr.term(s.p.ShutdownTimeout + 20*time.Second)
+		took, self := s.pr.Term(s.p.ShutdownTimeout + 20*time.Second)
 		ev.CutShort = !self || took >= s.p.ShutdownTimeout-500*time.Millisecond
 		// Known before the restart, so a Configure that the restart finds
 		// interrupted is judged with it.
-		s.led.editFault(shared, func(f *faultEvent) { f.CutShort = ev.CutShort })
+		s.led.EditFault(shared, func(f *faultEvent) { f.CutShort = ev.CutShort })
 		ev.Note = fmt.Sprintf("exited after %s", took.Round(100*time.Millisecond))
 		if !self {
 			s.violate(clOther, "term|"+ev.Start.String(), fmt.Sprintf("provider ignored SIGTERM for %s", took.Round(time.Second)), nil)
 		}
-		return s.pr.start()
+		return s.pr.Start()
 	case virtKill:
 		pid, err := s.h.killLibvirtd()
 		if err != nil {
@@ -188,7 +188,7 @@ func (s *soak) lostState(ev *faultEvent, rng *rand.Rand) error {
 	if err != nil {
 		return err
 	}
-	took, self := s.pr.term(s.p.ShutdownTimeout + 20*time.Second)
+	took, self := s.pr.Term(s.p.ShutdownTimeout + 20*time.Second)
 	if !self {
 		s.violate(clOther, "term|"+ev.Start.String(), fmt.Sprintf("provider ignored SIGTERM for %s", took.Round(time.Second)), nil)
 	}
@@ -203,7 +203,7 @@ func (s *soak) lostState(ev *faultEvent, rng *rand.Rand) error {
 		return err
 	}
 	t0 := time.Now()
-	if err := s.pr.start(); err != nil {
+	if err := s.pr.Start(); err != nil {
 		return err
 	}
 	back := 0
@@ -240,14 +240,5 @@ func (s *soak) awaitState(id string, want pb.MachineState, within time.Duration)
 			return &pb.Machine{Id: id}
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
 	}
 }

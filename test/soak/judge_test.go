@@ -19,6 +19,7 @@ import (
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
 // The soak's own judgement is tested first, without libvirt: a soak that
@@ -66,7 +67,7 @@ func TestProfiles(t *testing.T) {
 }
 
 func TestJudgement(t *testing.T) {
-	s := &soak{led: newLedger(), aimer: newAimer(), t0: time.Now(), pr: &provider{logPath: "/nonexistent"}, quiet: true}
+	s := &soak{led: newLedger(), aimer: newAimer(), t0: time.Now(), pr: &provider{Proc: &soakkit.Proc{LogPath: "/nonexistent"}}, quiet: true}
 	s.h = &host{log: s.logf}
 	now := time.Now()
 	op := &opRecord{Kind: "Configure", Machine: "m", Sent: now.Add(-time.Minute)}
@@ -75,26 +76,26 @@ func TestJudgement(t *testing.T) {
 	}
 	const interrupted = "configure failed: interrupted by a provider restart; the bootstrap blob is never persisted"
 
-	s.led.setSent("m", binding{Cluster: "exit3"})
+	s.led.SetSent("m", binding{Cluster: "exit3"})
 	if why := s.explain(op, failed("configure failed: bootstrap hook exited with status 3: bootstrap failed on purpose")); why == "" {
 		t.Error("the exit3 hook's failure was not recognised as provoked")
 	}
-	s.led.setSent("m", binding{Cluster: "c1"})
+	s.led.SetSent("m", binding{Cluster: "c1"})
 	if why := s.explain(op, failed("configure failed: bootstrap hook exited with status 3")); why != "" {
 		t.Errorf("status 3 on a normal cluster explained as %q", why)
 	}
 	if why := s.explain(op, failed(interrupted)); why != "" {
 		t.Errorf("interrupted with no fault explained as %q", why)
 	}
-	s.led.addFault(&faultEvent{Kind: provTerm, Start: now.Add(-30 * time.Second), End: now.Add(-29 * time.Second)})
+	s.led.AddFault(&faultEvent{Kind: provTerm, Start: now.Add(-30 * time.Second), End: now.Add(-29 * time.Second)})
 	if why := s.explain(op, failed(interrupted)); why != "" {
 		t.Errorf("a SIGTERM that exited within --shutdown-timeout explained the interruption as %q", why)
 	}
-	kill := s.led.beginFault(provKill) // judged while the restart is still under way
+	kill := s.led.BeginFault(provKill, "") // judged while the restart is still under way
 	if why := s.explain(op, failed(interrupted)); why == "" {
 		t.Error("a SIGKILL mid-Configure (injection under way) did not explain the interruption")
 	}
-	s.led.editFault(kill, func(f *faultEvent) { f.End = time.Now() })
+	s.led.EditFault(kill, func(f *faultEvent) { f.End = time.Now() })
 	if why := s.explain(op, failed(interrupted)); why == "" {
 		t.Error("a SIGKILL mid-Configure did not explain the interruption")
 	}
@@ -102,12 +103,12 @@ func TestJudgement(t *testing.T) {
 		t.Errorf("a Create failure explained as %q", why)
 	}
 
-	if !s.led.violate(clFalse, "k", "x") || s.led.violate(clFalse, "k", "x") || s.led.count(clFalse) != 1 {
+	if !s.led.Violate(clFalse, "k", "x") || s.led.Violate(clFalse, "k", "x") || s.led.Count(clFalse) != 1 {
 		t.Error("a lasting violation must count once")
 	}
 	s.judgeFailed(op, failed("drain failed: boom"))
 	s.judgeFailed(nil, failed("drain failed: boom"))
-	if n := s.led.count(clFalse); n != 2 {
+	if n := s.led.Count(clFalse); n != 2 {
 		t.Errorf("false_failed=%d after one new false failure judged twice, want 2", n)
 	}
 }
@@ -125,7 +126,7 @@ func TestAdminCredentials(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "libvirt")
-	if err := copyFile(p.Bin, bin); err != nil {
+	if err := soakkit.CopyFile(p.Bin, bin); err != nil {
 		t.Fatal(err)
 	}
 	flags, creds, err := adminWriteFlags(bin, dir)
@@ -153,7 +154,7 @@ func TestAdminCredentials(t *testing.T) {
 	var list pb.MachineList
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = conn.Invoke(ctx, methodPrefix+"List", &pb.ListFilter{}, &list)
+		err = conn.Invoke(ctx, soakkit.MethodPrefix+"List", &pb.ListFilter{}, &list)
 		cancel()
 		if err == nil && len(list.GetMachines()) > 0 {
 			break

@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
 // await polls the machine until the operation ends, and files the outcome:
@@ -23,7 +24,7 @@ func (s *soak) await(op *opRecord) {
 		m, err := s.get(op.Machine)
 		if err != nil {
 			s.violate(clOther, "await|"+op.Machine+"|"+err.Error(), fmt.Sprintf("waiting for %s of %s: %v", op.Kind, op.Machine, err), nil)
-			s.led.setOutcome(op, "unreachable")
+			s.led.SetOutcome(op, "unreachable")
 			return
 		}
 		st := m.GetState()
@@ -33,26 +34,26 @@ func (s *soak) await(op *opRecord) {
 				s.violate(clOther, "exit3ok|"+op.OpID, fmt.Sprintf("Configure of %s to cluster exit3 (hook exits 3) ended CONFIGURED", op.Machine), m)
 			}
 			s.checkRecord(m)
-			s.led.setOutcome(op, "reached")
+			s.led.SetOutcome(op, "reached")
 			return
 		case st == pb.MachineState_MACHINE_STATE_FAILED:
-			s.led.setOutcome(op, s.judgeFailed(op, m))
+			s.led.SetOutcome(op, s.judgeFailed(op, m))
 			return
-		case !transitional(st):
+		case !soakkit.Transitional(st):
 			s.violate(clOther, "unaccounted|"+op.Machine+"|"+op.Sent.String(),
 				fmt.Sprintf("%s of %s (op %q) ended %s, want %s", op.Kind, op.Machine, op.OpID, st, op.Target), m)
-			s.led.setOutcome(op, "unaccounted")
+			s.led.SetOutcome(op, "unaccounted")
 			return
 		}
 		base := op.Sent
-		if ls := s.pr.lastStart(); ls.After(base) {
+		if ls := s.pr.LastStart(); ls.After(base) {
 			base = ls
 		}
 		if budget := timeoutOf(op.Kind) + stuckGrace; time.Since(base) > budget {
 			s.violate(clStuck, "stuck|"+op.Machine+"|"+op.Sent.String(),
 				fmt.Sprintf("%s of %s (op %q) still %s %s after it was sent or resumed (timeout %s + %s grace)",
 					op.Kind, op.Machine, op.OpID, st, time.Since(base).Round(time.Second), timeoutOf(op.Kind), stuckGrace), m)
-			s.led.setOutcome(op, "stuck")
+			s.led.SetOutcome(op, "stuck")
 			return
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -65,10 +66,10 @@ func (s *soak) await(op *opRecord) {
 // machine found FAILED between operations (e.g. by reconcile).
 func (s *soak) judgeFailed(op *opRecord, m *pb.Machine) string {
 	id := m.GetId()
-	if s.led.isClassified(id) {
+	if s.led.IsClassified(id) {
 		return "failed-explained: judged before"
 	}
-	s.led.markClassified(id, true)
+	s.led.MarkClassified(id, true)
 	why := s.explain(op, m)
 	if why != "" {
 		s.logf("%s FAILED as provoked (%s): %s", id, why, m.GetLastError())
@@ -85,7 +86,7 @@ func (s *soak) judgeFailed(op *opRecord, m *pb.Machine) string {
 // explain names the provoked cause of a failure, or "" if there is none.
 func (s *soak) explain(op *opRecord, m *pb.Machine) string {
 	le := m.GetLastError()
-	sent, _ := s.led.sentTo(m.GetId())
+	sent, _ := s.led.SentTo(m.GetId())
 	configure := op == nil || op.Kind == "Configure"
 	if configure && sent.Cluster == "exit3" && strings.Contains(le, "status 3") {
 		return "bootstrap hook of cluster exit3 fails on purpose"
@@ -97,10 +98,10 @@ func (s *soak) explain(op *opRecord, m *pb.Machine) string {
 		}
 		// The contract (Restart) lets a Configure cut by a crash end FAILED:
 		// the blob is never persisted, so it cannot be delivered again.
-		if len(s.led.faultsBetween(provKill, from, time.Now())) > 0 {
+		if len(s.led.FaultsBetween(provKill, from, time.Now())) > 0 {
 			return "provider SIGKILLed mid-Configure"
 		}
-		for _, f := range s.led.faultsBetween(provTerm, from, time.Now()) {
+		for _, f := range s.led.FaultsBetween(provTerm, from, time.Now()) {
 			if f.CutShort {
 				return "provider SIGTERM outlived --shutdown-timeout mid-Configure"
 			}
@@ -120,7 +121,7 @@ func (s *soak) release(id string) {
 		s.violate(clOther, "release|"+id+"|"+err.Error(), fmt.Sprintf("release %s: %v", id, err), nil)
 		return
 	}
-	s.led.markClassified(id, false)
+	s.led.MarkClassified(id, false)
 	s.await(&opRecord{Machine: id, Kind: "Release", Target: pb.MachineState_MACHINE_STATE_SPECULATIVE, Sent: time.Now()})
 }
 
@@ -139,7 +140,7 @@ func (s *soak) checkRecord(m *pb.Machine) {
 	}
 	switch st {
 	case pb.MachineState_MACHINE_STATE_CONFIGURED:
-		b, ok := s.led.sentTo(id)
+		b, ok := s.led.SentTo(id)
 		if !ok || m.GetCluster() != b.Cluster || !maps.Equal(nonNil(m.GetShardMetadata()), b.Meta) {
 			s.violate(clBinding, "binding|"+id+"|"+m.GetCluster()+"|"+fmt.Sprint(m.GetShardMetadata()),
 				fmt.Sprintf("CONFIGURED %s is bound to %q %q, its client sent %q %q", id, m.GetCluster(), m.GetShardMetadata(), b.Cluster, b.Meta), m)

@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
 // faultKind names one kind of injected fault.
-type faultKind string
+type faultKind = soakkit.FaultKind
 
 const (
 	provKill   faultKind = "provider-sigkill"

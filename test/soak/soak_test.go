@@ -110,9 +110,9 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.pr.kill(); s.pr.conn.Close() })
+	t.Cleanup(func() { s.pr.Kill(); s.pr.conn.Close() })
 	s.onInterrupt()
-	if err := s.pr.start(); err != nil {
+	if err := s.pr.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.setupClients(); err != nil {
@@ -147,7 +147,7 @@ func (s *soak) onInterrupt() {
 		if err := s.h.ensureLibvirtd(); err != nil {
 			s.logf("leaving libvirtd: %v", err)
 		}
-		s.pr.kill()
+		s.pr.Kill()
 		s.h.sweep()
 		os.Exit(2)
 	}()
@@ -204,12 +204,12 @@ func (s *soak) violate(class, key, what string, m *pb.Machine) {
 	}
 	now := time.Now()
 	detail += fmt.Sprintf("\n    at %.1fs; faults in the minute before: %s", now.Sub(s.t0).Seconds(),
-		s.led.recentFaults(now, time.Minute, s.t0))
+		s.led.RecentFaults(now, time.Minute, s.t0))
 	if m != nil {
-		detail += "\n    provider log about it:\n" + s.pr.tail(12, m.GetId())
+		detail += "\n    provider log about it:\n" + s.pr.Tail(12, m.GetId())
 	}
-	detail += "\n    provider log tail:\n" + s.pr.tail(8, "")
-	if s.led.violate(class, key, detail) {
+	detail += "\n    provider log tail:\n" + s.pr.Tail(8, "")
+	if s.led.Violate(class, key, detail) {
 		s.logf("VIOLATION [%s] %s", class, what)
 	}
 }
@@ -218,22 +218,22 @@ func (s *soak) violate(class, key, what string, m *pb.Machine) {
 // on any violation.
 func (s *soak) report(t *testing.T) {
 	l := s.led
-	for _, o := range l.unsettled() {
+	for _, o := range l.Unsettled() {
 		s.violate(clOther, "unsettled|"+o.OpID, fmt.Sprintf("acknowledged %s of %s (op %s) has no outcome", o.Kind, o.Machine, o.OpID), nil)
 	}
 	s.aimReport()
-	s.logf("operations by outcome: %s", l.outcomes())
-	for _, d := range l.details {
+	s.logf("operations by outcome: %s", l.Outcomes())
+	for _, d := range l.Details() {
 		fmt.Println(d)
 	}
-	if n := l.count(clOther); n > 0 {
+	if n := l.Count(clOther); n > 0 {
 		t.Errorf("soak: %d other violations (listed above as [other])", n)
 	}
 	line := fmt.Sprintf("soak: %d faults, %d operations, orphans=%d lost_bindings=%d false_failed=%d stuck=%d",
-		s.nfault.Load(), l.acked(), l.count(clOrphan), l.count(clBinding), l.count(clFalse), l.count(clStuck))
+		s.nfault.Load(), l.Acked(), l.Count(clOrphan), l.Count(clBinding), l.Count(clFalse), l.Count(clStuck))
 	s.logf("wall time %s (seed %d)", time.Since(s.t0).Round(time.Second), s.p.Seed)
 	fmt.Println(line)
-	if len(l.details) > 0 {
+	if len(l.Details()) > 0 {
 		t.Fail()
 	}
 }
