@@ -15,12 +15,11 @@ type (
 
 // The invariant classes of the closing line, plus "other".
 const (
-	clOrphan   = soakkit.ClOrphan
-	clBinding  = soakkit.ClBinding
-	clFalse    = soakkit.ClFalse
-	clStuck    = soakkit.ClStuck
-	clOther    = soakkit.ClOther
-	stuckGrace = soakkit.StuckGrace
+	clOrphan  = soakkit.ClOrphan
+	clBinding = soakkit.ClBinding
+	clFalse   = soakkit.ClFalse
+	clStuck   = soakkit.ClStuck
+	clOther   = soakkit.ClOther
 )
 
 func newLedger() *ledger { return soakkit.NewLedger() }

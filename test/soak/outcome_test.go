@@ -14,74 +14,24 @@ import (
 	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
-// await polls the machine until the operation ends, and files the outcome:
-// reached (binding checked), FAILED (judged), another stable state
-// (unaccounted), or still transitional past its deadline (stuck). The
-// deadline counts from the send or from the provider's last start, whichever
-// is later, because a transition resumed after a restart gets a fresh one.
-func (s *soak) await(op *opRecord) {
-	for {
-		m, err := s.get(op.Machine)
-		if err != nil {
-			s.violate(clOther, "await|"+op.Machine+"|"+err.Error(), fmt.Sprintf("waiting for %s of %s: %v", op.Kind, op.Machine, err), nil)
-			s.led.SetOutcome(op, "unreachable")
-			return
-		}
-		st := m.GetState()
-		switch {
-		case st == op.Target:
+// judge is the shared judgement (soakkit.Judge: reached, FAILED, another
+// stable state, stuck) with what the local soak alone knows: the provoked
+// causes of a failure, and that cluster exit3's hook must fail.
+func (s *soak) judge() *soakkit.Judge {
+	return &soakkit.Judge{Led: s.led, T0: s.t0, Read: s.get, LastStart: s.pr.LastStart, Timeout: timeoutOf,
+		Violate: s.violate, Logf: s.logf, Explain: s.explain,
+		Reached: func(op *opRecord, m *pb.Machine) {
 			if op.Cluster == "exit3" {
 				s.violate(clOther, "exit3ok|"+op.OpID, fmt.Sprintf("Configure of %s to cluster exit3 (hook exits 3) ended CONFIGURED", op.Machine), m)
 			}
 			s.checkRecord(m)
-			s.led.SetOutcome(op, "reached")
-			return
-		case st == pb.MachineState_MACHINE_STATE_FAILED:
-			s.led.SetOutcome(op, s.judgeFailed(op, m))
-			return
-		case !soakkit.Transitional(st):
-			s.violate(clOther, "unaccounted|"+op.Machine+"|"+op.Sent.String(),
-				fmt.Sprintf("%s of %s (op %q) ended %s, want %s", op.Kind, op.Machine, op.OpID, st, op.Target), m)
-			s.led.SetOutcome(op, "unaccounted")
-			return
-		}
-		base := op.Sent
-		if ls := s.pr.LastStart(); ls.After(base) {
-			base = ls
-		}
-		if budget := timeoutOf(op.Kind) + stuckGrace; time.Since(base) > budget {
-			s.violate(clStuck, "stuck|"+op.Machine+"|"+op.Sent.String(),
-				fmt.Sprintf("%s of %s (op %q) still %s %s after it was sent or resumed (timeout %s + %s grace)",
-					op.Kind, op.Machine, op.OpID, st, time.Since(base).Round(time.Second), timeoutOf(op.Kind), stuckGrace), m)
-			s.led.SetOutcome(op, "stuck")
-			return
-		}
-		time.Sleep(300 * time.Millisecond)
+		},
 	}
 }
 
-// judgeFailed decides whether a FAILED machine was failed by a cause the
-// soak provoked on purpose (and the contract allows), or by a transient
-// fault (false_failed). It judges each FAILED state once; op is nil for a
-// machine found FAILED between operations (e.g. by reconcile).
-func (s *soak) judgeFailed(op *opRecord, m *pb.Machine) string {
-	id := m.GetId()
-	if s.led.IsClassified(id) {
-		return "failed-explained: judged before"
-	}
-	s.led.MarkClassified(id, true)
-	why := s.explain(op, m)
-	if why != "" {
-		s.logf("%s FAILED as provoked (%s): %s", id, why, m.GetLastError())
-		return "failed-explained: " + why
-	}
-	what := fmt.Sprintf("%s FAILED by a transient fault", id)
-	if op != nil {
-		what = fmt.Sprintf("%s of %s (op %q, sent at %.1fs) FAILED by a transient fault", op.Kind, id, op.OpID, op.Sent.Sub(s.t0).Seconds())
-	}
-	s.violate(clFalse, id+"|"+m.GetLastError()+"|"+time.Now().String(), what, m)
-	return "false-failed"
-}
+func (s *soak) await(op *opRecord) { s.judge().Await(op) }
+
+func (s *soak) judgeFailed(op *opRecord, m *pb.Machine) string { return s.judge().Failed(op, m) }
 
 // explain names the provoked cause of a failure, or "" if there is none.
 func (s *soak) explain(op *opRecord, m *pb.Machine) string {

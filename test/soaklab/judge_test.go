@@ -14,58 +14,35 @@ import (
 	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
-// await polls the machine until the operation ends, and files the outcome:
-// reached (record checked), FAILED (judged), another stable state
-// (unaccounted, unless a lost state file explains it), or still
-// transitional past its deadline (stuck). The deadline counts from the
-// send or from the provider's last start, whichever is later, because a
-// transition resumed after a restart gets a fresh one.
-func (s *soak) await(op *soakkit.OpRecord) {
-	for {
-		m, err := soakkit.Get(s.admin, op.Machine)
-		if err != nil {
-			s.violate(soakkit.ClOther, "await|"+op.Machine+"|"+err.Error(), fmt.Sprintf("waiting for %s of %s: %v", op.Kind, op.Machine, err), nil)
-			s.led.SetOutcome(op, "unreachable")
-			return
-		}
-		st := m.GetState()
-		switch {
-		case st == op.Target:
-			if st == pb.MachineState_MACHINE_STATE_CONFIGURED && op.Kind == "Configure" {
+// judge is the shared judgement (soakkit.Judge) with what the lab soak
+// alone knows: a machine BigFleet saw CONFIGURED is bound, the real causes
+// of a failure, and that an operation a lost state file overlapped may end
+// anywhere stable (docs/reliability.md: a mutation whose transition never
+// wrote the domain's metadata is lost with the state file).
+func (s *soak) judge() *soakkit.Judge {
+	return &soakkit.Judge{Led: s.led, T0: s.t0, LastStart: s.pr.LastStart, Timeout: timeoutOf,
+		Read:    func(id string) (*pb.Machine, error) { return soakkit.Get(s.admin, id) },
+		Violate: s.violate, Logf: s.logf, Explain: s.explain, OnExplained: s.unbind,
+		Reached: func(op *soakkit.OpRecord, m *pb.Machine) {
+			if m.GetState() == pb.MachineState_MACHINE_STATE_CONFIGURED && op.Kind == "Configure" {
 				b, _ := s.led.SentTo(op.Machine)
 				s.bind(op.Machine, b)
 			}
 			s.checkRecord(m)
-			s.led.SetOutcome(op, "reached")
-			return
-		case st == pb.MachineState_MACHINE_STATE_FAILED:
-			s.led.SetOutcome(op, s.judgeFailed(op, m))
-			return
-		case !soakkit.Transitional(st):
+		},
+		Elsewhere: func(op *soakkit.OpRecord, m *pb.Machine) string {
 			if len(s.led.FaultsBetween(lostState, op.Sent, time.Now())) > 0 {
-				// docs/reliability.md: a mutation whose transition never
-				// wrote the domain's metadata is lost with the state file.
-				s.led.SetOutcome(op, "lost-with-state: "+st.String())
-				return
+				return "lost-with-state: " + m.GetState().String()
 			}
-			s.violate(soakkit.ClOther, "unaccounted|"+op.Machine+"|"+op.Sent.String(),
-				fmt.Sprintf("%s of %s (op %q) ended %s, want %s", op.Kind, op.Machine, op.OpID, st, op.Target), m)
-			s.led.SetOutcome(op, "unaccounted")
-			return
-		}
-		base := op.Sent
-		if ls := s.pr.LastStart(); ls.After(base) {
-			base = ls
-		}
-		if budget := timeoutOf(op.Kind) + soakkit.StuckGrace; time.Since(base) > budget {
-			s.violate(soakkit.ClStuck, "stuck|"+op.Machine+"|"+op.Sent.String(),
-				fmt.Sprintf("%s of %s (op %q) still %s %s after it was sent or resumed (timeout %s + %s grace)",
-					op.Kind, op.Machine, op.OpID, st, time.Since(base).Round(time.Second), timeoutOf(op.Kind), soakkit.StuckGrace), m)
-			s.led.SetOutcome(op, "stuck")
-			return
-		}
-		time.Sleep(300 * time.Millisecond)
+			return ""
+		},
 	}
+}
+
+func (s *soak) await(op *soakkit.OpRecord) { s.judge().Await(op) }
+
+func (s *soak) judgeFailed(op *soakkit.OpRecord, m *pb.Machine) string {
+	return s.judge().Failed(op, m)
 }
 
 func timeoutOf(kind string) time.Duration {
@@ -80,30 +57,6 @@ func timeoutOf(kind string) time.Duration {
 		return migrateTimeout
 	}
 	return deleteTimeout
-}
-
-// judgeFailed decides whether a FAILED machine was failed by a cause the
-// contract allows, or by a transient fault (false_failed: a dark host, a
-// slow link, a restart that should have been survived). It judges each
-// FAILED state once; op is nil for a machine found FAILED between
-// operations.
-func (s *soak) judgeFailed(op *soakkit.OpRecord, m *pb.Machine) string {
-	id := m.GetId()
-	if s.led.IsClassified(id) {
-		return "failed-explained: judged before"
-	}
-	s.led.MarkClassified(id, true)
-	if why := s.explain(op, m); why != "" {
-		s.logf("%s FAILED with a real cause (%s): %s", id, why, m.GetLastError())
-		s.unbind(id)
-		return "failed-explained: " + why
-	}
-	what := fmt.Sprintf("%s FAILED by a transient fault", id)
-	if op != nil {
-		what = fmt.Sprintf("%s of %s (op %q, sent at %.1fs) FAILED by a transient fault", op.Kind, id, op.OpID, op.Sent.Sub(s.t0).Seconds())
-	}
-	s.violate(soakkit.ClFalse, id+"|"+m.GetLastError()+"|"+time.Now().String(), what, m)
-	return "false-failed"
 }
 
 // explain names the real cause of a failure, or "" if there is none. The
