@@ -62,6 +62,7 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 		return server.WireError(err)
 	}
 	seen := make(map[string]uint64, len(all))
+	boots := s.newBootTrack()
 	now := s.now()
 	for i := 0; i == 0 || i < len(all); i += chunk {
 		part := all[i:min(i+chunk, len(all))]
@@ -69,6 +70,7 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 		for _, m := range part {
 			seen[m.ID] = m.Revision
 			msg.Machines = append(msg.Machines, s.machineView(m, now))
+			boots.note(m, msg.Machines[len(msg.Machines)-1])
 		}
 		if err := stream.Send(msg); err != nil {
 			return err
@@ -79,10 +81,21 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 	}
 	beat := time.NewTimer(s.heartbeat)
 	defer beat.Stop()
+	bootTick, stopBoot := boots.ticker()
+	defer stopBoot()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-bootTick:
+			if ms := s.bootChanges(boots, s.now()); len(ms) > 0 {
+				// Same revisions: clients take a record whose boot status differs.
+				if err := stream.Send(&adminv1.WatchMachinesResponse{Type: adminv1.WatchEventType_WATCH_EVENT_TYPE_CHANGED,
+					ServerTime: ts(s.now()), Machines: ms}); err != nil {
+					return err
+				}
+				beat.Reset(s.heartbeat)
+			}
 		case <-beat.C:
 			if err := stream.Send(&adminv1.WatchMachinesResponse{Type: adminv1.WatchEventType_WATCH_EVENT_TYPE_HEARTBEAT, ServerTime: ts(s.now())}); err != nil {
 				return err
@@ -104,6 +117,7 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 				}
 				seen[m.ID] = m.Revision
 				msg.Machines = append(msg.Machines, s.machineView(m, now))
+				boots.note(m, msg.Machines[len(msg.Machines)-1])
 			}
 			if len(msg.Machines) == 0 {
 				continue

@@ -66,7 +66,9 @@ async function watch(): Promise<void> {
             for (const m of ev.machines) {
               const id = m.machine!.id;
               const old = machines.get(id);
-              if (!old || m.revision > old.revision) {
+              // The same revision again: only the guest's boot status moved.
+              const boot = old && m.revision === old.revision && (m.bootPhase !== old.bootPhase || m.bootReason !== old.bootReason);
+              if (!old || m.revision > old.revision || boot) {
                 machines.set(id, m);
                 flashed.add(id);
               }

@@ -41,7 +41,10 @@ const (
 	WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT WatchEventType = 1
 	// The snapshot is complete; changes follow.
 	WatchEventType_WATCH_EVENT_TYPE_SYNCED WatchEventType = 2
-	// Records that changed (newer revisions replace older ones).
+	// Records that changed (newer revisions replace older ones). A record
+	// sent again with the same revision carries only a new boot_phase or
+	// boot_reason (the guest's runtime boot status, which is not part of the
+	// record): it replaces the one held.
 	WatchEventType_WATCH_EVENT_TYPE_CHANGED WatchEventType = 3
 	// Nothing changed for a while; the stream is alive.
 	WatchEventType_WATCH_EVENT_TYPE_HEARTBEAT WatchEventType = 4

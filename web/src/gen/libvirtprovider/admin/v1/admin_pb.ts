@@ -1406,7 +1406,10 @@ export enum WatchEventType {
   SYNCED = 2,
 
   /**
-   * Records that changed (newer revisions replace older ones).
+   * Records that changed (newer revisions replace older ones). A record
+   * sent again with the same revision carries only a new boot_phase or
+   * boot_reason (the guest's runtime boot status, which is not part of the
+   * record): it replaces the one held.
    *
    * @generated from enum value: WATCH_EVENT_TYPE_CHANGED = 3;
    */
