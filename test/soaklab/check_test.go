@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -33,8 +35,12 @@ type finding struct {
 func (s *soak) check(when string, all bool) {
 	held := s.ids
 	if !all {
-		held = s.tryLock(3 * time.Second)
+		// Clients start no new operation while the check gathers machines
+		// (up to 6 s): those whose operation ends meanwhile are judged.
+		s.holding.Store(true)
+		held = s.tryLock(6 * time.Second)
 		defer func() {
+			s.holding.Store(false)
 			for _, id := range held {
 				s.locks[id].Unlock()
 			}
@@ -112,19 +118,46 @@ func (s *soak) inspect(when string, held []string, all bool) map[string]finding 
 }
 
 // runningCopies: at most one running copy of a machine over every host.
+// It judges every machine, held or not, but one whose live migration is
+// under way (both copies exist then, and libvirt pauses one).
 func (s *soak) runningCopies(hosts map[string]listing, ms map[string]*pb.Machine, add func(string, string, string, *pb.Machine)) {
-	for id, m := range ms {
+	for _, id := range s.ids {
+		m := ms[id]
+		s.mu.Lock()
+		moving := s.migrating[id]
+		s.mu.Unlock()
+		if moving {
+			continue
+		}
 		var on []string
 		for h, l := range hosts {
 			if l.doms[s.domain[id]] == "running" {
 				on = append(on, h)
 			}
 		}
-		if len(on) > 1 {
+		// A machine not held may have been deleted on one host and created
+		// on another between the two listings: its copies count only if
+		// they run at the same instant (asked of the hosts at once).
+		if len(on) > 1 && (m != nil || s.runningNow(s.domain[id], on)) {
 			slices.Sort(on)
 			add(clRunning, id+"|"+strings.Join(on, ","), fmt.Sprintf("%s runs on %v at once", id, on), m)
 		}
 	}
+}
+
+// runningNow asks the hosts at once whether dom runs on each.
+func (s *soak) runningNow(dom string, hosts []string) bool {
+	var wg sync.WaitGroup
+	var n atomic.Int32
+	for _, h := range hosts {
+		wg.Go(func() {
+			if out, err := s.lab.virsh(h, "domstate", dom); err == nil && out == "running" {
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(n.Load()) == len(hosts)
 }
 
 // orphans: every domain and volume of the provider on a host belongs to a

@@ -58,6 +58,9 @@ func (c *shard) between(lo, hi time.Duration) time.Duration {
 // take it see the machine between operations.
 func (c *shard) drive(id string) {
 	for !c.s.stop.Load() {
+		for c.s.holding.Load() && !c.s.stop.Load() {
+			time.Sleep(100 * time.Millisecond)
+		}
 		mu := c.s.locks[id]
 		mu.Lock()
 		if !c.s.stop.Load() {
@@ -175,8 +178,14 @@ func (s *soak) migrate(id string, before *pb.Machine) {
 	op := &soakkit.OpRecord{Client: "admin", Machine: id, Kind: "Migrate", Target: before.GetState(), Sent: time.Now()}
 	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout+30*time.Second)
 	defer cancel()
+	s.setMigrating(id, true)
 	var res adminv1.MigrateMachineResponse
 	err := s.admin.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/MigrateMachine", &adminv1.MigrateMachineRequest{Id: id}, &res)
+	if status.Code(err) != codes.DeadlineExceeded {
+		// Answered: the migration is over, either way. (One whose call
+		// timed out may still run: its copies are not judged from then.)
+		s.setMigrating(id, false)
+	}
 	switch status.Code(err) {
 	case codes.OK:
 		op.OpID, op.Acked = fmt.Sprintf("migrate-%s-%d", id, op.Sent.UnixNano()), time.Now()
@@ -198,4 +207,10 @@ func (s *soak) migrate(id string, before *pb.Machine) {
 	// Not migrated: whatever it is now is judged like any state (a FAILED
 	// one too); a migration that failed is no cause for FAILED.
 	s.await(&soakkit.OpRecord{Machine: id, Kind: "resumed", Target: before.GetState(), Sent: time.Now()})
+}
+
+func (s *soak) setMigrating(id string, v bool) {
+	s.mu.Lock()
+	s.migrating[id] = v
+	s.mu.Unlock()
 }

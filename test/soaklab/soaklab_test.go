@@ -82,10 +82,11 @@ type soak struct {
 	stop   atomic.Bool
 	nfault atomic.Int64
 
-	mu      sync.Mutex
-	bound   map[string]soakkit.Binding // machines BigFleet saw CONFIGURED, not drained since
-	probe   map[string]bool            // machines whose fence marks are to be probed (a provider restart since)
-	cutting map[string]bool            // hosts under a fault now
+	mu        sync.Mutex
+	bound     map[string]soakkit.Binding // machines BigFleet saw CONFIGURED, not drained since
+	probe     map[string]bool            // machines whose fence marks are to be probed (a provider restart since)
+	migrating map[string]bool            // machines with a MigrateMachine call in flight
+	holding   atomic.Bool                // a check is gathering machines: clients start no new operation
 }
 
 func (s *soak) logf(format string, args ...any) {
@@ -127,7 +128,7 @@ func newSoak(t *testing.T) *soak {
 	}
 	s := &soak{p: p, lab: e, led: soakkit.NewLedger(), t0: time.Now(), owner: map[string]*shard{},
 		zone: map[string]string{}, domain: map[string]string{}, locks: map[string]*sync.Mutex{},
-		bound: map[string]soakkit.Binding{}, probe: map[string]bool{}, cutting: map[string]bool{}}
+		bound: map[string]soakkit.Binding{}, probe: map[string]bool{}, migrating: map[string]bool{}}
 	if s.hosts, err = e.soakHosts(); err != nil {
 		t.Fatal(err)
 	}
