@@ -257,6 +257,7 @@ func (s *soak) probeMarks(held []string) {
 		cancel()
 		switch status.Code(err) {
 		case codes.FailedPrecondition:
+			s.refused.Add(1)
 			s.mu.Lock()
 			delete(s.probe, id)
 			s.mu.Unlock()

@@ -81,6 +81,8 @@ type soak struct {
 	locks  map[string]*sync.Mutex // held by a client for one whole operation
 	stop   atomic.Bool
 	nfault atomic.Int64
+	// refused counts the stale tokens probed after restarts and refused.
+	refused atomic.Int64
 
 	mu        sync.Mutex
 	bound     map[string]soakkit.Binding // machines BigFleet saw CONFIGURED, not drained since
@@ -311,6 +313,7 @@ func (s *soak) report(t *testing.T) {
 		s.violate(soakkit.ClOther, "unsettled|"+o.OpID, fmt.Sprintf("acknowledged %s of %s (op %s) has no outcome", o.Kind, o.Machine, o.OpID), nil)
 	}
 	s.logf("operations by outcome: %s", s.led.Outcomes())
+	s.logf("fence probes after provider restarts: %d stale tokens refused", s.refused.Load())
 	details := s.led.Details()
 	for _, d := range details {
 		fmt.Println(d)
