@@ -449,7 +449,7 @@ type GuestAddresser interface {
 // Boot phases of BootStatus.
 const (
 	BootBooting = "booting"     // the guest runs and has not said its boot is complete
-	BootFailed  = "boot failed" // it said its boot failed (a restarted guest; a Create ends FAILED instead)
+	BootFailed  = "boot failed" // its check ended without a boot: the image said it failed, or the agent or the boot did not finish in time (Reason says which)
 )
 
 // BootStatus is what a backend knows, without any RPC, about a machine's
