@@ -32,8 +32,36 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	if err := b.deleteOn(ctx, h, name, spec); err != nil {
 		return err
 	}
+	// The recorded host's capacity is free now, whatever the other hosts
+	// answer: the planner books the machine there only.
 	b.plan.Forget(h.zone, spec.MachineID)
-	return nil
+	return b.deleteCopiesBeside(ctx, h, name, spec)
+}
+
+// deleteCopiesBeside removes the machine's domain from the other hosts of
+// its zone too: a copy a crash or a cut migration left there (duplicate
+// handling keeps a bound one) would otherwise outlive the Delete BigFleet
+// saw succeed, a node of a cluster the machine left. Each host removes
+// only our own domain of this machine, and one that cannot be reached
+// fails the Delete, naming the host: the machine stays DELETING, retried,
+// until the host answers or the Delete's deadline turns it FAILED. A
+// stranger's domain of the same name there is not a copy: it is left alone.
+func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
+	hs, err := b.zoneHosts(h.zone)
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	var errs []error
+	for _, o := range hs {
+		if o == h {
+			continue
+		}
+		err := b.deleteOn(ctx, o, name, spec)
+		if err != nil && !errors.Is(err, backend.ErrNotOurs) {
+			errs = append(errs, fmt.Errorf("host %s of zone %q may hold a copy of the machine: %w", o.name, o.zone, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // deleteEverywhere deletes a machine whose host is not known (it never

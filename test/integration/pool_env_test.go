@@ -272,6 +272,23 @@ func (p *poolProvider) awaitAny(t *testing.T, ctx context.Context, id string, st
 	}
 }
 
+// awaitLog polls the provider's output until one line holds every part.
+func (p *poolProvider) awaitLog(t *testing.T, ctx context.Context, parts ...string) {
+	t.Helper()
+	for {
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if !slices.ContainsFunc(parts, func(s string) bool { return !strings.Contains(l, s) }) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no provider log line holds all of %q", parts)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // sendAll sends one mutation per machine at once, without waiting for the
 // transitions.
 func (p *poolProvider) sendAll(t *testing.T, ctx context.Context, method string, req func(id string) proto.Message, ids ...string) {

@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,7 +21,8 @@ import (
 // machine fits on each: Creates spread across both, a third Create finds
 // the zone full, each host serves Configure and Drain with a working guest
 // agent, and with the second daemon stopped the zone keeps serving on the
-// first while the stopped host's machine is not FAILED.
+// first while the stopped host's machine is not FAILED and a Delete on the
+// first stays DELETING until the stopped host can be swept for a copy.
 func TestPoolZone(t *testing.T) {
 	pe := loadPoolEnv(t)
 	// CPU overcommit 1.5/vCPUs: 1.5 placeable vCPUs per host, so one
@@ -111,8 +113,18 @@ func TestPoolZone(t *testing.T) {
 			}
 		})
 		p.awaitHost(t, otherHost, false)
-		// The zone serves on the system host: free it, create there.
-		p.transition(t, ctx, "Delete", &pb.DeleteRequest{MachineId: onSys}, pb.MachineState_MACHINE_STATE_SPECULATIVE)
+		// Issue 31: the stopped host may hold a copy of onSys (a crash or
+		// a cut migration can leave one), so its Delete removes the copy
+		// it can reach and stays DELETING, naming the host, until the
+		// host answers.
+		var ack pb.TransitionAck
+		must(t, p.call(ctx, "Delete", &pb.DeleteRequest{MachineId: onSys}, &ack))
+		p.awaitLog(t, ctx, fmt.Sprintf(`machine=%s `, onSys), fmt.Sprintf(`host %s of zone \"%s\" may hold a copy`, otherHost, poolZone))
+		if m := p.get(t, onSys); m.GetState() != pb.MachineState_MACHINE_STATE_DELETING {
+			t.Fatalf("Delete of %s with %s down: %s (last_error %q), want DELETING", onSys, otherHost, m.GetState(), m.GetLastError())
+		}
+		// Its capacity on the system host is free at once: the zone
+		// serves there.
 		m := p.transition(t, ctx, "Create", &pb.CreateRequest{MachineId: ids[3]}, pb.MachineState_MACHINE_STATE_IDLE)
 		h, d := placed(t, m)
 		t.Cleanup(func() { cleanupDomain(t, env{URI: pe.uri(h), Pool: pe.Pool}, d) })
@@ -127,9 +139,13 @@ func TestPoolZone(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
+		if m := p.get(t, onSys); m.GetState() != pb.MachineState_MACHINE_STATE_DELETING {
+			t.Fatalf("%s with %s still down: %s, want DELETING (last_error %q)", onSys, otherHost, m.GetState(), m.GetLastError())
+		}
 		secondHost(t, pe, "start-daemon")
 		restarted = true
 		p.awaitHost(t, otherHost, true)
+		p.awaitAny(t, ctx, onSys, pb.MachineState_MACHINE_STATE_SPECULATIVE)
 		for _, id := range []string{onOther, ids[3]} {
 			p.transition(t, ctx, "Delete", &pb.DeleteRequest{MachineId: id}, pb.MachineState_MACHINE_STATE_SPECULATIVE)
 		}
