@@ -154,7 +154,9 @@ func TestConfigureWithoutAgent(t *testing.T) {
 	sweepAtEnd(t, e, name)
 	p := startProvider(t, e, provCfg{Name: name, State: filepath.Join(t.TempDir(), "state.db"), Slots: 1,
 		Metrics: true, Cmdline: "console=ttyS0 panic=-1 quiet bigfleet.noagent=1",
-		Args: []string{"--configure-timeout=" + timeout.String(), "--agent-wait=" + agentWait.String()}})
+		// --wait-booted=false: IDLE without an agent, so the Configure meets it
+		// (with the default a Create fails instead: TestBootedNoAgentFailsCreate).
+		Args: []string{"--configure-timeout=" + timeout.String(), "--agent-wait=" + agentWait.String(), "--wait-booted=false"}})
 	id := p.ids(t)[0]
 	createIdle(t, p, id)
 	blob := newSecretBlob(t)

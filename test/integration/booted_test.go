@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 )
@@ -99,6 +100,68 @@ func TestBootedFailNamesUnit(t *testing.T) {
 	}
 	if !logLine(p, "WARN", "guest did not boot", "kubelet-prep.service") {
 		t.Error("no WARN line naming the failed unit")
+	}
+	p.release(t, id)
+}
+
+// TestBootedRestartedGuest: an IDLE machine whose guest reconcile started
+// again (virsh destroy behind the provider's back) stays IDLE on
+// BigFleet's wire while the admin view shows it booting, with the hook's
+// reason; a Configure sent then waits for the boot within its deadline
+// and completes.
+func TestBootedRestartedGuest(t *testing.T) {
+	e := loadEnv(t)
+	const name = "it-bootrestart"
+	sweepAtEnd(t, e, name)
+	p := startProvider(t, e, provCfg{Name: name, Slots: 1, Cmdline: e.Cmdline + " bigfleet.boot_delay=20"})
+	id := p.ids(t)[0]
+	p.accept(t, "Create", &pb.CreateRequest{MachineId: id})
+	p.awaitOneOf(t, id, 4*time.Minute, stIdle)
+
+	virsh(t, e, "destroy", meta.DomainName(name, id))
+	t0 := time.Now()
+	var am *adminv1.AdminMachine
+	waitUntil(t, 2*time.Minute, "the restarted guest to show booting", func() bool {
+		am = p.adminMachine(t, id)
+		return am.GetBootPhase() == "booting"
+	})
+	if st := am.GetMachine().GetState(); st != stIdle {
+		t.Fatalf("a booting restarted machine is %s on the wire, want IDLE", st)
+	}
+	t.Logf("restarted guest after %s: IDLE, %s: %s", time.Since(t0).Round(time.Millisecond), am.GetBootPhase(), am.GetBootReason())
+
+	t1 := time.Now()
+	p.accept(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-restart", BootstrapBlob: []byte("blob")})
+	p.awaitOneOf(t, id, 3*time.Minute, stConfigured)
+	t.Logf("TIMING Configure on a booting IDLE machine → CONFIGURED: %s", time.Since(t1).Round(time.Millisecond))
+	if !logLine(p, "guest booted", "during=configure", "via=hook") {
+		t.Error("no line saying the Configure waited for the boot")
+	}
+	if am := p.adminMachine(t, id); am.GetBootPhase() != "" {
+		t.Errorf("CONFIGURED machine still shows boot phase %q", am.GetBootPhase())
+	}
+}
+
+// TestBootedNoAgentFailsCreate: a guest whose agent never answers
+// (bigfleet.noagent=1) ends its Create FAILED with the cause, a little
+// before --create-timeout, not IDLE.
+func TestBootedNoAgentFailsCreate(t *testing.T) {
+	e := loadEnv(t)
+	const name, timeout = "it-bootnoagent", 40 * time.Second
+	sweepAtEnd(t, e, name)
+	p := startProvider(t, e, provCfg{Name: name, Slots: 1, Cmdline: e.Cmdline + " bigfleet.noagent=1",
+		Args: []string{"--create-timeout=" + timeout.String()}})
+	id := p.ids(t)[0]
+	t0 := time.Now()
+	p.accept(t, "Create", &pb.CreateRequest{MachineId: id})
+	m, _ := p.awaitOneOf(t, id, timeout+30*time.Second, stFailed)
+	took := time.Since(t0)
+	t.Logf("TIMING Create → FAILED (no agent): %s: %q", took.Round(time.Millisecond), m.GetLastError())
+	if !strings.Contains(m.GetLastError(), "create: guest agent did not answer within ") {
+		t.Fatalf("last_error %q, want the agent named (not only a timeout)", m.GetLastError())
+	}
+	if !logLine(p, "WARN", "guest did not boot", "did not answer") {
+		t.Error("no WARN line")
 	}
 	p.release(t, id)
 }
