@@ -26,8 +26,8 @@ import (
 //   their sum Create → CONFIGURED (the Configure sent the moment IDLE is seen).
 // BIGFLEET_BENCH_BOOT_N machines each (default 5); p50/p90 of each.
 // The table goes to out/bench-boot.md; BIGFLEET_GOLDEN_IMAGE empty runs
-// the test initramfs alone; BIGFLEET_BENCH_BOOT_UEFI=1 adds the image
-// under UEFI.
+// the test initramfs alone, BIGFLEET_BENCH_BOOT_INITRAMFS=0 the image
+// alone; BIGFLEET_BENCH_BOOT_UEFI=1 adds the image under UEFI.
 
 type bootBench struct {
 	name     string
@@ -46,8 +46,11 @@ func TestBenchBoot(t *testing.T) {
 	if s := os.Getenv("BIGFLEET_BENCH_BOOT_N"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	benches := []bootBench{{name: "test initramfs", image: e.Image, memory: 256,
-		boot: []string{"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + e.Cmdline}}}
+	var benches []bootBench
+	if os.Getenv("BIGFLEET_BENCH_BOOT_INITRAMFS") != "0" {
+		benches = append(benches, bootBench{name: "test initramfs", image: e.Image, memory: 256,
+			boot: []string{"--kernel=" + e.Kernel, "--initrd=" + e.Initrd, "--cmdline=" + e.Cmdline}})
+	}
 	if img := os.Getenv("BIGFLEET_GOLDEN_IMAGE"); img != "" {
 		vol := goldenPoolVolume(t, e, img)
 		base := strings.TrimSuffix(filepath.Base(img), ".qcow2")
