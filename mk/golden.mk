@@ -14,8 +14,13 @@
 #                  and the same on the initramfs test guest for comparison.
 #                  Times: out/test-golden-times.txt. Real libvirtd: on a shared
 #                  machine run it under `flock /tmp/bf-realvirt.lock`.
-# make golden-boot-times  boot-to-agent of the image under BIOS and UEFI
-#                  (plain qemu, OVMF from Debian's ovmf), no libvirt.
+# make golden-boot-times  boot-to-agent and boot-to-booted (the image's
+#                  /opt/bigfleet/booted says 0) of the image under BIOS and
+#                  UEFI (plain qemu, OVMF from Debian's ovmf), no libvirt.
+#                  BIGFLEET_BOOT_NET=nodhcp: a NIC without DHCP;
+#                  BIGFLEET_BOOT_SEED=user-data: a NoCloud seed as the
+#                  provider's --base-user-data; BIGFLEET_BOOT_ANALYZE=1: print
+#                  systemd-analyze time/blame/critical-chain from the guest.
 .PHONY: golden-image test-golden golden-boot-times
 
 GOLDEN ?= debian12

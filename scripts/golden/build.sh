@@ -136,7 +136,7 @@ mmdebstrap --mode=root --variant=minbase --format=directory --skip=essential/unl
 # in many containers) and no udev.
 t="$work/tree"
 cp -a "$here/rootfs/." "$t/"
-chown -R 0:0 "$t/opt/bigfleet" "$t/etc/bigfleet"
+chown -R 0:0 "$t/opt/bigfleet" "$t/etc/bigfleet" "$t/usr/lib/bigfleet"
 chmod 0755 "$t/opt/bigfleet"
 cat >"$t/etc/fstab" <<FSTAB
 UUID=$root_uuid / ext4 errors=remount-ro 0 1
@@ -171,7 +171,19 @@ fi
 # the port appears).
 mkdir -p "$t/etc/systemd/system/multi-user.target.wants"
 ln -sfn /lib/systemd/system/qemu-guest-agent.service "$t/etc/systemd/system/multi-user.target.wants/qemu-guest-agent.service"
-in_root systemctl enable systemd-networkd.service containerd.service >&2
+in_root systemctl enable systemd-networkd.service containerd.service bigfleet-growroot.service >&2
+# A fast boot (docs/golden-image.md, "Boot time"): nothing waits for a
+# network (a NIC without DHCP held network-online.target, and cloud-init
+# behind it, for its whole timeout; a join step that needs the network waits
+# itself), and no graphical.target. cloud-init runs no config stage (the
+# modules of it a node needs run in the final stage): before cloud-init 24.3
+# each stage is a Python process of its own (18 s under TCG for the config
+# stage), so that unit is masked; from 24.3 (Debian 13) one process
+# (cloud-init-main.service) runs all stages, each stage's unit signalling it,
+# and masking one would stall the others: there the stage stays, empty.
+in_root systemctl mask systemd-networkd-wait-online.service >&2
+[ -e "$t/lib/systemd/system/cloud-init-main.service" ] || in_root systemctl mask cloud-config.service >&2
+in_root systemctl set-default multi-user.target >&2
 in_root systemctl mask apt-daily.timer apt-daily-upgrade.timer >&2 2>/dev/null || true
 in_root update-initramfs -u -k all >&2
 umounts
