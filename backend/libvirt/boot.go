@@ -85,6 +85,15 @@ func (bs *boots) stopWatch(id string) {
 	}
 }
 
+// forget ends id's background check and drops its status: the machine is
+// being deleted, so nothing of its boot is worth watching or showing.
+func (bs *boots) forget(id string) {
+	bs.stopWatch(id)
+	bs.mu.Lock()
+	delete(bs.status, id)
+	bs.mu.Unlock()
+}
+
 // close stops every background check and waits for them.
 func (bs *boots) close() {
 	bs.cancel()

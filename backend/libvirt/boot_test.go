@@ -246,3 +246,26 @@ func TestConfigureOnFailedBootFails(t *testing.T) {
 		t.Fatalf("the bootstrap ran on a guest whose boot failed: %q", a.events)
 	}
 }
+
+// TestDeleteEndsTheBootWatch: a Delete of a machine whose restarted guest
+// is still booting ends the background check and drops its status, rather
+// than polling a gone guest until --create-timeout.
+func TestDeleteEndsTheBootWatch(t *testing.T) {
+	t.Parallel()
+	b, _, pl := restartedGuest(t, func(int) (int, string) { return 75, "waiting for ever" })
+	if st, ok := b.BootStatus("m1"); !ok || st.Phase != backend.BootBooting {
+		t.Fatalf("BootStatus after a restart = %+v, %v; want booting", st, ok)
+	}
+	if err := b.Delete(context.Background(), backend.DeleteSpec{MachineID: "m1", Zone: "z1", Placement: pl}); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := b.BootStatus("m1"); ok {
+		t.Fatalf("BootStatus after the Delete = %+v; want none", st)
+	}
+	b.boots.mu.Lock()
+	_, watching := b.boots.watches["m1"]
+	b.boots.mu.Unlock()
+	if watching {
+		t.Fatal("the boot watch of m1 still runs after its Delete")
+	}
+}

@@ -22,6 +22,9 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	if spec.MachineID == "" {
 		return errors.New("delete: empty machine id")
 	}
+	if b.boots != nil {
+		b.boots.forget(spec.MachineID)
+	}
 	h, name, err := b.locate(spec.MachineID, spec.Placement, spec.Zone)
 	if errors.Is(err, errHostNotKnown) {
 		return b.deleteEverywhere(ctx, spec)
