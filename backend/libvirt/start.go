@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"libvirt.org/go/libvirt"
+
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
@@ -53,11 +55,28 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	return nil
 }
 
+// notRunning is nil for a running domain, otherwise its state wrapping
+// backend.ErrNotRunning; a domain paused in passage (starting up,
+// migrating) is transient as well, so Configure and Drain run again within
+// their deadline instead of failing a machine that is fine (a provider
+// crash mid-start or mid-migration leaves one for reconcile to finish).
+func notRunning(name string, st libvirt.DomainState, reason int) error {
+	rs := domstate.Run(st, reason)
+	switch {
+	case domstate.InPassage(st, reason):
+		return fmt.Errorf("domain %s is %s: %w (%w)", name, rs, backend.ErrNotRunning, backend.ErrTransient)
+	case !rs.Up():
+		return fmt.Errorf("domain %s is %s: %w", name, rs, backend.ErrNotRunning)
+	}
+	return nil
+}
+
 // ownedRunning reads the metadata of our machine's domain, for the
 // operations that talk to the guest agent (Configure, Drain): in the same
 // lookup, a domain that is not
 // running (shut off, crashed, paused, ...) fails at once, wrapping
-// backend.ErrNotRunning with its state. Waiting out the agent's timeout
+// backend.ErrNotRunning with its state; one paused in passage (starting
+// up, migrating) is transient too. Waiting out the agent's timeout
 // for a guest that cannot answer only delays that answer (2 min for a
 // Drain) and hides its cause.
 func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, error) {
@@ -71,10 +90,7 @@ func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, 
 		if err != nil {
 			return fmt.Errorf("state of %s: %w", name, err)
 		}
-		if rs := domstate.Run(st, reason); !rs.Up() {
-			return fmt.Errorf("domain %s is %s: %w", name, rs, backend.ErrNotRunning)
-		}
-		return nil
+		return notRunning(name, st, reason)
 	})
 	if isNoDomain(err) {
 		return meta.Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)

@@ -26,6 +26,15 @@ func Run(st libvirt.DomainState, reason int) backend.RunState {
 	return backend.RunState{State: name, Reason: r}
 }
 
+// InPassage reports a domain paused only on its way somewhere: QEMU still
+// starting up, or the source of a live migration (a crash of the provider
+// can leave either for a reconcile pass to finish or recover). It is not
+// a stopped guest: a call that needs the guest waits for it.
+func InPassage(st libvirt.DomainState, reason int) bool {
+	return st == libvirt.DOMAIN_PAUSED &&
+		(reason == int(libvirt.DOMAIN_PAUSED_STARTING_UP) || reason == int(libvirt.DOMAIN_PAUSED_MIGRATION))
+}
+
 // names maps a state to its name and its reasons, indexed by
 // libvirt's virDomain<State>Reason values.
 func names(st libvirt.DomainState) (string, []string) {
