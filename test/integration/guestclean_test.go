@@ -99,7 +99,7 @@ func blobFiles(fs []guestFile) []guestFile {
 	var out []guestFile
 	for _, f := range fs {
 		switch f.Path {
-		case guestagent.DefaultBootstrapHook, guestagent.DefaultReadyHook, guestagent.DefaultDrainHook:
+		case guestagent.DefaultBootstrapHook, guestagent.DefaultReadyHook, guestagent.DefaultDrainHook, guestagent.DefaultBootedHook:
 			continue
 		}
 		out = append(out, f)
