@@ -24,26 +24,47 @@ import (
 // named client. It returns the provider flags that serve mTLS with them and
 // allow admin writes to client, and the client's TLS configuration.
 func AdminMTLS(dir, client string) ([]string, *tls.Config, error) {
-	caKey, caCert, err := Issue(nil, nil, &x509.Certificate{Subject: pkix.Name{CommonName: client + "-ca"},
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
+	ca, err := Serve(dir, client+"-ca")
 	if err != nil {
 		return nil, nil, err
+	}
+	cfg, err := ca.Client(&x509.Certificate{Subject: pkix.Name{CommonName: client}, DNSNames: []string{client}})
+	if err != nil {
+		return nil, nil, err
+	}
+	// --caller-identity=any: these suites drive lifecycle calls of many
+	// shards (and none) and admin writes through one client certificate;
+	// binding each call to a bigfleet:// identity has its own tests
+	// (cmd/libvirt's TestCallerIdentityOverTheWire).
+	flags := append(ServerFlags(dir), "--admin-write", "--admin-clients="+client, "--caller-identity=any")
+	return flags, cfg, nil
+}
+
+// CA is a throwaway certificate authority whose server certificate a
+// provider serves with (Serve); Client issues its callers' certificates.
+type CA struct {
+	key   *ecdsa.PrivateKey
+	cert  *x509.Certificate
+	roots *x509.CertPool
+}
+
+// Serve makes a CA named name and writes it (ca.pem) and a server key pair
+// for 127.0.0.1 it signed (server.pem, server-key.pem) into dir.
+func Serve(dir, name string) (*CA, error) {
+	caKey, caCert, err := Issue(nil, nil, &x509.Certificate{Subject: pkix.Name{CommonName: name},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
+	if err != nil {
+		return nil, err
 	}
 	srvKey, srvCert, err := Issue(caKey, caCert, &x509.Certificate{Subject: pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		KeyUsage: x509.KeyUsageDigitalSignature})
 	if err != nil {
-		return nil, nil, err
-	}
-	cliKey, cliCert, err := Issue(caKey, caCert, &x509.Certificate{Subject: pkix.Name{CommonName: client},
-		DNSNames: []string{client}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature})
-	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	srvKeyDER, err := x509.MarshalECPrivateKey(srvKey)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for name, block := range map[string]*pem.Block{
 		"ca.pem":         {Type: "CERTIFICATE", Bytes: caCert.Raw},
@@ -51,20 +72,32 @@ func AdminMTLS(dir, client string) ([]string, *tls.Config, error) {
 		"server-key.pem": {Type: "EC PRIVATE KEY", Bytes: srvKeyDER},
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(caCert)
-	cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12,
-		Certificates: []tls.Certificate{{Certificate: [][]byte{cliCert.Raw}, PrivateKey: cliKey, Leaf: cliCert}}}
-	// --caller-identity=any: these suites drive lifecycle calls of many
-	// shards (and none) and admin writes through one client certificate;
-	// binding each call to a bigfleet:// identity has its own tests
-	// (cmd/libvirt's TestCallerIdentityOverTheWire).
-	flags := []string{"--tls-cert=" + filepath.Join(dir, "server.pem"), "--tls-key=" + filepath.Join(dir, "server-key.pem"),
-		"--tls-ca=" + filepath.Join(dir, "ca.pem"), "--admin-write", "--admin-clients=" + client, "--caller-identity=any"}
-	return flags, cfg, nil
+	return &CA{key: caKey, cert: caCert, roots: roots}, nil
+}
+
+// Client issues a client certificate for tmpl (its subject and SANs) and
+// returns the TLS configuration that presents it to the server of Serve.
+func (ca *CA) Client(tmpl *x509.Certificate) (*tls.Config, error) {
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	key, cert, err := Issue(ca.key, ca.cert, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: ca.roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}}}, nil
+}
+
+// ServerFlags are the provider flags that serve mTLS with what Serve
+// wrote into dir.
+func ServerFlags(dir string) []string {
+	return []string{"--tls-cert=" + filepath.Join(dir, "server.pem"), "--tls-key=" + filepath.Join(dir, "server-key.pem"),
+		"--tls-ca=" + filepath.Join(dir, "ca.pem")}
 }
 
 // Issue makes a P-256 key and a certificate for tmpl, signed by the parent
