@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -25,29 +24,7 @@ type client struct {
 	s     *soak
 	shard string
 	epoch int64
-	mu    sync.Mutex // guards seq and rng
-	seq   int64
-	rng   *rand.Rand
-	n     int // Configure counter, for cluster ids and metadata
-}
-
-func (c *client) next() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq++
-	return c.seq
-}
-
-func (c *client) float() float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rng.Float64()
-}
-
-func (c *client) between(lo, hi time.Duration) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return lo + time.Duration(c.rng.Int64N(int64(hi-lo)+1))
+	*soakkit.Draws
 }
 
 // drive runs one machine's churn until the soak stops. The machine's lock
@@ -61,7 +38,7 @@ func (c *client) drive(id string) {
 			c.step(id)
 		}
 		mu.Unlock()
-		time.Sleep(c.between(200*time.Millisecond, 2*time.Second))
+		time.Sleep(c.Between(200*time.Millisecond, 2*time.Second))
 	}
 }
 
@@ -77,7 +54,7 @@ func (c *client) step(id string) {
 	case st == pb.MachineState_MACHINE_STATE_SPECULATIVE:
 		c.run(id, "Create")
 	case st == pb.MachineState_MACHINE_STATE_IDLE:
-		if c.float() < 0.35 {
+		if c.Float() < 0.35 {
 			c.run(id, "Delete")
 		} else {
 			c.run(id, "Configure")
@@ -105,7 +82,7 @@ func (c *client) run(id, kind string) {
 		op.Cluster = b.Cluster
 		c.s.led.SetSent(id, b)
 	}
-	ack, _, maybe, err := soakkit.Send(c.s.pr.conn, kind, c.next, build)
+	ack, _, maybe, err := soakkit.Send(c.s.pr.conn, kind, c.Next, build)
 	switch {
 	case err == nil:
 		op.OpID, op.Acked = ack.GetOperationId(), time.Now()
@@ -133,35 +110,18 @@ func (c *client) run(id, kind string) {
 func (c *client) request(id, kind string) (func(seq int64) proto.Message, binding) {
 	var b binding
 	var blob []byte
-	grace := int64(c.between(0, 3*time.Second) / time.Second)
+	grace := int64(c.Between(0, 3*time.Second) / time.Second)
 	if kind == "Configure" {
-		c.mu.Lock()
-		c.n++
-		n := c.n
-		blob = make([]byte, 1024+c.rng.IntN(64*1024))
-		for i := range blob {
-			blob[i] = byte(c.rng.UintN(256))
-		}
-		bad := c.rng.IntN(12) == 0
-		c.mu.Unlock()
+		var bad bool
+		var n int
+		n, blob = c.Configure(64*1024, func(r *rand.Rand) { bad = r.IntN(12) == 0 })
 		b = binding{Cluster: fmt.Sprintf("%s-c%d", c.shard, n%3),
 			Meta: map[string]string{"shard": c.shard, "n": strconv.Itoa(n), "odd": "ünï\x01 \t", "empty": ""}}
 		if bad {
 			b.Cluster = "exit3"
 		}
 	}
-	return func(seq int64) proto.Message {
-		switch kind {
-		case "Create":
-			return &pb.CreateRequest{MachineId: id, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
-		case "Configure":
-			return &pb.ConfigureRequest{MachineId: id, ClusterId: b.Cluster, BootstrapBlob: blob,
-				ShardMetadata: b.Meta, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
-		case "Drain":
-			return &pb.DrainRequest{MachineId: id, GracePeriodSeconds: grace, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
-		}
-		return &pb.DeleteRequest{MachineId: id, ShardId: c.shard, ShardEpoch: c.epoch, SequenceNumber: seq}
-	}, b
+	return soakkit.Request(c.shard, c.epoch, id, kind, b, blob, grace), b
 }
 
 // ---- reads -------------------------------------------------------------

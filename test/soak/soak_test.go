@@ -16,7 +16,6 @@ package soak
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"slices"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
 
 // TestMain marks every inherited descriptor close-on-exec: the soak runs
@@ -171,7 +171,7 @@ func (s *soak) setupClients() error {
 	clients := make([]*client, s.p.Clients)
 	for i := range clients {
 		clients[i] = &client{s: s, shard: fmt.Sprintf("soak-shard-%d", i), epoch: int64(i + 1),
-			rng: rand.New(rand.NewPCG(s.p.Seed, uint64(i)))}
+			Draws: soakkit.NewDraws(s.p.Seed, uint64(i))}
 	}
 	for i, id := range s.ids {
 		s.owner[id] = clients[i%len(clients)]

@@ -5,9 +5,7 @@ package soaklab
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -28,29 +26,7 @@ type shard struct {
 	id    string
 	epoch int64
 	conn  *grpc.ClientConn
-	mu    sync.Mutex // guards seq, rng and n
-	seq   int64
-	rng   *rand.Rand
-	n     int // Configure counter, for cluster ids and metadata
-}
-
-func (c *shard) next() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq++
-	return c.seq
-}
-
-func (c *shard) float() float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rng.Float64()
-}
-
-func (c *shard) between(lo, hi time.Duration) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return lo + time.Duration(c.rng.Int64N(int64(hi-lo)+1))
+	*soakkit.Draws
 }
 
 // drive runs one machine's churn until the soak stops. The machine's lock
@@ -67,7 +43,7 @@ func (c *shard) drive(id string) {
 			c.step(id)
 		}
 		mu.Unlock()
-		time.Sleep(c.between(200*time.Millisecond, 2*time.Second))
+		time.Sleep(c.Between(200*time.Millisecond, 2*time.Second))
 	}
 }
 
@@ -80,7 +56,7 @@ func (c *shard) step(id string) {
 		c.s.violate(soakkit.ClOther, "get|"+err.Error(), fmt.Sprintf("Get %s: %v", id, err), nil)
 		return
 	}
-	r := c.float()
+	r := c.Float()
 	switch st := m.GetState(); {
 	case st == pb.MachineState_MACHINE_STATE_SPECULATIVE:
 		c.run(id, "Create")
@@ -115,7 +91,7 @@ func (c *shard) run(id, kind string) {
 		op.Cluster = b.Cluster
 		c.s.led.SetSent(id, b)
 	}
-	ack, seq, maybe, err := soakkit.Send(c.conn, kind, c.next, build)
+	ack, seq, maybe, err := soakkit.Send(c.conn, kind, c.Next, build)
 	switch {
 	case err == nil:
 		op.OpID, op.Acked, op.Epoch, op.Seq = ack.GetOperationId(), time.Now(), c.epoch, seq
@@ -143,31 +119,14 @@ func (c *shard) run(id, kind string) {
 func (c *shard) request(id, kind string) (func(seq int64) proto.Message, soakkit.Binding) {
 	var b soakkit.Binding
 	var blob []byte
-	grace := int64(c.between(0, 3*time.Second) / time.Second)
+	grace := int64(c.Between(0, 3*time.Second) / time.Second)
 	if kind == "Configure" {
-		c.mu.Lock()
-		c.n++
-		n := c.n
-		blob = make([]byte, 1024+c.rng.IntN(16*1024))
-		for i := range blob {
-			blob[i] = byte(c.rng.UintN(256))
-		}
-		c.mu.Unlock()
+		var n int
+		n, blob = c.Configure(16*1024, nil)
 		b = soakkit.Binding{Cluster: fmt.Sprintf("%s-c%d", c.id, n%3),
 			Meta: map[string]string{"shard": c.id, "n": strconv.Itoa(n)}}
 	}
-	return func(seq int64) proto.Message {
-		switch kind {
-		case "Create":
-			return &pb.CreateRequest{MachineId: id, ShardId: c.id, ShardEpoch: c.epoch, SequenceNumber: seq}
-		case "Configure":
-			return &pb.ConfigureRequest{MachineId: id, ClusterId: b.Cluster, BootstrapBlob: blob,
-				ShardMetadata: b.Meta, ShardId: c.id, ShardEpoch: c.epoch, SequenceNumber: seq}
-		case "Drain":
-			return &pb.DrainRequest{MachineId: id, GracePeriodSeconds: grace, ShardId: c.id, ShardEpoch: c.epoch, SequenceNumber: seq}
-		}
-		return &pb.DeleteRequest{MachineId: id, ShardId: c.id, ShardEpoch: c.epoch, SequenceNumber: seq}
-	}, b
+	return soakkit.Request(c.id, c.epoch, id, kind, b, blob, grace), b
 }
 
 // migrate live-migrates an IDLE or CONFIGURED machine to the other host of

@@ -22,7 +22,6 @@ package soaklab
 import (
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -211,7 +210,7 @@ func (s *soak) startProvider(t *testing.T) error {
 		}
 		t.Cleanup(func() { c.Close() })
 		s.shards = append(s.shards, &shard{s: s, id: fmt.Sprintf("soaklab-%d", i), epoch: int64(i + 1), conn: c,
-			rng: rand.New(rand.NewPCG(s.p.Seed, uint64(i)))})
+			Draws: soakkit.NewDraws(s.p.Seed, uint64(i))})
 	}
 	s.pr = &soakkit.Proc{Bin: bin, Args: args, LogPath: filepath.Join(dir, "provider.log"), Ready: func() error {
 		_, err := soakkit.List(s.admin)
