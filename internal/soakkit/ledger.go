@@ -298,3 +298,22 @@ func tally(n map[string]int) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// Explain is a violation's detail, with what an engineer needs to chase
+// it: the machine as the provider shows it (m may be nil), the faults of
+// the minute before (times from t0), and the provider's log lines about
+// that machine.
+func (l *Ledger) Explain(what string, m *pb.Machine, t0 time.Time, pr *Proc) string {
+	detail := what
+	if m != nil {
+		detail += fmt.Sprintf("\n    machine %s state=%s last_error=%q host=%s cluster=%q",
+			m.GetId(), m.GetState(), m.GetLastError(), m.GetHost().GetRef(), m.GetCluster())
+	}
+	now := time.Now()
+	detail += fmt.Sprintf("\n    at %.1fs; faults in the minute before: %s", now.Sub(t0).Seconds(),
+		l.RecentFaults(now, time.Minute, t0))
+	if m != nil {
+		detail += "\n    provider log about it:\n" + pr.Tail(12, m.GetId())
+	}
+	return detail
+}

@@ -285,21 +285,9 @@ func (s *soak) unlockAll() {
 	}
 }
 
-// violate records a violation with what an engineer needs to chase it:
-// the machine as the provider shows it, the faults of the minute before,
-// and the provider's log lines about that machine.
+// violate records a violation with its detail (soakkit.Ledger.Explain).
 func (s *soak) violate(class, key, what string, m *pb.Machine) {
-	detail := what
-	if m != nil {
-		detail += fmt.Sprintf("\n    machine %s state=%s last_error=%q host=%s cluster=%q",
-			m.GetId(), m.GetState(), m.GetLastError(), m.GetHost().GetRef(), m.GetCluster())
-	}
-	now := time.Now()
-	detail += fmt.Sprintf("\n    at %.1fs; faults in the minute before: %s", now.Sub(s.t0).Seconds(),
-		s.led.RecentFaults(now, time.Minute, s.t0))
-	if m != nil {
-		detail += "\n    provider log about it:\n" + s.pr.Tail(12, m.GetId())
-	}
+	detail := s.led.Explain(what, m, s.t0, s.pr)
 	if s.led.Violate(class, key, detail) {
 		s.logf("VIOLATION [%s] %s", class, what)
 	}
