@@ -9,7 +9,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,63 +21,25 @@ import (
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
+	"github.com/bigfleet/libvirt-provider/internal/labenv"
 	"github.com/bigfleet/libvirt-provider/server/capacity"
 )
 
 const labType = "lab.tiny" // 1 vCPU, 256 MiB
 
-// labEnv is /run/bigfleet-lab/env, typed.
-type labEnv struct {
-	Hosts     string   // BIGFLEET_LAB_HOSTS: one zone per host
-	HostsZone string   // BIGFLEET_LAB_HOSTS_ZONE: every host in zone "lab"
-	Args      []string // BIGFLEET_LAB_ARGS
-	State     string   // BIGFLEET_LAB_STATE (creds/, pki/)
-	Data      string   // BIGFLEET_LAB_DATA (hosts/NAME/upper: each host's disk)
-	Script    string   // scripts/lab.sh
-	N         int
-}
-
-func labEnvPath() string {
-	if p := os.Getenv("BIGFLEET_LAB_ENV"); p != "" {
-		return p
-	}
-	return "/run/bigfleet-lab/env"
-}
+// labEnv is /run/bigfleet-lab/env, typed, with the suite's helpers.
+type labEnv struct{ labenv.Env }
 
 func loadLab(t *testing.T) labEnv {
 	t.Helper()
-	raw, err := os.ReadFile(labEnvPath())
+	e, err := labenv.Load()
+	if errors.Is(err, labenv.ErrIncomplete) {
+		t.Fatal(err)
+	}
 	if err != nil {
 		t.Skipf("no lab (%v): run `make test-lab`, which runs scripts/lab.sh up", err)
 	}
-	var e labEnv
-	for _, line := range strings.Split(string(raw), "\n") {
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok {
-			continue
-		}
-		v = strings.Trim(v, `"'`)
-		switch k {
-		case "BIGFLEET_LAB_HOSTS":
-			e.Hosts = v
-		case "BIGFLEET_LAB_HOSTS_ZONE":
-			e.HostsZone = v
-		case "BIGFLEET_LAB_ARGS":
-			e.Args = strings.Fields(v)
-		case "BIGFLEET_LAB_STATE":
-			e.State = v
-		case "BIGFLEET_LAB_DATA":
-			e.Data = v
-		case "BIGFLEET_LAB_SCRIPT":
-			e.Script = v
-		case "BIGFLEET_LAB_N":
-			_, _ = fmt.Sscan(v, &e.N)
-		}
-	}
-	if e.Hosts == "" || e.Script == "" || len(e.Args) == 0 {
-		t.Fatalf("%s is incomplete: %+v", labEnvPath(), e)
-	}
-	return e
+	return labEnv{e}
 }
 
 // lab runs scripts/lab.sh with args (fault, heal, exec) and returns its output.

@@ -10,47 +10,16 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/internal/labenv"
 )
 
 // labEnv is /run/bigfleet-lab/env (scripts/lab.sh up), typed.
-type labEnv struct {
-	Hosts  string   // BIGFLEET_LAB_HOSTS: one zone per host
-	Args   []string // BIGFLEET_LAB_ARGS
-	Script string   // scripts/lab.sh
-}
-
-func labEnvPath() string {
-	if p := os.Getenv("BIGFLEET_LAB_ENV"); p != "" {
-		return p
-	}
-	return "/run/bigfleet-lab/env"
-}
+type labEnv struct{ labenv.Env }
 
 func loadLab() (labEnv, error) {
-	raw, err := os.ReadFile(labEnvPath())
-	if err != nil {
-		return labEnv{}, err
-	}
-	var e labEnv
-	for _, line := range strings.Split(string(raw), "\n") {
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok {
-			continue
-		}
-		v = strings.Trim(v, `"'`)
-		switch k {
-		case "BIGFLEET_LAB_HOSTS":
-			e.Hosts = v
-		case "BIGFLEET_LAB_ARGS":
-			e.Args = strings.Fields(v)
-		case "BIGFLEET_LAB_SCRIPT":
-			e.Script = v
-		}
-	}
-	if e.Hosts == "" || e.Script == "" || len(e.Args) == 0 {
-		return e, fmt.Errorf("%s is incomplete: %+v", labEnvPath(), e)
-	}
-	return e, nil
+	e, err := labenv.Load()
+	return labEnv{e}, err
 }
 
 // labHost is one entry of a --hosts file (JSON is YAML).
