@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
@@ -56,6 +57,9 @@ type Backend struct {
 
 	// boots: the guests that are booting, for BootStatus (boot.go).
 	boots *boots
+	// stoppedEvery is how often Create's boot wait looks whether the
+	// domain still runs (createBooted); tests shorten it.
+	stoppedEvery time.Duration
 }
 
 var (
@@ -82,7 +86,8 @@ func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
 	cfg.SetDefaults()
 	// The caller's logger already names the component.
 	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
-		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1), boots: newBoots()}
+		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1), boots: newBoots(),
+		stoppedEvery: 2 * time.Second}
 	b.cfg.Logger = b.log
 	hostconn.StartEventLoop(b.log)
 	for _, hc := range cfg.Hosts {

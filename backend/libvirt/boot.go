@@ -10,6 +10,8 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 )
 
 var _ backend.BootReporter = (*Backend)(nil)
@@ -151,6 +153,64 @@ func (b *Backend) awaitBootedAs(ctx context.Context, h *host, name, machineID, w
 	b.log.Info("guest booted", "during", what, "domain", name, "machine", machineID, "via", string(via),
 		"took", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// errStoppedBooting marks the end of a Create's boot wait because the
+// domain stopped (createBooted).
+var errStoppedBooting = errors.New("the guest stopped while it booted")
+
+// createBooted is Create's wait for the boot. It looks at the domain
+// meanwhile: a guest that stops while it boots (its host rebooted, QEMU
+// killed, the guest powered off) would never answer, and waiting out
+// --create-timeout on it would fail a machine that is fine. The wait ends
+// at once with a transient error naming the state, so the engine runs the
+// Create again, which adopts the domain and starts it (adopt).
+func (b *Backend) createBooted(ctx context.Context, h *host, name, machineID string) error {
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.watchStopped(wctx, stop, h, name)
+	}()
+	err := b.awaitBooted(wctx, h, name, machineID, "create")
+	stop(nil)
+	<-done
+	if cause := context.Cause(wctx); err != nil && errors.Is(cause, errStoppedBooting) {
+		b.log.Warn("guest stopped while it booted; the Create runs again and starts it", "domain", name,
+			"machine", machineID, "err", cause)
+		return cause
+	}
+	return err
+}
+
+// watchStopped ends ctx through stop, with errStoppedBooting (transient)
+// and the domain's state, once the domain is shut off, crashed or gone. A
+// host it cannot ask proves nothing: the wait goes on.
+func (b *Backend) watchStopped(ctx context.Context, stop context.CancelCauseFunc, h *host, name string) {
+	tick := time.NewTicker(b.stoppedEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var rs backend.RunState
+		err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+			st, reason, err := dom.GetState()
+			rs = domstate.Run(st, reason)
+			return err
+		})
+		switch {
+		case isNoDomain(err):
+			stop(fmt.Errorf("%w: domain %s is gone (%w)", errStoppedBooting, name, backend.ErrTransient))
+			return
+		case err == nil && rs.Inactive():
+			stop(fmt.Errorf("%w: domain %s is %s (%w)", errStoppedBooting, name, rs, backend.ErrTransient))
+			return
+		}
+	}
 }
 
 // watchBoot checks, in the background, the boot of a guest reconcile has

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
@@ -267,5 +270,64 @@ func TestDeleteEndsTheBootWatch(t *testing.T) {
 	b.boots.mu.Unlock()
 	if watching {
 		t.Fatal("the boot watch of m1 still runs after its Delete")
+	}
+}
+
+// TestCreateStartsAGuestThatStoppedWhileBooting: a domain that stops while
+// its Create waits for the boot (the host rebooted) ends the wait at once
+// with a transient error naming the state, and the engine's retry of the
+// Create starts it again and sees it boot, instead of waiting out the
+// deadline and failing a machine that is fine.
+func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	restarted := false
+	var c *libvirt.Connect
+	var b *Backend
+	a := &bootAgent{exits: func(int) (int, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if restarted {
+			return 0, ""
+		}
+		return 75, "waiting for kubelet-prep.service\n"
+	}}
+	a.onRun = func(n int) {
+		if n == 2 {
+			if err := onDomain(lvc(c), meta.DomainName(b.cfg.Provider, "m1"), domstate.Destroy); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	b, logs := bootBackend(t, a)
+	b.stoppedEvery = 10 * time.Millisecond
+	c = testConn(t, b, "z1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	_, err := b.Create(ctx, spec("m1"))
+	if err == nil || !backend.IsTransient(err) || !errors.Is(err, errStoppedBooting) || !strings.Contains(err.Error(), "shut off") {
+		t.Fatalf("Create = %v, want a transient error saying the domain is shut off", err)
+	}
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Fatalf("Create took %s to see its domain stopped", took)
+	}
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"guest stopped while it booted`) {
+		t.Errorf("no WARN line:\n%s", logs)
+	}
+	mu.Lock()
+	restarted = true
+	mu.Unlock()
+	pl, err := b.Create(ctx, spec("m1")) // the engine's retry
+	if err != nil {
+		t.Fatalf("the retried Create: %v", err)
+	}
+	dom, err := c.LookupDomainByName(pl.Domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dom.Free()
+	if active, err := dom.IsActive(); err != nil || !active {
+		t.Fatalf("after the retried Create the domain is active=%v (%v), want started again", active, err)
 	}
 }
