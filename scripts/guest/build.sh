@@ -10,10 +10,12 @@
 # The result is cached under $CACHE/<key>/, where key hashes every input file
 # in this directory (except smoke.sh and docs) and the busybox/qemu-ga package
 # versions, so editing a hook or /init rebuilds it and nothing else does.
-# Needs: busybox-static, qemu-guest-agent, cpio, gzip (libvirt-env.sh installs them).
+# Needs: busybox-static, qemu-guest-agent, cpio, gzip; installs what is
+# missing (the lab builds the guest without libvirt-env.sh having run).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+"$here/../ensure-packages.sh" busybox-static qemu-guest-agent cpio gzip
 cache=${BIGFLEET_GUEST_CACHE:-/var/cache/bigfleet-libvirt/guest}
 log() { echo "guest-build: $*" >&2; }
 
