@@ -244,8 +244,9 @@ func TestVMCopyDoesNotAlias(t *testing.T) {
 }
 
 // TestRunStateAndStart: a VM stopped behind the engine's back is listed
-// with its state and reason, the guest operations fail at once with
-// ErrNotRunning, and Start (idempotent) brings it back.
+// with its state and reason, a Drain (or a Configure of a paused VM) fails
+// at once with ErrNotRunning, Start (idempotent) brings it back, and so
+// does a Configure (TestConfigureStartsAStoppedVM).
 func TestRunStateAndStart(t *testing.T) {
 	t.Parallel()
 	b := New(Options{})
@@ -265,9 +266,11 @@ func TestRunStateAndStart(t *testing.T) {
 	if !errors.Is(err, backend.ErrNotRunning) || err.Error() != "fake: domain bf-m is shut off (crashed): domain is not running" {
 		t.Fatalf("drain of a stopped VM: %v", err)
 	}
+	b.SetRunState("m", backend.RunState{State: backend.RunPaused, Reason: "user"})
 	if err := b.Configure(ctx, backend.ConfigureSpec{MachineID: "m", Placement: p}); !errors.Is(err, backend.ErrNotRunning) {
-		t.Fatalf("configure of a stopped VM: %v", err)
+		t.Fatalf("configure of a paused VM: %v", err)
 	}
+	b.SetRunState("m", crashed)
 	for range 2 {
 		if err := b.Start(ctx, "m", p); err != nil {
 			t.Fatal(err)
@@ -278,6 +281,22 @@ func TestRunStateAndStart(t *testing.T) {
 	}
 	if err := b.Start(ctx, "nope", backend.Placement{}); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("start of a missing VM: %v", err)
+	}
+}
+
+// TestConfigureStartsAStoppedVM: a Configure of a VM that is shut off or
+// crashed starts it, as the next reconcile would, and binds it.
+func TestConfigureStartsAStoppedVM(t *testing.T) {
+	t.Parallel()
+	b := New(Options{})
+	ctx := t.Context()
+	p := mustCreate(t, b, "m", "zone-a")
+	b.SetRunState("m", backend.RunState{State: backend.RunShutoff, Reason: "destroyed"})
+	if err := b.Configure(ctx, backend.ConfigureSpec{MachineID: "m", Placement: p, ClusterID: "c"}); err != nil {
+		t.Fatalf("configure of a stopped VM: %v", err)
+	}
+	if o := b.Inventory(ctx)[0].Machines[0]; !o.Running || o.ClusterID != "c" {
+		t.Fatalf("configured VM observed as %+v", o)
 	}
 }
 

@@ -99,8 +99,16 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	vm, err := b.runningLocked(spec.MachineID, spec.Placement)
+	vm, err := b.vmLocked(spec.MachineID, spec.Placement)
 	if err != nil {
+		return err
+	}
+	if runOf(vm).Inactive() {
+		// As the libvirt backend does: a Configure starts an IDLE
+		// machine's stopped domain, as the next reconcile would.
+		vm.Running, vm.Run = true, backend.RunState{State: backend.RunRunning, Reason: "booted"}
+	}
+	if vm, err = b.runningLocked(spec.MachineID, spec.Placement); err != nil {
 		return err
 	}
 	vm.Binding = &Binding{ClusterID: spec.ClusterID, OperationID: spec.OperationID,

@@ -71,7 +71,7 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	md, err := b.ownedRunning(h, name, spec.MachineID)
+	md, err := b.configurable(ctx, h, name, spec)
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
@@ -98,6 +98,27 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	b.log.Info("domain configured", "domain", name, "machine", spec.MachineID, "op", spec.OperationID,
 		"cluster", spec.ClusterID, "blob_bytes", len(spec.BootstrapBlob), "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// configurable reads the metadata of the machine a Configure binds. Its
+// domain may be shut off or crashed (the host rebooted, QEMU was killed):
+// the machine is IDLE, which BigFleet counts as warm capacity, and the
+// next reconcile would start it again. So the Configure starts it itself
+// and then waits for the boot (bootedFirst), instead of failing a machine
+// that is fine. A paused domain is an operator's or libvirt's decision and
+// fails at once, as ownedRunning says.
+func (b *Backend) configurable(ctx context.Context, h *host, name string, spec backend.ConfigureSpec) (meta.Metadata, error) {
+	md, err := b.ownedRunning(h, name, spec.MachineID)
+	var stopped *stoppedError
+	if !errors.As(err, &stopped) || !stopped.rs.Inactive() {
+		return md, err
+	}
+	b.log.Warn("configure: the domain was not running; starting it again", "domain", name,
+		"machine", spec.MachineID, "was", stopped.rs.String())
+	if err := b.Start(ctx, spec.MachineID, spec.Placement); err != nil {
+		return md, err
+	}
+	return b.ownedRunning(h, name, spec.MachineID)
 }
 
 // Drain runs the drain hook through the guest agent, then clears the

@@ -155,17 +155,18 @@ func (b *Backend) awaitBootedAs(ctx context.Context, h *host, name, machineID, w
 	return nil
 }
 
-// errStoppedBooting marks the end of a Create's boot wait because the
-// domain stopped (createBooted).
+// errStoppedBooting marks the end of a boot wait because the domain
+// stopped (awaitBootedRunning).
 var errStoppedBooting = errors.New("the guest stopped while it booted")
 
-// createBooted is Create's wait for the boot. It looks at the domain
-// meanwhile: a guest that stops while it boots (its host rebooted, QEMU
-// killed, the guest powered off) would never answer, and waiting out
-// --create-timeout on it would fail a machine that is fine. The wait ends
-// at once with a transient error naming the state, so the engine runs the
-// Create again, which adopts the domain and starts it (adopt).
-func (b *Backend) createBooted(ctx context.Context, h *host, name, machineID string) error {
+// awaitBootedRunning is awaitBooted for Create and Configure, looking at
+// the domain meanwhile: a guest that stops while it boots (its host
+// rebooted, QEMU killed, the guest powered off) would never answer, and
+// waiting out the deadline on it would fail a machine that is fine. The
+// wait ends at once with a transient error naming the state, so the engine
+// runs the call again, which starts the domain (Create's adopt,
+// Configure's configurable).
+func (b *Backend) awaitBootedRunning(ctx context.Context, h *host, name, machineID, what string) error {
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	done := make(chan struct{})
@@ -173,12 +174,12 @@ func (b *Backend) createBooted(ctx context.Context, h *host, name, machineID str
 		defer close(done)
 		b.watchStopped(wctx, stop, h, name)
 	}()
-	err := b.awaitBooted(wctx, h, name, machineID, "create")
+	err := b.awaitBooted(wctx, h, name, machineID, what)
 	stop(nil)
 	<-done
 	if cause := context.Cause(wctx); err != nil && errors.Is(cause, errStoppedBooting) {
-		b.log.Warn("guest stopped while it booted; the Create runs again and starts it", "domain", name,
-			"machine", machineID, "err", cause)
+		b.log.Warn("guest stopped while it booted; the call runs again and starts it", "during", what,
+			"domain", name, "machine", machineID, "err", cause)
 		return cause
 	}
 	return err
@@ -243,7 +244,7 @@ func (b *Backend) bootedFirst(ctx context.Context, h *host, name, machineID stri
 		return nil
 	}
 	b.boots.stopWatch(machineID)
-	if err := b.awaitBooted(ctx, h, name, machineID, "configure"); err != nil {
+	if err := b.awaitBootedRunning(ctx, h, name, machineID, "configure"); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
 	return nil

@@ -312,7 +312,7 @@ func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
 	if took := time.Since(t0); took > 10*time.Second {
 		t.Fatalf("Create took %s to see its domain stopped", took)
 	}
-	if !strings.Contains(logs.String(), `"level":"WARN","msg":"guest stopped while it booted`) {
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"guest stopped while it booted; the call runs again`) {
 		t.Errorf("no WARN line:\n%s", logs)
 	}
 	mu.Lock()
@@ -329,5 +329,44 @@ func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
 	defer dom.Free()
 	if active, err := dom.IsActive(); err != nil || !active {
 		t.Fatalf("after the retried Create the domain is active=%v (%v), want started again", active, err)
+	}
+}
+
+// TestConfigureStartsAStoppedDomain: a Configure of an IDLE machine whose
+// domain is shut off (its host rebooted) starts it, as the next reconcile
+// would, waits for the boot and binds it, with a WARN; a domain paused by
+// a user still fails at once, not started.
+func TestConfigureStartsAStoppedDomain(t *testing.T) {
+	t.Parallel()
+	a := &bootAgent{rest: newFakeAgent(), exits: func(int) (int, string) { return 0, "" }}
+	b, logs := bootBackend(t, a)
+	c := testConn(t, b, "z1")
+	pl := mustCreate(t, b, "m1")
+	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("blob"))); err != nil {
+		t.Fatalf("Configure of a shut off domain: %v", err)
+	}
+	dom, err := c.LookupDomainByName(pl.Domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dom.Free()
+	if active, err := dom.IsActive(); err != nil || !active {
+		t.Fatalf("after the Configure the domain is active=%v (%v)", active, err)
+	}
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"configure: the domain was not running; starting it again"`) {
+		t.Errorf("no WARN line:\n%s", logs)
+	}
+	if md := readMD(t, c, pl.Domain); md.ClusterID != "c1" {
+		t.Fatalf("binding %q after the Configure, want c1", md.ClusterID)
+	}
+	if err := dom.Suspend(); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Configure(context.Background(), configureSpec(pl, "m1", "c2", []byte("blob")))
+	if !errors.Is(err, backend.ErrNotRunning) || backend.IsTransient(err) {
+		t.Fatalf("Configure of a paused domain = %v, want ErrNotRunning at once", err)
 	}
 }

@@ -70,7 +70,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		// the guest does not get there: the machine ends FAILED with the
 		// cause, its console still there to read, and a Delete removes it.
 		b.boots.stopWatch(spec.MachineID)
-		if err := b.createBooted(ctx, h, name, spec.MachineID); err != nil {
+		if err := b.awaitBootedRunning(ctx, h, name, spec.MachineID, "create"); err != nil {
 			return backend.Placement{}, fmt.Errorf("create: %w", err)
 		}
 	}

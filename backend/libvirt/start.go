@@ -55,20 +55,42 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	return nil
 }
 
-// notRunning is nil for a running domain, otherwise its state wrapping
-// backend.ErrNotRunning; a domain paused in passage (starting up,
-// migrating) is transient as well, so Configure and Drain run again within
-// their deadline instead of failing a machine that is fine (a provider
-// crash mid-start or mid-migration leaves one for reconcile to finish).
+// notRunning is nil for a running domain, otherwise a *stoppedError with
+// its state, wrapping backend.ErrNotRunning; a domain paused in passage
+// (starting up, migrating) is transient as well, so Configure and Drain
+// run again within their deadline instead of failing a machine that is
+// fine (a provider crash mid-start or mid-migration leaves one for
+// reconcile to finish).
 func notRunning(name string, st libvirt.DomainState, reason int) error {
 	rs := domstate.Run(st, reason)
 	switch {
 	case domstate.InPassage(st, reason):
-		return fmt.Errorf("domain %s is %s: %w (%w)", name, rs, backend.ErrNotRunning, backend.ErrTransient)
+		return &stoppedError{name: name, rs: rs, transient: true}
 	case !rs.Up():
-		return fmt.Errorf("domain %s is %s: %w", name, rs, backend.ErrNotRunning)
+		return &stoppedError{name: name, rs: rs}
 	}
 	return nil
+}
+
+// stoppedError is a domain that does not run, with its state.
+type stoppedError struct {
+	name      string
+	rs        backend.RunState
+	transient bool
+}
+
+func (e *stoppedError) Error() string {
+	if e.transient {
+		return fmt.Sprintf("domain %s is %s: %v (%v)", e.name, e.rs, backend.ErrNotRunning, backend.ErrTransient)
+	}
+	return fmt.Sprintf("domain %s is %s: %v", e.name, e.rs, backend.ErrNotRunning)
+}
+
+func (e *stoppedError) Unwrap() []error {
+	if e.transient {
+		return []error{backend.ErrNotRunning, backend.ErrTransient}
+	}
+	return []error{backend.ErrNotRunning}
 }
 
 // ownedRunning reads the metadata of our machine's domain, for the

@@ -91,11 +91,20 @@ func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 // crashed: the machine's host rebooted (every guest on it killed, as a
 // hypervisor crash does) while a Configure or Drain ran in the guest, and
 // the transition failed because the guest was no longer running. The guest
-// died: that is a real cause, unlike a host that was only dark.
+// died: that is a real cause, unlike a host that was only dark. A Drain
+// looks back to the Configure that bound the node: the provider never
+// restarts a CONFIGURED machine's guest (BigFleet decides; a Drain cannot
+// run its hook in a stopped guest, docs/reliability.md), so a reboot any
+// time since then fails it. A Configure of a stopped IDLE guest starts it.
 func (s *soak) crashed(op *soakkit.OpRecord, m *pb.Machine, from time.Time) string {
 	le := m.GetLastError()
 	if op != nil && op.Kind != "Configure" && op.Kind != "Drain" {
 		return ""
+	}
+	if op != nil && op.Kind == "Drain" {
+		if bound := s.led.LastReached(op.Client, op.Machine, "Configure"); bound != nil && bound.Ended.Before(from) {
+			from = bound.Ended
+		}
 	}
 	if !strings.Contains(le, "is shut off") && !strings.Contains(le, "not running") {
 		return ""

@@ -159,6 +159,15 @@ func (s *soak) prefix() string { return "bf-" + s.p.Provider + "-" }
 // the callers, and starts bin/libvirt on them.
 func (s *soak) startProvider(t *testing.T) error {
 	dir := t.TempDir()
+	t.Cleanup(func() {
+		// A failed run keeps the provider's whole log for the post-mortem
+		// (the violations quote only their machine's lines).
+		if t.Failed() {
+			if err := soakkit.CopyFile(filepath.Join(dir, "provider.log"), "../../out/soak-lab-provider.log"); err == nil {
+				t.Log("provider log kept: out/soak-lab-provider.log")
+			}
+		}
+	})
 	if _, err := os.Stat(s.p.Bin); err != nil {
 		return fmt.Errorf("provider binary %s: %v (make build)", s.p.Bin, err)
 	}
