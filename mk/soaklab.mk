@@ -4,10 +4,10 @@
 # qemu+libssh), two fenced shards with their own certificates, live
 # migrations, and overlapping faults on the hosts and the provider. It
 # brings 4 lab hosts up and takes the lab down at the end, whatever
-# happened, like test-lab. The short run (42 faults; 12 min measured) is
-# meant to be a stage of make test once it closes at 0 (docs/reliability.md
-# "Results"); SOAK_MINUTES=N makes the long run. SOAK_SEED replays
-# a run's draws.
+# happened, like test-lab. The short run (42 faults; 6.5 min measured with
+# build and lab up and down) is a stage of make test, after test-lab
+# (docs/reliability.md "Results"); SOAK_MINUTES=N makes the long run.
+# SOAK_SEED replays a run's draws.
 .PHONY: soak-lab
 soak-lab: build
 	@mkdir -p out

@@ -159,15 +159,6 @@ func (s *soak) prefix() string { return "bf-" + s.p.Provider + "-" }
 // the callers, and starts bin/libvirt on them.
 func (s *soak) startProvider(t *testing.T) error {
 	dir := t.TempDir()
-	t.Cleanup(func() {
-		// A failed run keeps the provider's whole log for the post-mortem
-		// (the violations quote only their machine's lines).
-		if t.Failed() {
-			if err := soakkit.CopyFile(filepath.Join(dir, "provider.log"), "../../out/soak-lab-provider.log"); err == nil {
-				t.Log("provider log kept: out/soak-lab-provider.log")
-			}
-		}
-	})
 	if _, err := os.Stat(s.p.Bin); err != nil {
 		return fmt.Errorf("provider binary %s: %v (make build)", s.p.Bin, err)
 	}
@@ -230,9 +221,17 @@ func (s *soak) startProvider(t *testing.T) error {
 	}
 	t.Cleanup(func() {
 		s.pr.Kill()
-		// SOAK_KEEP_LOG names a file to keep the provider's log in.
-		if keep := os.Getenv("SOAK_KEEP_LOG"); keep != "" {
-			_ = soakkit.CopyFile(s.pr.LogPath, keep)
+		// SOAK_KEEP_LOG names a file to keep the provider's log in; a
+		// failed run keeps it in out/ for the post-mortem anyway (the
+		// violations quote only their machine's lines).
+		keep := os.Getenv("SOAK_KEEP_LOG")
+		if keep == "" && t.Failed() {
+			keep = "../../out/soak-lab-provider.log"
+		}
+		if keep != "" {
+			if err := soakkit.CopyFile(s.pr.LogPath, keep); err == nil {
+				t.Logf("provider log kept: %s", keep)
+			}
 		}
 	})
 	return s.pr.Start()
