@@ -150,7 +150,7 @@ func (m *migration) run() error {
 	if err != nil {
 		return fmt.Errorf("migrate: destination XML: %w", err)
 	}
-	if err := m.checkXML(destXML, slices.Collect(maps.Values(disks))...); err != nil {
+	if err := m.checkXML(destXML, "", slices.Collect(maps.Values(disks))...); err != nil {
 		return err
 	}
 	if err := m.ctx.Err(); err != nil {

@@ -72,6 +72,10 @@ func TestDestDomainXML(t *testing.T) {
 	t.Parallel()
 	d := domxml.Build(domxml.Params{Name: "bf-x", Type: "qemu", VCPU: 1, MemoryMiB: 128,
 		Overlay: "/src/bf-x.qcow2", OverlayFmt: "qcow2", Seed: "/src/bf-x-seed.iso", Metadata: "<old/>"})
+	// The source's rendering names its own golden image as the overlay's
+	// backing; the destination reads its volume's own.
+	d.Devices.Disks[0].BackingStore = &libvirtxml.DomainDiskBackingStore{Format: &libvirtxml.DomainDiskFormat{Type: "qcow2"},
+		Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: "/src/golden.qcow2"}}}
 	src, err := d.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +91,9 @@ func TestDestDomainXML(t *testing.T) {
 	}
 	if f := got.Devices.Disks[0].Source.File.File; f != "/dst/bf-x.qcow2" {
 		t.Errorf("overlay disk %s", f)
+	}
+	if b := got.Devices.Disks[0].BackingStore; b != nil {
+		t.Errorf("the destination's overlay keeps the source's backing chain %+v", b.Source)
 	}
 	if f := got.Devices.Disks[1].Source.File.File; f != "/dst/bf-x-seed.iso" {
 		t.Errorf("seed disk %s", f)

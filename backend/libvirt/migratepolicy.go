@@ -39,7 +39,8 @@ func (m *migration) migratePolicy(files ...string) (domxml.Policy, error) {
 }
 
 // checkSource checks the source's migratable XML with the source's own
-// volumes as the allowed disks.
+// volumes as the allowed disks, and the overlay's backing file as the
+// allowed backing chain.
 func (m *migration) checkSource(srcXML string) error {
 	spool, err := m.sconn.LookupStoragePoolByName(m.b.cfg.Pool)
 	if err != nil {
@@ -54,11 +55,16 @@ func (m *migration) checkSource(srcXML string) error {
 			return fmt.Errorf("migrate: volume on host %s: %w", m.src.name, err)
 		}
 	}
-	return m.checkXML(srcXML, files...)
+	backing, err := volume.BackingPath(spool, meta.OverlayName(m.name))
+	if err != nil && !isNoVolume(err) {
+		return fmt.Errorf("migrate: volume on host %s: %w", m.src.name, err)
+	}
+	return m.checkXML(srcXML, backing, files...)
 }
 
-// checkXML applies the migration's policy to x.
-func (m *migration) checkXML(x string, files ...string) error {
+// checkXML applies the migration's policy to x; backing ("" for none) is
+// the one file its disks' backing chains may name.
+func (m *migration) checkXML(x, backing string, files ...string) error {
 	var d libvirtxml.Domain
 	if err := d.Unmarshal(x); err != nil {
 		return fmt.Errorf("migrate: parse domain XML: %w", err)
@@ -66,6 +72,9 @@ func (m *migration) checkXML(x string, files ...string) error {
 	p, err := m.migratePolicy(files...)
 	if err != nil {
 		return err
+	}
+	if backing != "" {
+		p.Backing = []string{backing}
 	}
 	if err := p.CheckRendered(&d); err != nil {
 		if domxml.Shaped(&d) {

@@ -10,7 +10,8 @@ import (
 // DestXML is VIR_MIGRATE_PARAM_DEST_XML: the source's migratable
 // XML (libvirt's own rendering of our definition; the caller checks it,
 // before and after, against the definition policy: migratepolicy.go)
-// with every file disk pointed at its destination volume and our metadata
+// with every file disk pointed at its destination volume (without the
+// source's backing chain) and our metadata
 // element replaced by md (its host set to the destination), so Inventory
 // and a state file rebuilt from libvirt agree on where the VM is. A
 // writable file disk without a destination, or a destination that runs
@@ -33,7 +34,10 @@ func DestXML(src string, disks map[string]string, md, dstType string) (string, e
 			to, ok := disks[disk.Source.File.File]
 			switch {
 			case ok:
-				disk.Source.File.File = to
+				// The destination's volume has its own backing in its
+				// qcow2 header, which libvirt reads there; the source's
+				// rendered chain names the source's files.
+				disk.Source.File.File, disk.BackingStore = to, nil
 			case disk.ReadOnly == nil:
 				return "", fmt.Errorf("disk %s (%s) is not one of the machine's volumes: nothing to copy it to", diskDev(disk), disk.Source.File.File)
 			}

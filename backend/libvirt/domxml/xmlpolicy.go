@@ -23,6 +23,11 @@ import (
 type Policy struct {
 	Types []string // domain types the host may use
 	Files []string // disk sources: this machine's overlay and seed
+	// Backing are the files a rendered disk's backing chain may name: the
+	// backing file of the machine's overlay as its pool reports it (the
+	// golden image). Only CheckRendered reads it; a Create's definition
+	// names no backing chain.
+	Backing []string
 	// NICs are the NICs a domain may have: each interface joins one of
 	// their networks or bridges with that NIC's model (none: no NIC).
 	NICs    []backend.NIC

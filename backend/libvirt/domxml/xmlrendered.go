@@ -147,6 +147,9 @@ func (p Policy) stripDevices(dv *libvirtxml.DomainDeviceList) {
 	}
 	for i := range dv.Disks {
 		dv.Disks[i].Address = pciOnly(dv.Disks[i].Address)
+		if p.probedChain(dv.Disks[i].BackingStore) {
+			dv.Disks[i].BackingStore = nil
+		}
 	}
 	for i := range dv.Interfaces {
 		n := &dv.Interfaces[i]
@@ -177,6 +180,35 @@ func (p Policy) stripDevices(dv *libvirtxml.DomainDeviceList) {
 			dv.MemBalloon = nil
 		}
 	}
+}
+
+// probedChain: the backing chain libvirt renders for a running domain
+// once it has read the overlay's qcow2 header (some versions render it in
+// the migratable XML too, and keep it in a definition made from one): file
+// sources in p.Backing, each level nothing but its index, format and file,
+// ending in an empty element or none. Any other chain names a file the
+// machine's volumes do not, and is left for check to refuse.
+func (p Policy) probedChain(b *libvirtxml.DomainDiskBackingStore) bool {
+	if b == nil {
+		return false
+	}
+	for ; b != nil; b = b.BackingStore {
+		if b.Format == nil && b.BackingStore == nil && b.Index == 0 && (b.Source == nil || *b.Source == (libvirtxml.DomainDiskSource{})) {
+			return true // <backingStore/>, the end of the chain: the golden image has no backing
+		}
+		if b.Source == nil || b.Source.File == nil || !slices.Contains(p.Backing, b.Source.File.File) {
+			return false
+		}
+		if b.Format != nil && (b.Format.MetadataCache != nil || (b.Format.Type != "qcow2" && b.Format.Type != "raw")) {
+			return false
+		}
+		src, file := *b.Source, *b.Source.File
+		src.File, src.Index, file.File = nil, 0, "" // libvirt numbers the chain's levels
+		if len(setFields(src)) > 0 || len(setFields(file)) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // pciOnly returns nil for a plain PCI address (libvirt's slot assignment,

@@ -102,3 +102,57 @@ func TestCheckRenderedRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckRenderedBackingChain: the backing chain libvirt renders for the
+// overlay (the golden image it read in the qcow2 header) is libvirt's, and
+// accepted when it names the overlay's backing file as the pool reports
+// it; a chain naming any other file, or setting anything else, is refused.
+func TestCheckRenderedBackingChain(t *testing.T) {
+	t.Parallel()
+	const golden = "/var/lib/libvirt/bigfleet-pool/bigfleet-golden.qcow2"
+	chain := func(file string) *libvirtxml.DomainDiskBackingStore {
+		return &libvirtxml.DomainDiskBackingStore{Index: 1, Format: &libvirtxml.DomainDiskFormat{Type: "qcow2"},
+			Source:       &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: file}},
+			BackingStore: &libvirtxml.DomainDiskBackingStore{}}
+	}
+	cases := map[string]struct {
+		chain  *libvirtxml.DomainDiskBackingStore
+		accept bool
+	}{
+		"the golden image": {chain(golden), true},
+		"another file":     {chain("/etc/shadow"), false},
+		"a second level": {func() *libvirtxml.DomainDiskBackingStore {
+			c := chain(golden)
+			c.BackingStore = chain("/etc/shadow")
+			return c
+		}(), false},
+		"a startup policy": {func() *libvirtxml.DomainDiskBackingStore {
+			c := chain(golden)
+			c.Source.StartupPolicy = "optional"
+			return c
+		}(), false},
+		"a luks format":    {func() *libvirtxml.DomainDiskBackingStore { c := chain(golden); c.Format.Type = "luks"; return c }(), false},
+		"a network source": {&libvirtxml.DomainDiskBackingStore{Source: &libvirtxml.DomainDiskSource{Network: &libvirtxml.DomainDiskSourceNetwork{Protocol: "nbd"}}}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d, p := renderedQEMU(t)
+			p.Backing = []string{golden}
+			d.Devices.Disks[0].BackingStore = tc.chain
+			err := p.CheckRendered(d)
+			if tc.accept && err != nil {
+				t.Fatalf("libvirt's probed chain refused: %v", err)
+			}
+			if !tc.accept && (err == nil || !strings.Contains(err.Error(), "BackingStore")) {
+				t.Fatalf("err = %v, want one naming BackingStore", err)
+			}
+		})
+	}
+	// Without the overlay's backing file known, no chain is libvirt's.
+	d, p := renderedQEMU(t)
+	d.Devices.Disks[0].BackingStore = chain(golden)
+	if err := p.CheckRendered(d); err == nil {
+		t.Fatal("a chain accepted with no backing file allowed")
+	}
+}

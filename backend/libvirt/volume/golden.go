@@ -50,7 +50,7 @@ func SameGolden(spool, dpool hostconn.Pool, image, ovName string) (g Golden, why
 	if err != nil {
 		return Golden{}, fmt.Sprintf("the source's golden image: %v", err)
 	}
-	if back, err := backingPath(spool, ovName); err != nil || back != src.Path {
+	if back, err := BackingPath(spool, ovName); err != nil || back != src.Path {
 		return Golden{}, fmt.Sprintf("the overlay is not backed by the source's golden image %s (%q, %v)", src.Path, back, err)
 	}
 	dst, err := ReadGolden(dpool, image)
@@ -63,7 +63,9 @@ func SameGolden(spool, dpool hostconn.Pool, image, ovName string) (g Golden, why
 	return dst, ""
 }
 
-func backingPath(pool hostconn.Pool, name string) (string, error) {
+// BackingPath is the backing file of volume name as its pool reports it
+// ("" for none).
+func BackingPath(pool hostconn.Pool, name string) (string, error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err != nil {
 		return "", err
