@@ -138,9 +138,17 @@ t="$work/tree"
 cp -a "$here/rootfs/." "$t/"
 chown -R 0:0 "$t/opt/bigfleet" "$t/etc/bigfleet" "$t/usr/lib/bigfleet"
 chmod 0755 "$t/opt/bigfleet"
+# The ESP by its vfat serial, which blkid and udev's /dev/disk/by-uuid/ spell
+# in upper case: systemd matches the name exactly, and a lower-case one
+# (sha256sum's) named a device that never appeared, so every boot waited
+# 90 s for it (the job timeout) before systemd called the boot finished.
+# Mounted on first use (x-systemd.automount), so no boot job waits for udev
+# to announce the partition (10-15 s into the boot under TCG); nofail: an
+# image whose ESP is gone still boots (BIOS needs none).
+esp_uuid=$(printf '%s-%s' "${esp_id:0:4}" "${esp_id:4:4}" | tr a-f A-F)
 cat >"$t/etc/fstab" <<FSTAB
 UUID=$root_uuid / ext4 errors=remount-ro 0 1
-UUID=${esp_id:0:4}-${esp_id:4:4} /boot/efi vfat umask=0077,nofail 0 1
+UUID=$esp_uuid /boot/efi vfat umask=0077,nofail,x-systemd.automount 0 1
 FSTAB
 mkdir -p "$t/boot/efi"
 echo bigfleet-node >"$t/etc/hostname"
@@ -185,6 +193,31 @@ in_root systemctl mask systemd-networkd-wait-online.service >&2
 [ -e "$t/lib/systemd/system/cloud-init-main.service" ] || in_root systemctl mask cloud-config.service >&2
 in_root systemctl set-default multi-user.target >&2
 in_root systemctl mask apt-daily.timer apt-daily-upgrade.timer >&2 2>/dev/null || true
+# Units a node never needs, each a process (or several) in a boot whose one
+# vCPU is the limit under TCG: ext4 scrubbing of LVM snapshots (there is no
+# LVM), dpkg's daily database backup, binfmt_misc, systemd-repart (the root
+# is grown by bigfleet-growroot; its Wants= alone loaded loop and dm_mod),
+# the DRM module for logind (no display), and a getty on the VGA console
+# (the serial console's stays, on ttyS0).
+in_root systemctl mask e2scrub_reap.service e2scrub_all.timer dpkg-db-backup.timer \
+	systemd-binfmt.service proc-sys-fs-binfmt_misc.automount systemd-repart.service \
+	modprobe@drm.service getty@tty1.service >&2
+# systemd-resolved and systemd-timesyncd are ordered before sysinit.target
+# (resolved also before network.target), so every ordinary unit (dbus,
+# logind, containerd: After=basic.target and network.target) waited for
+# their sandboxed start-up, 3.5-6 s each under TCG, on the critical chain.
+# A node resolves names only when it joins (nss-lookup.target still waits
+# for resolved) and its clock comes from the host's RTC: both still start in
+# the boot transaction (so the boot is complete only once they run), but
+# next to the rest. Dependencies cannot be dropped in a drop-in, so the
+# package's unit is copied to /etc with those two orderings removed.
+for u in systemd-resolved.service systemd-timesyncd.service; do
+	[ -e "$t/lib/systemd/system/$u" ] || continue
+	sed -E '/^Before=/{s/([= ])sysinit\.target( |$)/\1/; s/([= ])network\.target( |$)/\1/}' "$t/lib/systemd/system/$u" >"$t/etc/systemd/system/$u"
+	if grep -qE '^Before=(.* )?(sysinit|network)\.target( |$)' "$t/etc/systemd/system/$u"; then
+		die "$u: could not drop its sysinit/network.target ordering"
+	fi
+done
 in_root update-initramfs -u -k all >&2
 umounts
 
