@@ -81,6 +81,20 @@ func (l *Ledger) AddOp(o *OpRecord) {
 	l.mu.Unlock()
 }
 
+// PreviousSent is when the last mutation of machine sent before t was
+// sent (t itself when there is none): what a client believed of the
+// machine when it sent at t dates from then.
+func (l *Ledger) PreviousSent(machine string, t time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.ops) - 1; i >= 0; i-- {
+		if o := l.ops[i]; o.Machine == machine && o.Sent.Before(t) {
+			return o.Sent
+		}
+	}
+	return t
+}
+
 // SetOutcome files what became of a mutation.
 func (l *Ledger) SetOutcome(o *OpRecord, outcome string) {
 	l.mu.Lock()

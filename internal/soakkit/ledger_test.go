@@ -34,3 +34,19 @@ func TestExplain(t *testing.T) {
 		t.Errorf("detail without a machine: %s", got)
 	}
 }
+
+// TestPreviousSent: the send before t of the same machine, else t.
+func TestPreviousSent(t *testing.T) {
+	t.Parallel()
+	l := NewLedger()
+	t0 := time.Now()
+	l.AddOp(&OpRecord{Machine: "a", Sent: t0})
+	l.AddOp(&OpRecord{Machine: "b", Sent: t0.Add(time.Second)})
+	l.AddOp(&OpRecord{Machine: "a", Sent: t0.Add(2 * time.Second)})
+	if got := l.PreviousSent("a", t0.Add(2*time.Second)); !got.Equal(t0) {
+		t.Fatalf("previous of a = %v, want %v", got, t0)
+	}
+	if at := t0.Add(-time.Second); !l.PreviousSent("a", at).Equal(at) {
+		t.Fatal("no earlier send should give t itself")
+	}
+}

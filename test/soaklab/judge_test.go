@@ -30,8 +30,12 @@ func (s *soak) judge() *soakkit.Judge {
 			}
 			s.checkRecord(m)
 		},
+		// A state file lost since the client last acted on the machine:
+		// the provider rebuilt it from the hosts, so what the client
+		// believed when it sent op (a Release of a FAILED machine, say, the
+		// host still holding its bound domain) may no longer hold.
 		Elsewhere: func(op *soakkit.OpRecord, m *pb.Machine) string {
-			if len(s.led.FaultsBetween(lostState, op.Sent, time.Now())) > 0 {
+			if len(s.led.FaultsBetween(lostState, s.led.PreviousSent(op.Machine, op.Sent), time.Now())) > 0 {
 				return "lost-with-state: " + m.GetState().String()
 			}
 			return ""
