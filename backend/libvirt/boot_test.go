@@ -322,13 +322,8 @@ func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the retried Create: %v", err)
 	}
-	dom, err := c.LookupDomainByName(pl.Domain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dom.Free()
-	if active, err := dom.IsActive(); err != nil || !active {
-		t.Fatalf("after the retried Create the domain is active=%v (%v), want started again", active, err)
+	if !isActive(t, c, pl.Domain) {
+		t.Fatal("after the retried Create the domain is not active, want started again")
 	}
 }
 
@@ -348,14 +343,14 @@ func TestConfigureStartsAStoppedDomain(t *testing.T) {
 	if err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("blob"))); err != nil {
 		t.Fatalf("Configure of a shut off domain: %v", err)
 	}
+	if !isActive(t, c, pl.Domain) {
+		t.Fatal("after the Configure the domain is not active")
+	}
 	dom, err := c.LookupDomainByName(pl.Domain)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dom.Free()
-	if active, err := dom.IsActive(); err != nil || !active {
-		t.Fatalf("after the Configure the domain is active=%v (%v)", active, err)
-	}
 	if !strings.Contains(logs.String(), `"level":"WARN","msg":"configure: the domain was not running; starting it again"`) {
 		t.Errorf("no WARN line:\n%s", logs)
 	}
