@@ -4,7 +4,7 @@
 #                  on the real libvirtd, cold boots one at a time, for the
 #                  test initramfs and (when scripts/golden/build.sh gives an
 #                  image; BENCH_BOOT_GOLDEN=0 skips it) the Debian golden image
-#                  under BIOS (and UEFI with BENCH_BOOT_UEFI=1;
+#                  under BIOS (and both under UEFI with BENCH_BOOT_UEFI=1;
 #                  BENCH_BOOT_INITRAMFS=0: the image alone), the provider
 #                  with --wait-booted and without it: Create → IDLE, Configure
 #                  on IDLE → CONFIGURED, Create → CONFIGURED, p50/p90 over
