@@ -202,6 +202,15 @@ in_root systemctl mask apt-daily.timer apt-daily-upgrade.timer >&2 2>/dev/null |
 in_root systemctl mask e2scrub_reap.service e2scrub_all.timer dpkg-db-backup.timer \
 	systemd-binfmt.service proc-sys-fs-binfmt_misc.automount systemd-repart.service \
 	modprobe@drm.service getty@tty1.service >&2
+# Debian 13 (systemd 257, grub 2.12) adds more of them to every boot, each a
+# process started in sysinit on the same vCPU (5-6 s each in `blame` under
+# TCG): modprobe of configfs, fuse and efi_pstore (the first two load on
+# first use anyway; a node keeps no crash dumps in EFI variables), and
+# grub-common.service, which records a successful boot for grub's
+# recordfail menu, a menu this image never shows (timeout 0).
+for u in modprobe@configfs.service modprobe@fuse.service modprobe@efi_pstore.service grub-common.service; do
+	in_root systemctl mask "$u" >&2
+done
 # systemd-resolved and systemd-timesyncd are ordered before sysinit.target
 # (resolved also before network.target), so every ordinary unit (dbus,
 # logind, containerd: After=basic.target and network.target) waited for
@@ -257,6 +266,17 @@ mm=$(ls "$t"/usr/lib/shim/mmx64.efi.signed* 2>/dev/null | head -n1 || true)
 in_root dpkg-query -W -f='${Package}\t${Version}\n' >"$work/packages.tsv"
 rm -rf "$t/var/lib/apt/lists/"* "$t/var/cache/apt/"*.bin "$t/var/log/"*.log "$t/tmp/"* 2>/dev/null || true
 find "$t" -xdev -newermt "@$SOURCE_DATE_EPOCH" -print0 2>/dev/null | xargs -0r touch -h -d "@$SOURCE_DATE_EPOCH" 2>/dev/null || true
+# /usr as shipped is up to date: without these stamps every clone's first
+# boot (so every Create) runs the ConditionNeedsUpdate units (ldconfig,
+# the journal catalog, update-done) as if /usr had just been upgraded.
+# Debian 13's systemd has them (Debian 12's ships no ldconfig.service nor
+# systemd-update-done). The stamps are what systemd-update-done writes:
+# /usr's mtime, clamped just above, so the same recipe gives the same bytes.
+usr_ns=$(stat -c %Y "$t/usr")000000000
+for d in etc var; do
+	printf '# Written by scripts/golden/build.sh as systemd-update-done would:\n# /usr is as new as this stamp. See systemd-update-done.service(8).\nTIMESTAMP_NSEC=%s\n' "$usr_ns" >"$t/$d/.updated"
+	touch -h -d "@$SOURCE_DATE_EPOCH" "$t/$d/.updated" "$t/$d"
+done
 
 # ---- disk: GPT, BIOS boot (1 MiB) + ESP (127 MiB) + root -------------------------
 raw="$work/disk.raw"
