@@ -194,13 +194,22 @@ type ZoneInventory struct {
 	// machine of an unlisted host is missing from Machines, which proves
 	// nothing about it: its bindings and fence marks are not known yet.
 	Hosts, Unlisted []string
+	// Down names the zone's hosts declared down (HostDownDeclarer), with
+	// the reason given: they are in Hosts (listed, nothing running), never
+	// in Unlisted, and Machines holds nothing of theirs.
+	Down map[string]string
 }
 
 // HostStatus describes one host for readiness and the admin API.
 type HostStatus struct {
-	Name              string // stable, unique across zones; the zone's name for a --connect host
-	Labels            map[string]string
-	Cordoned          bool // no new placements go there
+	Name     string // stable, unique across zones; the zone's name for a --connect host
+	Labels   map[string]string
+	Cordoned bool // no new placements go there
+	// Down: the operator declared the host down for sure (powered off or
+	// fenced; HostDownDeclarer), with DownReason. It takes no work, and
+	// its zone's decisions count it as listed with nothing running.
+	Down              bool
+	DownReason        string
 	Capacity          HostCapacity
 	Zone              string
 	URI               string // redacted: no userinfo, no query string
@@ -240,6 +249,22 @@ type HostCapacity struct {
 	UsedVCPUs        int     // sized vCPUs of our VMs there, reservations included
 	UsedMemoryMiB    int64   // sized memory of our VMs there, reservations included
 	Machines         int     // our VMs there, reservations included
+}
+
+// HostDownDeclarer is implemented by backends whose zones hold several
+// hosts. SetDown(host, true, reason) records the operator's statement
+// that the host is off or fenced for sure (an IPMI power-off, a pulled
+// cable): from then on it gets no placements and no calls that could
+// touch its domains, and its zone's listings count it as listed with
+// nothing running (ZoneInventory.Down), so the zone's Creates, Deletes
+// and recoveries go on and the machines whose only copy was there can be
+// failed naming the declaration. SetDown(host, false, "") ends it. While
+// declared down, a host that answers again is fenced: every domain of
+// ours on it whose machine lives elsewhere or was deleted is destroyed,
+// never started. The declaration is the caller's to persist (the admin
+// service keeps it beside the state file and applies it at start).
+type HostDownDeclarer interface {
+	SetDown(host string, down bool, reason string) error // ErrUnknownHost
 }
 
 // HostMaintainer is implemented by backends whose zones hold several
