@@ -100,6 +100,14 @@ type ConfigureSpec struct {
 	// Marks are the machine's fence marks by shard id, recorded with the
 	// binding (a backend never lowers a recorded mark).
 	Marks map[string]FenceMark
+	// MayStart: the engine's arbiter found that no other host of the zone
+	// could run the guest, so a domain the Configure finds shut off may
+	// be started (and booted) first. Otherwise such a domain is not
+	// started, and the Configure fails with WhyNotStart (transient while
+	// hosts that could hold a running copy are unlisted): a stopped copy
+	// may be a migration's stale source.
+	MayStart    bool
+	WhyNotStart error
 }
 
 // DrainSpec is what Drain needs. Grace 0 means "no grace", never "forever".

@@ -113,6 +113,11 @@ func (b *Backend) configurable(ctx context.Context, h *host, name string, spec b
 	if !errors.As(err, &stopped) || !stopped.rs.Inactive() {
 		return md, err
 	}
+	if !spec.MayStart {
+		b.log.Warn("configure: the domain is not running and is not started: another host may run the guest", "domain", name,
+			"machine", spec.MachineID, "was", stopped.rs.String(), "why", spec.WhyNotStart)
+		return md, errors.Join(err, spec.WhyNotStart)
+	}
 	b.log.Warn("configure: the domain was not running; starting it again", "domain", name,
 		"machine", spec.MachineID, "was", stopped.rs.String())
 	if err := b.Start(ctx, spec.MachineID, spec.Placement); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -340,7 +341,20 @@ func TestConfigureStartsAStoppedDomain(t *testing.T) {
 	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("blob"))); err != nil {
+	// Issue 38 case 1: without the arbiter's word the stopped copy may be a
+	// migration's stale source; it is never started.
+	refused := configureSpec(pl, "m1", "c1", []byte("blob"))
+	refused.WhyNotStart = fmt.Errorf("starting m1's stopped domain waits for host(s) b: %w", backend.ErrTransient)
+	err := b.Configure(context.Background(), refused)
+	if !errors.Is(err, backend.ErrNotRunning) || !backend.IsTransient(err) || !strings.Contains(err.Error(), "waits for host(s) b") {
+		t.Fatalf("Configure without MayStart = %v, want not running, transient, naming the hosts waited for", err)
+	}
+	if isActive(t, c, pl.Domain) {
+		t.Fatal("a Configure without MayStart started the domain")
+	}
+	allowed := configureSpec(pl, "m1", "c1", []byte("blob"))
+	allowed.MayStart = true
+	if err := b.Configure(context.Background(), allowed); err != nil {
 		t.Fatalf("Configure of a shut off domain: %v", err)
 	}
 	if !isActive(t, c, pl.Domain) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/arbiter"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/caps"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/guard"
@@ -97,6 +98,7 @@ type Engine struct {
 	marks   *fence.Table      // durable: machines that exist
 	unknown *fence.Unknown    // in memory, bounded: ids that do not exist
 	listed  *reconcile.Listed // zones listed since start (listing.go)
+	views   *arbiter.Views    // each zone's latest listing, for the arbiter
 	rec     *reconcile.Reconciler
 	// atLimit counts first contacts refused because the machine's marks
 	// were at ShardsPerMachine.
@@ -155,7 +157,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
 	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
-		unknown: fence.NewUnknown(cfg.UnknownMarkLimit), listed: reconcile.NewListed()}
+		unknown: fence.NewUnknown(cfg.UnknownMarkLimit), listed: reconcile.NewListed(), views: arbiter.NewViews()}
 	interner := index.NewMapInterner()
 	interner.Machines(snap.Machines)
 	e.idx = index.New(snap.Machines)

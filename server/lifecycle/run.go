@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/arbiter"
 )
 
 // result is what a backend call produced.
@@ -114,9 +115,11 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attem
 	case OpCreate:
 		return e.create(ctx, m, st)
 	case OpConfigure:
+		start := arbiter.MayStart(m, e.views.Get(m.Zone))
 		err := e.be.Configure(ctx, backend.ConfigureSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,
 			BootstrapBlob: blob, ShardMetadata: cloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID),
+			MayStart: start.Kind == arbiter.Act, WhyNotStart: start.Err(),
 		})
 		if err != nil {
 			return result{err: err}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/arbiter"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
@@ -36,7 +37,7 @@ const restartTimeout = time.Minute
 // state still to count as not running ("" when it runs) and the error of
 // a Start the host did not carry out. sick: the host failed an earlier
 // call of this pass, so no Start is tried now.
-func (r *Reconciler) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time, sick bool) (down string, restarted bool, err error) {
+func (r *Reconciler) checkRun(ctx context.Context, o backend.Observed, listedAt time.Time, sick bool, v *arbiter.View) (down string, restarted bool, err error) {
 	cur, ok := r.eng.Get(o.MachineID)
 	if !ok || (cur.State != record.Idle && cur.State != record.Configured) || !cur.StateSince.Before(listedAt) ||
 		cur.Domain != o.Placement.Domain {
@@ -47,8 +48,14 @@ func (r *Reconciler) checkRun(ctx context.Context, o backend.Observed, listedAt 
 		return "", false, nil
 	}
 	note := runNote(cur, o.Run, listedAt)
-	if st := r.can.Starter; st != nil && cur.State == record.Idle && o.Run.Inactive() {
+	vd := arbiter.MayStart(cur, v)
+	if st := r.can.Starter; st != nil && cur.State == record.Idle && o.Run.Inactive() && vd.Kind == arbiter.Act {
 		return r.restartIdle(ctx, st, cur, o, note, listedAt, sick)
+	} else if cur.State == record.Idle && o.Run.Inactive() && st != nil {
+		note += "; not restarted: " + vd.Why
+		if vd.Kind == arbiter.Wait {
+			r.observeWait(cur.Zone, WaitRestart)
+		}
 	} else if cur.State == record.Configured {
 		note += fmt.Sprintf("; not restarted: the machine is CONFIGURED (cluster %q), BigFleet decides (a Drain cannot run its hook in a stopped guest)", cur.Cluster)
 	} else {

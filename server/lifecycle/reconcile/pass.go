@@ -3,9 +3,11 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/arbiter"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
@@ -88,9 +90,12 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 	p.mu.Unlock()
 	if zi.Err != nil {
 		r.log.Warn("reconcile: host not listed", "zone", zi.Zone, "err", zi.Err)
+		r.views.Put(arbiter.FromInventory(zi, p.rep.At)) // nothing of the zone is known now
 		return
 	}
 	r.eng.RestoreMarks(ctx, zi) // before any adoption: a rebuilt machine is never seen without its marks
+	v := arbiter.FromInventory(zi, p.rep.At)
+	r.views.Put(v)
 	seen := byMachine(zi.Machines)
 	p.duplicates(zi, seen)
 	p.migrations(zi)
@@ -98,7 +103,7 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 		if ctx.Err() != nil {
 			return // not marked: a cut listing proves nothing
 		}
-		p.machine(ctx, id, seen, zi)
+		p.machine(ctx, id, seen, zi, v)
 	}
 	if ctx.Err() == nil {
 		r.listed.Mark(zi.Zone, zi.Hosts, zi.Unlisted)
@@ -120,34 +125,42 @@ func byMachine(obs []backend.Observed) map[string]backend.Observed {
 
 // machine judges one record of a listed zone; a further backend call is
 // queued for the second phase.
-func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.Observed, zi backend.ZoneInventory) {
+func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.Observed, zi backend.ZoneInventory, v *arbiter.View) {
 	r, at := p.r, p.rep.At
 	m, ok := r.eng.Get(id)
 	if !ok || r.eng.Migrating(id, at) {
 		return // a migration holds it, or ended after the listing
 	}
 	o, found := seen[id]
-	if !found && r.needsConfirm(m, at) {
+	if !found && r.needsConfirm(m, at) && arbiter.Gone(m, v).Kind != arbiter.Act {
 		p.queue(hostKey(m.Zone, m.HostName), func(ctx context.Context, sick bool) error {
-			return p.confirmMissing(ctx, m, sick)
+			return p.confirmMissing(ctx, m, sick, v)
 		})
 		return
 	}
-	what := r.reconcileOne(id, o, found, at)
+	what := r.reconcileOne(id, o, found, at, v)
 	p.count(what, "", "")
-	if what == "leftover" {
+	switch {
+	case what == "leftover":
 		p.leftover(m, o, zi)
+		return
+	case strings.HasPrefix(what, "relocation wait"):
+		p.wait(m, WaitRelocation, zi)
+		return
+	case strings.HasPrefix(what, "relocation refuse"):
+		r.log.Warn("reconcile: machine's domain found on another host; not moved", "machine", id, "zone", m.Zone,
+			"recorded_host", m.HostName, "found_on", o.Placement.Host, "why", strings.TrimPrefix(what, "relocation refuse: "))
 		return
 	}
 	if what != "" || !found {
 		return
 	}
 	if o.Run.Up() {
-		r.checkRun(ctx, o, at, false) // no backend call: it only clears our note
+		r.checkRun(ctx, o, at, false, v) // no backend call: it only clears our note
 		return
 	}
 	p.queue(hostKey(o.Placement.Zone, o.Placement.Host), func(ctx context.Context, sick bool) error {
-		st, restarted, err := r.checkRun(ctx, o, at, sick)
+		st, restarted, err := r.checkRun(ctx, o, at, sick, v)
 		p.count("", st, m.Zone)
 		if restarted {
 			p.count("restarted", "", "")
@@ -158,7 +171,7 @@ func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.O
 
 // confirmMissing is the queued half of a machine missing from a complete
 // listing (issue 10: missing is not enough, ConfirmGone must confirm).
-func (p *pass) confirmMissing(ctx context.Context, m *record.Machine, sick bool) error {
+func (p *pass) confirmMissing(ctx context.Context, m *record.Machine, sick bool, v *arbiter.View) error {
 	if sick {
 		return nil // not known this pass: kept
 	}
@@ -166,7 +179,7 @@ func (p *pass) confirmMissing(ctx context.Context, m *record.Machine, sick bool)
 	if keep || p.r.eng.Migrating(m.ID, p.rep.At) {
 		return err
 	}
-	p.count(p.r.reconcileOne(m.ID, backend.Observed{}, false, p.rep.At), "", "")
+	p.count(p.r.reconcileOne(m.ID, backend.Observed{}, false, p.rep.At, v), "", "")
 	return nil
 }
 

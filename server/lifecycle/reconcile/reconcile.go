@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/arbiter"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/caps"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
@@ -39,9 +41,12 @@ type Engine interface {
 // Config configures a Reconciler; the fields named as in the engine's
 // Config mean the same.
 type Config struct {
-	Backend  backend.Backend
-	Caps     caps.Capabilities // Backend's optional features
-	Listed   *Listed           // the zones listed since start, shared with the engine's accept path
+	Backend backend.Backend
+	Caps    caps.Capabilities // Backend's optional features
+	Listed  *Listed           // the zones listed since start, shared with the engine's accept path
+	// Views receives each zone's view of its listing, for the arbiter's
+	// decisions outside a pass (nil: a private set).
+	Views    *arbiter.Views
 	Provider string
 	Logger   *slog.Logger
 	Now      func() time.Time
@@ -64,6 +69,7 @@ type Reconciler struct {
 	can    caps.Capabilities
 	log    *slog.Logger
 	listed *Listed
+	views  *arbiter.Views
 
 	// The optional observers, asked once.
 	dupObs     DuplicateObserver
@@ -78,7 +84,10 @@ type Reconciler struct {
 
 // New returns the reconciler of eng.
 func New(eng Engine, cfg Config) *Reconciler {
-	r := &Reconciler{eng: eng, cfg: cfg, be: cfg.Backend, can: cfg.Caps, log: cfg.Logger, listed: cfg.Listed}
+	r := &Reconciler{eng: eng, cfg: cfg, be: cfg.Backend, can: cfg.Caps, log: cfg.Logger, listed: cfg.Listed, views: cfg.Views}
+	if r.views == nil {
+		r.views = arbiter.NewViews()
+	}
 	r.dupObs, _ = cfg.Observer.(DuplicateObserver)
 	r.recObs, _ = cfg.Observer.(MigrationRecoveryObserver)
 	r.runObs, _ = cfg.Observer.(RunObserver)
@@ -127,7 +136,7 @@ func (r *Reconciler) Pass(ctx context.Context) Report {
 	return rep
 }
 
-func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, listedAt time.Time) string {
+func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, listedAt time.Time, v *arbiter.View) string {
 	// A record that changed after the hosts were listed is judged next time:
 	// the listing may predate a Create or Delete that just finished.
 	unchanged := record.Expect{Holds: func(cur *record.Machine) bool { return cur.StateSince.Before(listedAt) }}
@@ -155,6 +164,10 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 			n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
 				From: cur.State, To: n.State, Started: now, Ended: now, Outcome: "adopted"})
 		case (cur.State == record.Idle || cur.State == record.Configured) && found && relocated(cur, o):
+			if vd := arbiter.Relocate(cur, v, o); vd.Kind != arbiter.Act {
+				what = "relocation " + vd.Kind.String() + ": " + vd.Why
+				return record.ErrUnchanged
+			}
 			what = "relocated"
 			n.HostName = o.Placement.Host
 			n.Host = record.HostRef{Provider: r.cfg.Provider, Ref: o.Placement.Ref()}
@@ -166,6 +179,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 			what = "vanished"
 			n.State = record.Failed
 			n.LastError = fmt.Sprintf("VM %q vanished from host %q: found missing by reconcile", cur.Domain, cur.Zone)
+			if g := arbiter.Gone(cur, v); v != nil && g.Kind == arbiter.Act {
+				n.LastError = g.Why // its only copy was on a host declared down
+			}
 			n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
 				From: cur.State, To: record.Failed, Started: now, Ended: now, Outcome: "failed", LastError: n.LastError})
 		default:
@@ -177,7 +193,7 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 		return nil
 	})
 	if err != nil {
-		if what == "leftover" {
+		if what == "leftover" || strings.HasPrefix(what, "relocation ") {
 			return what
 		}
 		return ""

@@ -32,6 +32,13 @@ const (
 	WaitMigrationRecovery = "migration_recovery"
 	WaitDuplicateRemoval  = "duplicate_removal"
 	WaitLeftoverRemoval   = "leftover_removal"
+	// WaitRelocation: a machine's domain runs on another host than its
+	// record says, and the recorded host, which may run it too, is not
+	// listed (arbiter.Relocate).
+	WaitRelocation = "relocation"
+	// WaitRestart: an IDLE machine's stopped domain is not started while
+	// a host that may run the guest is not listed (arbiter.MayStart).
+	WaitRestart = "restart"
 )
 
 // wait records that decision on machine m waits for the unlisted hosts.
@@ -45,6 +52,13 @@ func (p *pass) wait(m *record.Machine, decision string, zi backend.ZoneInventory
 	p.mu.Unlock()
 	if p.r.waitObs != nil {
 		p.r.waitObs.WaitingOnUnlisted(zi.Zone, decision)
+	}
+}
+
+// observeWait tells the WaitObserver of a deferred decision.
+func (r *Reconciler) observeWait(zone, decision string) {
+	if r.waitObs != nil {
+		r.waitObs.WaitingOnUnlisted(zone, decision)
 	}
 }
 
