@@ -99,6 +99,10 @@ type Engine struct {
 	unknown *fence.Unknown    // in memory, bounded: ids that do not exist
 	listed  *reconcile.Listed // zones listed since start (listing.go)
 	views   *arbiter.Views    // each zone's latest listing, for the arbiter
+	// rebuilt are the machines the state file did not hold at start
+	// (all of them after a lost file): their records prove nothing about
+	// where a domain may be. Read only after New.
+	rebuilt map[string]struct{}
 	rec     *reconcile.Reconciler
 	// atLimit counts first contacts refused because the machine's marks
 	// were at ShardsPerMachine.
@@ -178,9 +182,11 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 // and interning 100k seed slots by content cost ~0.3 s of the boot.
 func (e *Engine) addSeed(ctx context.Context, interner *index.MapInterner) error {
 	var missing []Machine
+	e.rebuilt = map[string]struct{}{}
 	for _, m := range e.cfg.Seed {
 		if _, ok := e.idx.Get(m.ID); !ok {
 			missing = append(missing, m)
+			e.rebuilt[m.ID] = struct{}{}
 		}
 	}
 	interner.Machines(missing)

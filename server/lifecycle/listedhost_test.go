@@ -87,3 +87,41 @@ func TestStaleTokenWaitsForItsHost(t *testing.T) {
 		t.Fatalf("stale token after h2 was listed: %v, want FailedPrecondition", err)
 	}
 }
+
+// Issue 38 case 5: after a clean restart (the state file intact) with h2
+// dead, a Create of a SPECULATIVE slot the file holds proceeds: the
+// record proves the machine has no domain anywhere, so the zone's first
+// listing is enough. After a lost state file the same Create waits, as
+// TestStaleTokenWaitsForItsHost shows (its domain may be on h2).
+func TestIntactStateCreatesWithAHostDown(t *testing.T) {
+	t.Parallel()
+	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
+	hb := &hostsBackend{testBackend: f.be}
+	hb.up = true
+	f.wrap = hb
+	f.start(4)
+	f.toIdle("m001")
+	if _, err := f.e.Delete(context.Background(), DeleteRequest{MachineID: "m001"}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState("m001", Speculative)
+	f.e.Close()
+	hb.mu.Lock()
+	hb.up = false // h2 dies; the provider restarts on the same state file
+	hb.mu.Unlock()
+	f.start(4)
+	ctx := context.Background()
+	for _, id := range []string{"m000", "m001"} { // a seed never created; one deleted before the restart
+		if _, err := f.e.Create(ctx, CreateRequest{MachineID: id}); err != nil {
+			t.Fatalf("Create of %s with h2 down after a clean restart: %v", id, err)
+		}
+		f.waitState(id, Idle)
+	}
+	f.e.Close()
+	f.st = newMemStore() // the state file is lost: rebuilt records wait for every host
+	f.start(4)
+	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m002"}); codeOf(err) != CodeUnavailable ||
+		!strings.Contains(err.Error(), "not every host of zone") {
+		t.Fatalf("Create of a rebuilt record with h2 down: %v, want Unavailable naming the zone", err)
+	}
+}

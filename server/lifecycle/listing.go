@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
 )
 
 // The accept path's side of the zones listed since start (reconcile.Listed
@@ -34,7 +35,7 @@ var listingWait = 20 * time.Second
 // whose host is down is not. notListed still refuses if the wait ran out.
 func (e *Engine) awaitListing(ctx context.Context, id string) {
 	m, ok := e.idx.Get(id)
-	if !ok || e.listed.Covers(m.Zone, m.HostName) {
+	if !ok || e.listed.Covers(m.Zone, e.listingHost(m)) {
 		return
 	}
 	if zr := e.can.ZoneReadiness; zr != nil {
@@ -46,8 +47,11 @@ func (e *Engine) awaitListing(ctx context.Context, id string) {
 		// Its own host, or without one any host it may be on, is down:
 		// no listing can come, refused at once.
 		hosts := []string{m.HostName}
-		if m.HostName == "" {
+		switch e.listingHost(m) {
+		case "":
 			hosts = e.listed.Missing(m.Zone)
+		case reconcile.NoHost:
+			hosts = nil
 		}
 		for _, h := range hosts {
 			if err := hr.HostReady(m.Zone, h); err != nil && !errors.Is(err, backend.ErrHostConnecting) {
@@ -58,7 +62,7 @@ func (e *Engine) awaitListing(ctx context.Context, id string) {
 	e.listed.Wake()
 	wctx, cancel := context.WithTimeout(ctx, listingWait)
 	defer cancel()
-	e.listed.AwaitCovers(wctx, m.Zone, m.HostName, true)
+	e.listed.AwaitCovers(wctx, m.Zone, e.listingHost(m), true)
 }
 
 // ZoneListed reports whether zone has been listed since the engine started.
@@ -92,10 +96,25 @@ func (e *Engine) WaitReadyZonesListed(ctx context.Context) bool {
 	return true
 }
 
+// listingHost is the host whose listing a mutation of m waits for:
+// its recorded host; reconcile.NoHost for a SPECULATIVE record without one
+// that the state file held at start (it proves there is no domain, so
+// the zone's first listing is enough); "" (every host of the zone) for a
+// record rebuilt from the hosts, whose domain may be on any of them.
+func (e *Engine) listingHost(m *Machine) string {
+	if m.HostName != "" || m.State != Speculative {
+		return m.HostName
+	}
+	if _, rebuilt := e.rebuilt[m.ID]; rebuilt {
+		return ""
+	}
+	return reconcile.NoHost
+}
+
 // notListed is the refusal for a machine whose zone, or host, has not
 // been listed since start.
 func (e *Engine) notListed(m *Machine) *Error {
-	if e.listed.Covers(m.Zone, m.HostName) {
+	if e.listed.Covers(m.Zone, e.listingHost(m)) {
 		return nil
 	}
 	e.listed.Wake()

@@ -178,7 +178,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 			d = decision{err: err}
 		}
 	}
-	if e.listed.WithoutHost(cur.Zone, cur.HostName) {
+	if e.listed.WithoutHost(cur.Zone, e.listingHost(cur)) {
 		// Its zone was listed without its host: the record may be stale
 		// (rebuilt without that host's listing), so neither its rules nor
 		// its marks can answer yet, and no mark is recorded either.

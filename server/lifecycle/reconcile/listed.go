@@ -87,8 +87,19 @@ func (l *Listed) WithoutHost(zone, host string) bool {
 }
 
 func (l *Listed) coversLocked(zone, host string) bool {
+	if host == NoHost {
+		return l.zones[zone]
+	}
 	return l.zones[zone] && (len(l.pending[zone]) == 0 || (host != "" && l.hosts[zone][host]))
 }
+
+// NoHost is the host of a record that proves its machine has no domain
+// anywhere: a SPECULATIVE record an intact state file holds (never
+// created, or deleted by this provider). It waits for its zone's first
+// listing only, not for every host: the since-start rule for a record
+// without a host is for one rebuilt from the hosts after a lost state
+// file, which may be on any of them (issue 38 case 5).
+const NoHost = "\x00no domain"
 
 // Missing names the hosts of zone never listed since start that the
 // latest listing missed.
