@@ -34,6 +34,10 @@ var (
 	// longer configured, and every host of the zone answered that the
 	// machine has no domain: the Create may be placed again.
 	ErrPlacementGone = errors.New("the recorded host is gone and no host of the zone holds the domain")
+	// ErrHostDown: the call's host is declared down (HostDownDeclarer):
+	// nothing is asked of it until the declaration ends. Permanent for
+	// the call (not transient): waiting cannot help.
+	ErrHostDown = errors.New("host declared down")
 	// ErrNothingDone: the call asked nothing of the host (it was not
 	// connected when the call began); it wraps the cause, which is also
 	// an ErrHostUnavailable.
@@ -206,6 +210,20 @@ type ZoneInventory struct {
 	// the reason given: they are in Hosts (listed, nothing running), never
 	// in Unlisted, and Machines holds nothing of theirs.
 	Down map[string]string
+	// Fenced are the copies found on declared-down hosts that answered
+	// again: never counted as the machine, never started. The engine
+	// destroys those of machines that live elsewhere or were deleted
+	// (FencedDestroyer) and reports the rest.
+	Fenced []Observed
+}
+
+// FencedDestroyer is implemented by backends that declare hosts down
+// (HostDownDeclarer). DestroyFenced destroys our domain of machineID at
+// pl, on a host that is still declared down, with its volumes: a copy
+// the fenced rejoin found stale. It never starts anything, and refuses a
+// host that is not declared down (Delete is the way there).
+type FencedDestroyer interface {
+	DestroyFenced(ctx context.Context, machineID string, pl Placement) error
 }
 
 // HostStatus describes one host for readiness and the admin API.

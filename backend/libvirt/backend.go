@@ -46,6 +46,7 @@ type Backend struct {
 	list  []*host            // in --connect/--hosts order
 	zoned map[string][]*host // zone → its hosts, in order
 	plan  *placement.Planner // capacity, cordon and bookings of every host
+	down  downHosts          // hosts declared down (down.go)
 
 	// reconcileSoon asks the engine for a reconcile pass
 	// (backend.ReconcileRequester): an abandoned call's late success.
@@ -154,7 +155,7 @@ func (b *Backend) ZoneReady(zone string) error {
 	}
 	var first error
 	for _, h := range hs {
-		err := h.Ready()
+		err := b.ready(h)
 		if err == nil {
 			return nil
 		}
@@ -169,7 +170,7 @@ func (b *Backend) ZoneReady(zone string) error {
 // (an unknown name: the zone's).
 func (b *Backend) HostReady(zone, host string) error {
 	if h := b.hosts[host]; h != nil && h.zone == zone {
-		return h.Ready()
+		return b.ready(h)
 	}
 	return b.ZoneReady(zone)
 }

@@ -26,14 +26,20 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 		b.boots.forget(spec.MachineID)
 	}
 	h, name, err := b.locate(spec.MachineID, spec.Placement, spec.Zone)
-	if errors.Is(err, errHostNotKnown) {
+	switch {
+	case errors.Is(err, errHostNotKnown):
 		return b.deleteEverywhere(ctx, spec)
-	}
-	if err != nil {
+	case errors.Is(err, backend.ErrHostDown):
+		// Its copy is destroyed when the host rejoins (the machine is
+		// deleted by then: the fenced rejoin's rule), never started.
+		b.log.Warn("delete: the machine's host is declared down; its copy there is destroyed when the host rejoins",
+			"zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID, "why", err)
+	case err != nil:
 		return fmt.Errorf("delete: %w", err)
-	}
-	if err := b.deleteOn(ctx, h, name, spec); err != nil {
-		return err
+	default:
+		if err := b.deleteOn(ctx, h, name, spec); err != nil {
+			return err
+		}
 	}
 	// The recorded host's capacity is free now, whatever the other hosts
 	// answer: the planner books the machine there only.
@@ -45,10 +51,15 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 // its zone too: a copy a crash or a cut migration left there (duplicate
 // handling keeps a bound one) would otherwise outlive the Delete BigFleet
 // saw succeed, a node of a cluster the machine left. Each host removes
-// only our own domain of this machine, and one that cannot be reached
-// fails the Delete, naming the host: the machine stays DELETING, retried,
-// until the host answers or the Delete's deadline turns it FAILED. A
-// stranger's domain of the same name there is not a copy: it is left alone.
+// only our own domain of this machine; a stranger's domain of the same
+// name there is not a copy: it is left alone.
+//
+// A host that cannot be reached does not hold the Delete up (issue 38: one
+// dead host froze every Delete of its zone): the machine's own copy is
+// gone, and a copy on that host, if there is one, is the Delete's
+// leftover, which reconcile removes, never adopts, once the host is listed
+// again (or the fenced rejoin, for a host declared down). A host that
+// answered with any other error fails the Delete, naming it.
 func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
 	hs, err := b.zoneHosts(h.zone)
 	if err != nil {
@@ -56,11 +67,16 @@ func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, 
 	}
 	var errs []error
 	for _, o := range hs {
-		if o == h {
+		if o == h || b.isDown(o) != nil {
 			continue
 		}
 		err := b.deleteOn(ctx, o, name, spec)
-		if err != nil && !errors.Is(err, backend.ErrNotOurs) {
+		switch {
+		case err == nil || errors.Is(err, backend.ErrNotOurs):
+		case backend.IsTransient(err) && ctx.Err() == nil:
+			b.log.Warn("delete: another host of the zone is unreachable; a copy there, if any, is removed when it is listed again",
+				"zone", o.zone, "host", o.name, "domain", name, "machine", spec.MachineID, "err", err)
+		default:
 			errs = append(errs, fmt.Errorf("host %s of zone %q may hold a copy of the machine: %w", o.name, o.zone, err))
 		}
 	}
@@ -87,6 +103,9 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	}
 	var errs []error
 	for _, h := range hs {
+		if b.isDown(h) != nil {
+			continue // its domains are the fenced rejoin's
+		}
 		if err := b.deleteOn(ctx, h, name, spec); err != nil {
 			errs = append(errs, err)
 		}

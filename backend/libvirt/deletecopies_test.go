@@ -2,8 +2,6 @@ package libvirt
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -51,10 +49,12 @@ func TestDeleteRemovesCopiesOnTheZonesOtherHosts(t *testing.T) {
 	}
 }
 
-// While a host of the zone cannot be reached, it may hold a copy: the
-// Delete fails transiently naming it (the engine keeps the machine
-// DELETING and retries), after removing what it could reach.
-func TestDeleteWaitsForAnUnreachableHostOfTheZone(t *testing.T) {
+// Issue 38 case 4: a host of the zone that cannot be reached does not
+// hold a Delete of a machine on a healthy host up (it used to fail every
+// Delete in the zone until --delete-timeout made it FAILED): the Delete
+// completes with a WARN naming the host, and a copy there, if any, is the
+// Delete's leftover that reconcile removes once the host is listed.
+func TestDeleteCompletesWithAnUnreachableHostOfTheZone(t *testing.T) {
 	t.Parallel()
 	b := poolBackend(t, func(c *Config) {
 		c.Hosts = append(c.Hosts, Host{Zone: "z1", URI: "qemu+unix:///system?socket=/nonexistent/bf.sock", Name: "c", Named: true, Enforce: true})
@@ -64,18 +64,12 @@ func TestDeleteWaitsForAnUnreachableHostOfTheZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", OperationID: "op-del", Zone: "z1", Placement: pl})
-	if !backend.IsTransient(err) || !strings.Contains(err.Error(), `host c of zone "z1" may hold a copy`) {
-		t.Fatalf("Delete with host c down: %v; want a transient error naming host c", err)
+	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", OperationID: "op-del", Zone: "z1", Placement: pl}); err != nil {
+		t.Fatalf("Delete with host c unreachable: %v; want it to complete", err)
 	}
 	if domainExists(t, hostConn(t, b, pl.Host), pl.Domain) {
 		t.Fatalf("the reachable copy on %s was not removed", pl.Host)
 	}
-	if errors.Is(err, backend.ErrNotOurs) {
-		t.Fatal("a down host is not a stranger's domain")
-	}
-	// The recorded host's capacity is free at once: a Create in the zone
-	// need not wait for the down host to answer.
 	if h, ok := b.plan.HostOf("z1", "m1"); ok {
 		t.Errorf("m1 still booked on %s after its domain there was removed", h)
 	}

@@ -24,7 +24,7 @@ func (b *Backend) PlacementReady(pl backend.Placement) error {
 	if err != nil {
 		return err
 	}
-	return h.Ready()
+	return b.ready(h)
 }
 
 // zoneHosts returns the hosts of a zone ("" means the only zone, when
@@ -98,7 +98,7 @@ func (b *Backend) locate(machineID string, pl backend.Placement, zone string) (*
 	if name == "" {
 		name = meta.DomainName(b.cfg.Provider, machineID)
 	}
-	return h, name, nil
+	return h, name, b.isDown(h) // h and name still say where: a Delete completes without a down host
 }
 
 // SetCordoned is backend.HostMaintainer: a cordoned host gets no new

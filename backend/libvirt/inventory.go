@@ -93,7 +93,11 @@ func (b *Backend) InventoryEach(ctx context.Context, concurrency int, fn func(ba
 			m = &zoneMerge{zone: r.h.zone}
 			merged[r.h.zone] = m
 		}
-		m.add(r.h.refName(), r.zi)
+		if why, down := b.down.reason(r.h.name); down {
+			m.addDown(r.h.refName(), why, r.zi)
+		} else {
+			m.add(r.h.refName(), r.zi)
+		}
 		if left[r.h.zone]--; left[r.h.zone] == 0 {
 			fn(m.result(b.log))
 		}
@@ -107,6 +111,22 @@ type zoneMerge struct {
 	machines        []backend.Observed
 	errs            []error
 	hosts, unlisted []string
+	down            map[string]string
+	fenced          []backend.Observed
+}
+
+// addDown adds a host declared down: listed with nothing running, whatever
+// it answered; what it holds, if it answered, is fenced (down.go).
+func (m *zoneMerge) addDown(host, why string, zi backend.ZoneInventory) {
+	m.listed = true
+	m.hosts = append(m.hosts, host)
+	if m.down == nil {
+		m.down = map[string]string{}
+	}
+	m.down[host] = why
+	if zi.Err == nil {
+		m.fenced = append(m.fenced, zi.Machines...)
+	}
 }
 
 func (m *zoneMerge) add(host string, zi backend.ZoneInventory) {
@@ -128,7 +148,7 @@ func (m *zoneMerge) result(log *slog.Logger) backend.ZoneInventory {
 		log.Warn("zone listed without some of its hosts; their machines are kept as they are",
 			"zone", m.zone, "err", errors.Join(m.errs...))
 	}
-	return backend.ZoneInventory{Zone: m.zone, Machines: m.machines, Hosts: m.hosts, Unlisted: m.unlisted}
+	return backend.ZoneInventory{Zone: m.zone, Machines: m.machines, Hosts: m.hosts, Unlisted: m.unlisted, Down: m.down, Fenced: m.fenced}
 }
 
 // listBounded lists one host within the inventory timeout. A host still on

@@ -89,7 +89,7 @@ func (z *zone) noCapacity(s Size) error {
 	down, cordoned, full := 0, 0, 0
 	for _, h := range z.hosts {
 		switch {
-		case !h.Connected:
+		case !h.Connected || h.Down:
 			down++
 		case h.Cordoned:
 			cordoned++

@@ -115,6 +115,8 @@ func (z *zone) named(name string) *hostState {
 func (z *zone) hostRefuses(h *hostState, s Size) error {
 	why := ""
 	switch {
+	case h.Down:
+		why = "is declared down"
 	case !h.Connected:
 		why = "is not connected"
 	case h.Cordoned:

@@ -59,6 +59,9 @@ type Host struct {
 	PoolKnown     bool
 	Connected     bool
 	Cordoned      bool
+	// Down: the operator declared the host down for sure; like a host
+	// that is not connected, it takes nothing.
+	Down bool
 	// HugePagesFreeKiB is the host's free huge page memory by page size
 	// (KiB), as last read; nil: not read. A size missing from a reading
 	// has none free.
@@ -105,7 +108,7 @@ func (h *hostState) free() (vcpus int, memMiB int64) {
 }
 
 // schedulable: connected and not cordoned.
-func (h *hostState) schedulable() bool { return h.Connected && !h.Cordoned }
+func (h *hostState) schedulable() bool { return h.Connected && !h.Cordoned && !h.Down }
 
 // fits reports whether s fits on h now.
 func (h *hostState) fits(s Size) bool {

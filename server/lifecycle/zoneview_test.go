@@ -30,6 +30,21 @@ type viewBackend struct {
 	down      map[string]string
 	starts    []string
 	configure []backend.ConfigureSpec
+	answering map[string]bool // declared-down hosts that answer again
+	destroyed []string        // DestroyFenced calls: "machine host"
+}
+
+func (b *viewBackend) DestroyFenced(_ context.Context, id string, pl backend.Placement) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.destroyed = append(b.destroyed, id+" "+pl.Host)
+	for i, o := range b.copies {
+		if o.MachineID == id && o.Placement.Host == pl.Host {
+			b.copies = append(b.copies[:i], b.copies[i+1:]...)
+			break
+		}
+	}
+	return nil
 }
 
 func (b *viewBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
@@ -44,7 +59,11 @@ func (b *viewBackend) Inventory(ctx context.Context) []backend.ZoneInventory {
 		}
 	}
 	for _, o := range b.copies {
-		if _, off := b.down[o.Placement.Host]; !off && !b.unlisted[o.Placement.Host] {
+		_, off := b.down[o.Placement.Host]
+		switch {
+		case off && b.answering[o.Placement.Host]:
+			zi.Fenced = append(zi.Fenced, o)
+		case !off && !b.unlisted[o.Placement.Host]:
 			zi.Machines = append(zi.Machines, o)
 		}
 	}
@@ -80,11 +99,11 @@ func (b *viewBackend) startCalls() []string {
 // zone-a, with copies as given (a copy of m000 on h1 by default).
 func viewFixture(t *testing.T, cluster string) (*fixture, *viewBackend, *bytes.Buffer) {
 	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
-	vb := &viewBackend{testBackend: f.be, unlisted: map[string]bool{}, down: map[string]string{}}
+	vb := &viewBackend{testBackend: f.be, unlisted: map[string]bool{}, down: map[string]string{}, answering: map[string]bool{}}
 	f.wrap = vb
 	logs := &bytes.Buffer{}
 	var mu sync.Mutex
-	f.start(2, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, logs}, nil)) })
+	f.start(6, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, logs}, nil)) })
 	vb.set(func(b *viewBackend) { b.copies = nil }) // the Create's VM is replaced by the copies below
 	if cluster == "" {
 		f.toIdle("m000")
@@ -268,4 +287,67 @@ func TestDeclaredDownFailsItsMachines(t *testing.T) {
 	if m.LastError != "host zone-a/h1 declared down: powered off by IPMI" {
 		t.Fatalf("last_error %q", m.LastError)
 	}
+}
+
+// The fenced rejoin: h1, declared down, answers again still holding the
+// copy of m000 (FAILED by the declaration, then released by the operator) and
+// a copy of m002, which lives on h2 now. Both are destroyed, never
+// started; a copy whose record still names h1 is kept and reported.
+func TestFencedRejoinDestroysStaleCopies(t *testing.T) {
+	t.Parallel()
+	f, vb, logs := viewFixture(t, "c1")
+	ctx := context.Background()
+	f.toIdle("m002")
+	setHost(t, f, "m002", "h2")
+	m0 := copyOf(vb, "h1", backend.RunState{State: backend.RunRunning}, "c1")
+	m1 := m0
+	m1.MachineID, m1.ClusterID, m1.Placement.Domain = "m002", "", "bf-m002"
+	m1h2 := m1
+	m1h2.Placement.Host = "h2"
+	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{m0, m1, m1h2}; b.down["h1"] = "powered off" })
+	f.e.Reconcile(ctx)
+	f.waitState("m000", Failed)
+	if _, err := f.e.Release(ctx, "m000"); err != nil { // the operator returns the FAILED slot
+		t.Fatal(err)
+	}
+	f.waitState("m000", Speculative)
+	vb.set(func(b *viewBackend) { b.answering["h1"] = true })
+	f.e.Reconcile(ctx)
+	vb.mu.Lock()
+	destroyed := strings.Join(vb.destroyed, ",")
+	vb.mu.Unlock()
+	if destroyed != "m000 h1,m002 h1" && destroyed != "m002 h1,m000 h1" {
+		t.Fatalf("destroyed %q; want the deleted m000's and the relocated m002's copies on h1", destroyed)
+	}
+	if s := vb.startCalls(); len(s) != 0 {
+		t.Fatalf("started %v on a fenced rejoin", s)
+	}
+	m, _ := f.e.Get(ctx, "m002")
+	if h := m.History[len(m.History)-1]; h.Outcome != reconcile.OutcomeFencedDestroyed || m.State != Idle || m.HostName != "h2" {
+		t.Fatalf("m002 %s on %s, history %+v\n%s", m.State, m.HostName, h, f.dump("m002"))
+	}
+	// A copy whose record names h1 (FAILED by the declaration) is kept.
+	f.toIdle("m004") // not needed on h1: a record naming h1 is what matters
+	setHost(t, f, "m004", "h1")
+	m2 := m0
+	m2.MachineID, m2.Placement.Domain = "m004", "bf-m004"
+	vb.set(func(b *viewBackend) { b.copies = append(b.copies, m2); b.destroyed = nil })
+	f.e.Reconcile(ctx)
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	if len(vb.destroyed) != 0 {
+		t.Fatalf("destroyed %v: m004's record names h1", vb.destroyed)
+	}
+	if !strings.Contains(logs.String(), "fenced rejoin: a copy on a host declared down kept") {
+		t.Fatalf("no WARN for the kept copy:\n%s", logs)
+	}
+}
+
+func (f *fixture) dump(id string) string {
+	m, _ := f.e.Get(context.Background(), id)
+	var b strings.Builder
+	for _, h := range m.History {
+		b.WriteString(string(h.Kind) + " " + h.From.String() + "->" + h.To.String() + " " + h.Outcome + " " + h.LastError + "\n")
+	}
+	return b.String()
 }

@@ -25,6 +25,9 @@ type Capabilities struct {
 	CopyRemover backend.CopyRemover
 	// MigrationRecoverer recovers a migration cut by a restart (reconcile).
 	MigrationRecoverer backend.MigrationRecoverer
+	// FencedDestroyer destroys a stale copy on a host declared down
+	// (reconcile's fenced rejoin).
+	FencedDestroyer backend.FencedDestroyer
 	// Migrator live-migrates a machine (admin).
 	Migrator backend.Migrator
 	// Abandoner cleans a guest after a Configure cut by a restart.
@@ -49,6 +52,7 @@ func Of(be backend.Backend) Capabilities {
 	c.CopyRemover, _ = be.(backend.CopyRemover)
 	c.MigrationRecoverer, _ = be.(backend.MigrationRecoverer)
 	c.Migrator, _ = be.(backend.Migrator)
+	c.FencedDestroyer, _ = be.(backend.FencedDestroyer)
 	c.Abandoner, _ = be.(backend.Abandoner)
 	c.GuestAddresser, _ = be.(backend.GuestAddresser)
 	c.ReconcileRequester, _ = be.(backend.ReconcileRequester)

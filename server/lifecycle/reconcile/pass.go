@@ -97,6 +97,7 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 	v := arbiter.FromInventory(zi, p.rep.At)
 	r.views.Put(v)
 	seen := byMachine(zi.Machines)
+	p.fenced(zi)
 	p.duplicates(zi, seen)
 	p.migrations(zi)
 	for _, id := range p.byZone[zi.Zone] {
