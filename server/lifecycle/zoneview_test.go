@@ -169,7 +169,9 @@ func TestRestartWaitsForUnlistedHosts(t *testing.T) {
 func TestRestartOnAWholeZone(t *testing.T) {
 	t.Parallel()
 	f, vb, _ := viewFixture(t, "")
-	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{copyOf(b0(b), "h1", backend.RunState{State: backend.RunShutoff, Reason: "destroyed"}, "")} })
+	vb.set(func(b *viewBackend) {
+		b.copies = []backend.Observed{copyOf(b0(b), "h1", backend.RunState{State: backend.RunShutoff, Reason: "destroyed"}, "")}
+	})
 	f.e.Reconcile(context.Background())
 	if s := vb.startCalls(); strings.Join(s, ",") != "m000 h1" {
 		t.Fatalf("starts %v; want m000 on h1", s)
