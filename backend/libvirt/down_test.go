@@ -27,6 +27,11 @@ func TestHostDeclaredDown(t *testing.T) {
 	if err := b.SetDown(pl.Host, true, "PSU failed"); err != nil {
 		t.Fatal(err)
 	}
+	for _, st := range b.Hosts(ctx) {
+		if (st.Name == pl.Host) != st.Down || (st.Down && st.DownReason != "PSU failed") {
+			t.Fatalf("host status %s: down %v %q", st.Name, st.Down, st.DownReason)
+		}
+	}
 	// No placement: every new machine goes to the other host.
 	for _, id := range []string{"m2", "m3"} {
 		p, err := b.Create(ctx, sized(id, 1, 256))

@@ -287,11 +287,15 @@ const statusTimeout = 5 * time.Second
 // Hosts reports every host: connection state, versions, pool usage and the
 // number of domains it holds (all of them, ours or not).
 func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
-	return perHost(ctx, b, min(b.cfg.InventoryTimeout, statusTimeout), b.hostStatus, func(h *host, err error) backend.HostStatus {
+	out := perHost(ctx, b, min(b.cfg.InventoryTimeout, statusTimeout), b.hostStatus, func(h *host, err error) backend.HostStatus {
 		st := h.baseStatus()
 		st.LastError = err.Error()
 		return st
 	})
+	for i := range out {
+		out[i].DownReason, out[i].Down = b.down.reason(out[i].Name)
+	}
+	return out
 }
 
 func (h *host) baseStatus() backend.HostStatus {
