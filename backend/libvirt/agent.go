@@ -120,7 +120,7 @@ func (b *Backend) configurable(ctx context.Context, h *host, name string, spec b
 	}
 	b.log.Warn("configure: the domain was not running; starting it again", "domain", name,
 		"machine", spec.MachineID, "was", stopped.rs.String())
-	if err := b.Start(ctx, spec.MachineID, spec.Placement); err != nil {
+	if err := b.startOn(ctx, h, name, spec.MachineID); err != nil {
 		return md, err
 	}
 	return b.ownedRunning(h, name, spec.MachineID)

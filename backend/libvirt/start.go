@@ -24,8 +24,14 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	return b.startOn(ctx, h, name, machineID)
+}
+
+// startOn is Start on the located domain (a Configure that found it shut
+// off hands down what it located instead of locating it again).
+func (b *Backend) startOn(ctx context.Context, h *host, name, machineID string) error {
 	started := false // this call started the guest (not one already active)
-	err = h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
 		if _, err := b.owned(dom, name, machineID); err != nil {
 			return err
 		}
