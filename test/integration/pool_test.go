@@ -113,16 +113,16 @@ func TestPoolZone(t *testing.T) {
 			}
 		})
 		p.awaitHost(t, otherHost, false)
-		// Issue 31: the stopped host may hold a copy of onSys (a crash or
-		// a cut migration can leave one), so its Delete removes the copy
-		// it can reach and stays DELETING, naming the host, until the
-		// host answers.
+		// Issue 38 case 4: the stopped host may hold a copy of onSys (a
+		// crash or a cut migration can leave one), but it no longer holds
+		// the Delete up (every Delete of the zone used to end FAILED at
+		// --delete-timeout): the Delete completes with a WARN naming the
+		// host, and a copy there would be the Delete's leftover, removed
+		// once the host is listed again.
 		var ack pb.TransitionAck
 		must(t, p.call(ctx, "Delete", &pb.DeleteRequest{MachineId: onSys}, &ack))
-		p.awaitLog(t, ctx, fmt.Sprintf(`machine=%s `, onSys), fmt.Sprintf(`host %s of zone \"%s\" may hold a copy`, otherHost, poolZone))
-		if m := p.get(t, onSys); m.GetState() != pb.MachineState_MACHINE_STATE_DELETING {
-			t.Fatalf("Delete of %s with %s down: %s (last_error %q), want DELETING", onSys, otherHost, m.GetState(), m.GetLastError())
-		}
+		p.awaitLog(t, ctx, fmt.Sprintf(`machine=%s `, onSys), "another host of the zone is unreachable")
+		p.awaitAny(t, ctx, onSys, pb.MachineState_MACHINE_STATE_SPECULATIVE)
 		// Its capacity on the system host is free at once: the zone
 		// serves there.
 		m := p.transition(t, ctx, "Create", &pb.CreateRequest{MachineId: ids[3]}, pb.MachineState_MACHINE_STATE_IDLE)
@@ -139,8 +139,8 @@ func TestPoolZone(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		if m := p.get(t, onSys); m.GetState() != pb.MachineState_MACHINE_STATE_DELETING {
-			t.Fatalf("%s with %s still down: %s, want DELETING (last_error %q)", onSys, otherHost, m.GetState(), m.GetLastError())
+		if m := p.get(t, onSys); m.GetState() != pb.MachineState_MACHINE_STATE_SPECULATIVE {
+			t.Fatalf("%s with %s still down: %s, want SPECULATIVE (last_error %q)", onSys, otherHost, m.GetState(), m.GetLastError())
 		}
 		secondHost(t, pe, "start-daemon")
 		restarted = true
