@@ -115,7 +115,7 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attem
 	case OpCreate:
 		return e.create(ctx, m, st)
 	case OpConfigure:
-		start := arbiter.MayStart(m, e.views.Get(m.Zone))
+		start := arbiter.MayStart(m, e.views.Get(m.Zone), m.HostName)
 		err := e.be.Configure(ctx, backend.ConfigureSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,
 			BootstrapBlob: blob, ShardMetadata: cloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID),

@@ -78,30 +78,34 @@ func wait(v *View, hosts []string, what string) Verdict {
 		what, strings.Join(hosts, ", "), v.Zone)}
 }
 
-// MayStart decides whether the stopped domain of machine m on its
-// recorded host may be started (reconcile's restart of an IDLE machine, a
-// Configure of an IDLE machine whose domain stopped): only if no other
-// copy of the machine runs, and every other host of the zone is listed or
-// declared down. A copy "shut off (migrated)" is a migration's source:
-// the guest may run on a host that is not listed, so starting it would
-// run the node twice.
-func MayStart(m *record.Machine, v *View) Verdict {
+// MayStart decides whether machine m's stopped copy on host may be
+// started (reconcile's restart of an IDLE machine, a Configure of an IDLE
+// machine whose domain stopped): only the copy on its recorded host, only
+// if no other copy of the machine runs, and only if every other host of
+// the zone is listed or declared down. A copy "shut off (migrated)" is a
+// migration's source: the guest may run on a host that is not listed, so
+// starting it would run the node twice.
+func MayStart(m *record.Machine, v *View, host string) Verdict {
 	if v == nil {
 		return Verdict{Kind: Wait, Why: fmt.Sprintf("starting %s's domain waits for a listing of zone %s", m.ID, m.Zone)}
 	}
-	if why, down := v.DownReason(m.HostName); down {
-		return refuse("host %s/%s declared down: %s; its copy of %s is never started", v.Zone, m.HostName, why, m.ID)
+	if why, down := v.DownReason(host); down {
+		return refuse("host %s/%s declared down: %s; its copy of %s is never started", v.Zone, host, why, m.ID)
+	}
+	if host != m.HostName {
+		return refuse("the copy of %s on host %s is not the one its record names (host %s): never started", m.ID,
+			hostName(host), hostName(m.HostName))
 	}
 	for _, c := range v.Copies(m.ID) {
-		if c.Placement.Host != m.HostName && c.Run.Up() {
+		if c.Placement.Host != host && c.Run.Up() {
 			return refuse("%s runs on host %s of zone %s, not its recorded host %s: the copy there is stale and is never started",
-				m.ID, c.Placement.Host, v.Zone, hostName(m.HostName))
+				m.ID, c.Placement.Host, v.Zone, hostName(host))
 		}
 	}
-	if un := v.unlisted(m.HostName); len(un) > 0 {
+	if un := v.unlisted(host); len(un) > 0 {
 		return wait(v, un, "starting "+m.ID+"'s stopped domain")
 	}
-	c, _ := v.copyOn(m.ID, m.HostName)
+	c, _ := v.copyOn(m.ID, host)
 	return act(c)
 }
 

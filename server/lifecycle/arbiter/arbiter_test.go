@@ -54,7 +54,7 @@ func TestMayStart(t *testing.T) {
 		{"a whole zone (one unnamed host)", FromInventory(backend.ZoneInventory{Zone: "z"}, time.Now()), Act, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := MayStart(idle("a"), tc.v)
+			v := MayStart(idle("a"), tc.v, "a")
 			if v.Kind != tc.want || !strings.Contains(v.Why, tc.says) {
 				t.Fatalf("got %s %q, want %s containing %q", v.Kind, v.Why, tc.want, tc.says)
 			}
@@ -63,8 +63,14 @@ func TestMayStart(t *testing.T) {
 			}
 		})
 	}
-	if v := MayStart(&record.Machine{ID: "m", Zone: "z", HostName: ""}, FromInventory(backend.ZoneInventory{Zone: "z"}, time.Now())); v.Kind != Act {
+	if v := MayStart(&record.Machine{ID: "m", Zone: "z", HostName: ""}, FromInventory(backend.ZoneInventory{Zone: "z"}, time.Now()), ""); v.Kind != Act {
 		t.Fatalf("a whole zone's record without host: %s %s", v.Kind, v.Why)
+	}
+	// The copy found is not the recorded one (the property test's find:
+	// the recorded host h3 unlisted, a stale shut-off copy listed on h1).
+	v := zoneOf([]string{"b"}, []string{"a"}, nil, cp("m", "b", shutoff, ""))
+	if vd := MayStart(idle("a"), v, "b"); vd.Kind != Refuse || !strings.Contains(vd.Why, "not the one its record names") {
+		t.Fatalf("start of a copy that is not the recorded one: %s %q", vd.Kind, vd.Why)
 	}
 }
 
@@ -177,9 +183,10 @@ func TestPropertyNeverTwoRunning(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			m.State, m.Cluster = record.Configured, "c1"
 		}
-		if MayStart(m, v).Kind == Act {
+		at := hosts[rng.IntN(len(hosts))]
+		if MayStart(m, v, at).Kind == Act {
 			acts++
-			if n := runningElsewhere(truth, m.HostName); n > 0 {
+			if n := runningElsewhere(truth, at); n > 0 {
 				t.Fatalf("MayStart acted with %d other running copies: truth %v, listed %v unlisted %v down %v", n, truth, listed, unlisted, down)
 			}
 		}

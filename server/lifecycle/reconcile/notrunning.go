@@ -48,7 +48,7 @@ func (r *Reconciler) checkRun(ctx context.Context, o backend.Observed, listedAt 
 		return "", false, nil
 	}
 	note := runNote(cur, o.Run, listedAt)
-	vd := arbiter.MayStart(cur, v)
+	vd := arbiter.MayStart(cur, v, o.Placement.Host)
 	if st := r.can.Starter; st != nil && cur.State == record.Idle && o.Run.Inactive() && vd.Kind == arbiter.Act {
 		return r.restartIdle(ctx, st, cur, o, note, listedAt, sick)
 	} else if cur.State == record.Idle && o.Run.Inactive() && st != nil {
