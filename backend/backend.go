@@ -148,6 +148,11 @@ type Observed struct {
 	// Run is the domain's run state with the host's reason for it; the
 	// zero value means the backend did not say (Running alone counts).
 	Run RunState
+	// DeleteOperationID names the Delete (or Release) begun on this
+	// domain, recorded on the host before anything was destroyed; ""
+	// when none was. Such a domain is a Delete cut short, never a
+	// machine to adopt or start: it outlives a lost state file.
+	DeleteOperationID string
 }
 
 // Run states, as virsh domstate names them (one word each, for labels).

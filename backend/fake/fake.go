@@ -22,6 +22,10 @@ const (
 	OpInventory = "inventory"
 	OpStart     = "start"
 	OpMigrate   = "migrate"
+	// OpDeleteCut is not an operation: a failure set for it (SetFailure)
+	// cuts a Delete after it recorded its intent on the VM and before the
+	// VM is removed, as a provider killed mid-Delete would.
+	OpDeleteCut = "delete-cut"
 )
 
 // DefaultZones are served when Options.Zones is empty.
@@ -67,6 +71,9 @@ type VM struct {
 	// Run is the state set by SetRunState; zero while it runs as created.
 	Run     backend.RunState
 	Binding *Binding
+	// DeleteOperationID is the intent a Delete recorded on the VM before
+	// removing it ("" = none): what a Delete cut short leaves behind.
+	DeleteOperationID string
 }
 
 type failKey struct{ op, machineID string }

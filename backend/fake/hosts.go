@@ -199,6 +199,7 @@ func (b *Backend) createOnHost(ctx context.Context, spec backend.MachineSpec) (b
 		b.mu.Unlock()
 		return backend.Placement{}, err
 	}
+	b.finishBegunDeleteLocked(spec.MachineID)
 	vm, exists := b.vms[spec.MachineID]
 	b.mu.Unlock()
 	if exists { // a retried Create adopts its VM where it is

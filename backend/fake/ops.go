@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -82,10 +83,11 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	if err := b.zoneErrLocked(spec.Zone); err != nil {
 		return backend.Placement{}, err
 	}
-	if vm, ok := b.vms[spec.MachineID]; ok {
+	if vm, ok := b.vms[spec.MachineID]; ok && vm.DeleteOperationID == "" {
 		vm.Running, vm.Run = true, backend.RunState{}
 		return vm.Placement, nil
 	}
+	b.finishBegunDeleteLocked(spec.MachineID)
 	p := backend.Placement{Zone: spec.Zone, Domain: DomainName(spec.MachineID)}
 	b.vms[spec.MachineID] = &VM{MachineID: spec.MachineID, OperationID: spec.OperationID, Placement: p,
 		InstanceType: spec.InstanceType, VCPU: spec.VCPU, MemoryMiB: spec.MemoryMiB, Running: true}
@@ -132,7 +134,19 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 	return nil
 }
 
-// Delete removes the VM; an already missing VM is success.
+// finishBegunDeleteLocked removes the machine's VM if it carries a
+// Delete's intent, as the libvirt backend does before a Create: a VM a
+// Delete began on is never adopted.
+func (b *Backend) finishBegunDeleteLocked(id string) {
+	if vm, ok := b.vms[id]; ok && vm.DeleteOperationID != "" {
+		delete(b.vms, id)
+		b.unbookLocked(vm.Placement, id)
+	}
+}
+
+// Delete removes the VM; an already missing VM is success. As the libvirt
+// backend does, it first records its intent on the VM; a failure set for
+// OpDeleteCut stops it there.
 func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	if err := b.begin(ctx, OpDelete, spec.MachineID); err != nil {
 		return err
@@ -149,6 +163,15 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	}
 	if pl.Zone != "" {
 		if err := b.hostErrLocked(pl); err != nil {
+			return err
+		}
+	}
+	if vm, ok := b.vms[spec.MachineID]; ok {
+		vm.DeleteOperationID = cmp.Or(spec.OperationID, "unknown")
+		if err := b.failures[failKey{OpDeleteCut, spec.MachineID}]; err != nil {
+			return err
+		}
+		if err := b.failures[failKey{OpDeleteCut, ""}]; err != nil {
 			return err
 		}
 	}
@@ -229,7 +252,7 @@ func (b *Backend) listZone(zone string) ([]backend.Observed, error) {
 
 func observe(vm *VM) backend.Observed {
 	o := backend.Observed{MachineID: vm.MachineID, OperationID: vm.OperationID,
-		Placement: vm.Placement, Running: vm.Running, Run: runOf(vm)}
+		Placement: vm.Placement, Running: vm.Running, Run: runOf(vm), DeleteOperationID: vm.DeleteOperationID}
 	if vm.Binding != nil {
 		o.ClusterID = vm.Binding.ClusterID
 		o.ShardMetadata = maps.Clone(vm.Binding.ShardMetadata)

@@ -45,8 +45,17 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	err = h.With(func(conn hostconn.Conn) error {
 		dom, err := conn.LookupDomainByName(name)
 		if err == nil {
-			defer dom.Free()
-			return b.adopt(ctx, dom, name, spec)
+			err = b.adopt(ctx, dom, name, spec)
+			if !errors.Is(err, errDeleteBegun) {
+				_ = dom.Free()
+				return err
+			}
+			err = b.finishBegunDelete(ctx, conn, dom, name, spec)
+			_ = dom.Free()
+			if err != nil {
+				return err
+			}
+			return b.build(ctx, h, conn, name, spec)
 		}
 		if !isNoDomain(err) {
 			return fmt.Errorf("create: look up domain: %w", err)
@@ -80,8 +89,12 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 // adopt takes over our own domain left by an earlier attempt of this
 // machine's Create, starting it if it is not running.
 func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
-	if _, err := b.owned(dom, name, spec.MachineID); err != nil {
+	md, err := b.owned(dom, name, spec.MachineID)
+	if err != nil {
 		return fmt.Errorf("create: %w", err)
+	}
+	if md.Delete.Begun() {
+		return fmt.Errorf("create: domain %s: Delete %s began on it: %w", name, md.Delete.OperationID, errDeleteBegun)
 	}
 	active, err := dom.IsActive()
 	if err != nil {
@@ -96,6 +109,30 @@ func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, s
 		return fmt.Errorf("create: adopt: wait running: %w", err)
 	}
 	b.log.Info("adopted existing domain", "domain", name, "machine", spec.MachineID, "was_running", active)
+	return nil
+}
+
+// errDeleteBegun: the domain a Create found carries a Delete's intent (a
+// Delete cut short, then the state file lost). Adopting it would bring
+// back what BigFleet deleted, binding and all; it is deleted first.
+var errDeleteBegun = errors.New("a Delete was begun on the domain")
+
+// finishBegunDelete completes the Delete whose intent dom carries (domain
+// and volumes), so the Create builds afresh; a WARN says so.
+func (b *Backend) finishBegunDelete(ctx context.Context, conn hostconn.Conn, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
+	b.log.Warn("create: the domain carries a Delete begun earlier; finishing that Delete before building",
+		"domain", name, "machine", spec.MachineID, "op", spec.OperationID)
+	if err := destroyAndUndefine(dom); err != nil {
+		return fmt.Errorf("create: finish the begun Delete: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	for _, vol := range []string{meta.OverlayName(name), meta.SeedName(name)} {
+		if err := b.deleteVolumeIn(conn, vol); err != nil {
+			return fmt.Errorf("create: finish the begun Delete: volume %s: %w", vol, err)
+		}
+	}
 	return nil
 }
 

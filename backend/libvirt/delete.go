@@ -37,7 +37,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	case err != nil:
 		return fmt.Errorf("delete: %w", err)
 	default:
-		if err := b.deleteOn(ctx, h, name, spec); err != nil {
+		if err := b.deleteMachineOn(ctx, h, name, spec); err != nil {
 			return err
 		}
 	}
@@ -70,7 +70,7 @@ func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, 
 		if o == h || b.isDown(o) != nil {
 			continue
 		}
-		err := b.deleteOn(ctx, o, name, spec)
+		err := b.deleteMachineOn(ctx, o, name, spec)
 		switch {
 		case err == nil || errors.Is(err, backend.ErrNotOurs):
 		case backend.IsTransient(err) && ctx.Err() == nil:
@@ -106,7 +106,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 		if b.isDown(h) != nil {
 			continue // its domains are the fenced rejoin's
 		}
-		if err := b.deleteOn(ctx, h, name, spec); err != nil {
+		if err := b.deleteMachineOn(ctx, h, name, spec); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -116,11 +116,28 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	return errors.Join(errs...)
 }
 
-// deleteOn deletes the machine's domain and volumes on one host.
+// deleteMachineOn is a Delete's (or Release's) removal of the machine's
+// domain and volumes on one host: the domain first records the Delete's
+// intent (meta.DeleteIntent), so a provider that lost its state file
+// finds a Delete begun, never a machine to adopt.
+func (b *Backend) deleteMachineOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
+	return b.removeOn(ctx, h, name, spec, true)
+}
+
+// deleteOn removes one copy of a machine that is not the machine itself
+// (a spare duplicate, the leftover side of a migration, a fenced stale
+// copy on a host declared down): no intent is recorded, since the machine
+// lives on elsewhere and a copy marked as deleted would make a rebuilt
+// provider delete the machine.
 func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
+	return b.removeOn(ctx, h, name, spec, false)
+}
+
+// removeOn deletes the machine's domain and volumes on one host.
+func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec, intent bool) error {
 	start := time.Now()
 	err := h.With(func(conn hostconn.Conn) error {
-		gone, err := b.deleteDomain(conn, name, spec.MachineID)
+		gone, err := b.deleteDomain(conn, name, spec, intent)
 		if err != nil {
 			return err
 		}
@@ -148,8 +165,11 @@ func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backe
 	return nil
 }
 
-// deleteDomain removes our domain; alreadyGone says there was none.
-func (b *Backend) deleteDomain(conn hostconn.Conn, name, machineID string) (alreadyGone bool, err error) {
+// deleteDomain removes our domain; alreadyGone says there was none. With
+// intent, the Delete is recorded in the domain's metadata first: a Delete
+// cut after that (a provider killed, a host gone dark) is found as such
+// by whoever lists the host next, even from an empty state file.
+func (b *Backend) deleteDomain(conn hostconn.Conn, name string, spec backend.DeleteSpec, intent bool) (alreadyGone bool, err error) {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return true, nil
@@ -158,16 +178,44 @@ func (b *Backend) deleteDomain(conn hostconn.Conn, name, machineID string) (alre
 		return false, fmt.Errorf("delete: look up domain: %w", err)
 	}
 	defer dom.Free()
-	if _, err := b.owned(dom, name, machineID); err != nil {
+	md, err := b.owned(dom, name, spec.MachineID)
+	if err != nil {
 		return false, fmt.Errorf("delete: %w", err)
 	}
+	if intent {
+		if err := recordIntent(dom, md, spec.OperationID); err != nil {
+			return false, fmt.Errorf("delete: record intent: %w", err)
+		}
+	}
+	return false, destroyAndUndefine(dom)
+}
+
+// recordIntent writes the Delete's intent into md on dom. An intent
+// already there keeps its first time (the Delete began then) and takes
+// the newest operation id (a Release after a failed Delete is that one).
+func recordIntent(dom hostconn.Domain, md meta.Metadata, op string) error {
+	if op == "" {
+		op = "unknown" // the intent itself is what counts; never write an empty one
+	}
+	if md.Delete.OperationID == op {
+		return nil // a retry of this Delete: recorded already
+	}
+	since := md.Delete.Since
+	if since.IsZero() {
+		since = time.Now().UTC()
+	}
+	md.Delete = meta.DeleteIntent{OperationID: op, Since: since}
+	return meta.Write(dom, md)
+}
+
+func destroyAndUndefine(dom hostconn.Domain) error {
 	if err := domstate.Destroy(dom); err != nil {
-		return false, fmt.Errorf("delete: destroy domain: %w", err)
+		return fmt.Errorf("delete: destroy domain: %w", err)
 	}
 	if err := domstate.Undefine(dom); err != nil {
-		return false, fmt.Errorf("delete: undefine domain: %w", err)
+		return fmt.Errorf("delete: undefine domain: %w", err)
 	}
-	return false, nil
+	return nil
 }
 
 // onDomain looks name up on conn and runs fn on it (used by rollback, whose

@@ -20,6 +20,7 @@ func TestDeleteFaultAtEveryStep(t *testing.T) {
 	steps := []stepFault{
 		{"delete: look up domain: ", "conn.LookupDomainByName", "$dom", 1},
 		{"delete: read metadata of ", "dom.GetMetadata", "$dom", 1},
+		{"delete: record intent: ", "dom.SetMetadata", "$dom", 1},
 		{"delete: destroy domain: ", "dom.Destroy", "$dom", 1},
 		{"delete: undefine domain: ", "dom.UndefineFlags", "$dom", 1},
 		{"delete: undefine domain: ", "dom.Undefine", "$dom", 1},

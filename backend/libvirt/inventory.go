@@ -271,6 +271,8 @@ func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.
 		ClusterID:     md.ClusterID,
 		ShardMetadata: md.ShardMetadata,
 		Marks:         md.Marks,
+
+		DeleteOperationID: md.Delete.OperationID, // a Delete cut short: never adopted
 	}, md, true, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -39,7 +40,20 @@ type Metadata struct {
 	// host's books (0: not recorded, a domain made by an older version).
 	VCPUs     int
 	MemoryMiB int
+	// Delete is the intent of a Delete (or Release) begun on the domain,
+	// written before anything is destroyed: the domain says it is being
+	// deleted even when the state file that knew it is lost.
+	Delete DeleteIntent
 }
+
+// DeleteIntent names the Delete begun on a domain. The zero value: none.
+type DeleteIntent struct {
+	OperationID string    // the Delete's operation id (its token)
+	Since       time.Time // when it was first written (UTC, informational)
+}
+
+// Begun reports whether a Delete was begun.
+func (d DeleteIntent) Begun() bool { return d.OperationID != "" }
 
 // Owned reports whether the domain belongs to provider's machine.
 func (m Metadata) Owned(provider, machineID string) bool {
@@ -69,6 +83,13 @@ type xmlInstance struct {
 	Marks     []xmlMark  `xml:"fence-marks>mark"`
 	Host      *xmlText   `xml:"host"`
 	Size      *xmlSize   `xml:"size"`
+	Delete    *xmlDelete `xml:"delete-intent"`
+}
+
+// xmlDelete is a Delete's intent: its operation id, and when.
+type xmlDelete struct {
+	Since     string  `xml:"since,attr,omitempty"`
+	Operation xmlText `xml:"operation"`
 }
 
 // xmlSize is the domain's sizing, for placement's books.
@@ -163,6 +184,12 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 	if m.VCPUs > 0 || m.MemoryMiB > 0 {
 		x.Size = &xmlSize{VCPUs: m.VCPUs, MemoryMiB: m.MemoryMiB}
 	}
+	if m.Delete.Begun() {
+		x.Delete = &xmlDelete{Operation: encText(m.Delete.OperationID)}
+		if !m.Delete.Since.IsZero() {
+			x.Delete.Since = m.Delete.Since.UTC().Format(time.RFC3339Nano)
+		}
+	}
 	out, err := xml.Marshal(x)
 	return string(out), err
 }
@@ -217,7 +244,32 @@ func Decode(s string) (Metadata, error) {
 	if m.Marks, err = decodeMarks(x.Marks); err != nil {
 		return Metadata{}, err
 	}
+	if m.Delete, err = decodeDelete(x.Delete); err != nil {
+		return Metadata{}, err
+	}
 	return m, nil
+}
+
+// decodeDelete is strict too: an intent without an operation id, or with
+// a time that does not parse, is damage, never "no Delete begun".
+func decodeDelete(x *xmlDelete) (DeleteIntent, error) {
+	if x == nil {
+		return DeleteIntent{}, nil
+	}
+	op, err := x.Operation.decode()
+	if err != nil {
+		return DeleteIntent{}, fmt.Errorf("decode metadata: delete intent operation: %w", err)
+	}
+	if op == "" {
+		return DeleteIntent{}, errors.New("decode metadata: delete intent without an operation id")
+	}
+	d := DeleteIntent{OperationID: op}
+	if x.Since != "" {
+		if d.Since, err = time.Parse(time.RFC3339Nano, x.Since); err != nil {
+			return DeleteIntent{}, fmt.Errorf("decode metadata: delete intent since: %w", err)
+		}
+	}
+	return d, nil
 }
 
 // decodeMarks is as strict as the rest: a mark without a shard id, epoch

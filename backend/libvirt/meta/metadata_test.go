@@ -85,7 +85,8 @@ func marksXML(marks string) string {
 func sameMetadata(a, b Metadata) bool {
 	return a.Provider == b.Provider && a.MachineID == b.MachineID && a.OperationID == b.OperationID &&
 		a.ClusterID == b.ClusterID && maps.Equal(a.ShardMetadata, b.ShardMetadata) &&
-		(len(a.ShardMetadata) == 0) == (len(b.ShardMetadata) == 0) && maps.Equal(a.Marks, b.Marks)
+		(len(a.ShardMetadata) == 0) == (len(b.ShardMetadata) == 0) && maps.Equal(a.Marks, b.Marks) &&
+		a.Delete.OperationID == b.Delete.OperationID && a.Delete.Since.Equal(b.Delete.Since)
 }
 
 // TestMetadataMarksDecoded: the marks come back from the form libvirt
@@ -129,6 +130,7 @@ func FuzzDecodeMetadata(f *testing.F) {
 	f.Add(`<instance xmlns="` + NS + `"><provider>p</provider><machine>m</machine></instance>`)
 	f.Add(`<instance><provider encoding="base64">cA==</provider><machine>m</machine><cluster>c</cluster><shard-metadata><entry><key>k</key><value encoding="base64">AAE=</value></entry></shard-metadata></instance>`)
 	f.Add(`<instance><provider>`)
+	f.Add(`<instance><provider>p</provider><machine>m</machine><delete-intent since="2026-12-05T10:11:12.5+02:00"><operation>op</operation></delete-intent></instance>`)
 	f.Add(marksXML(`<mark><shard>s</shard><epoch>5</epoch><sequence>1</sequence></mark><mark><shard encoding="base64">AA==</shard><epoch>0</epoch><sequence>9223372036854775807</sequence></mark>`))
 	f.Add(marksXML(`<mark><shard>s</shard><epoch>-5</epoch><sequence>1</sequence></mark>`))
 	f.Fuzz(func(t *testing.T, s string) {

@@ -144,9 +144,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 	n, err := r.eng.Update(id, unchanged, func(cur, n *record.Machine) error {
 		now := r.cfg.Now()
 		switch {
-		case cur.State == record.Speculative && found && deleted(cur):
+		case cur.State == record.Speculative && found && (deleted(cur) || o.DeleteOperationID != ""):
 			what = "leftover"
-			return record.ErrUnchanged // removed by removeLeftover, never adopted
+			return record.ErrUnchanged // removed by p.leftover (or its Delete resumed), never adopted
 		case cur.State == record.Speculative && found:
 			what = "adopted"
 			n.State = record.Idle
@@ -163,6 +163,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 			}
 			n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
 				From: cur.State, To: n.State, Started: now, Ended: now, Outcome: "adopted"})
+		case (cur.State == record.Idle || cur.State == record.Configured) && found && o.DeleteOperationID != "":
+			what = "delete_begun"
+			failDeleteBegun(cur, n, o, now)
 		case (cur.State == record.Idle || cur.State == record.Configured) && found && relocated(cur, o):
 			if vd := arbiter.Relocate(cur, v, o); vd.Kind != arbiter.Act {
 				what = "relocation " + vd.Kind.String() + ": " + vd.Why
@@ -208,12 +211,28 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 
 // deleted reports whether a SPECULATIVE record is one a Delete (or an
 // admin Release) returned to its slot (not a seed, nor a record rebuilt
-// after a lost state file):
+// after a lost state file, until a Delete found begun on its domain was
+// resumed; see resumeDelete):
 // a domain of it found later is a copy the Delete did not reach (a
 // duplicate on another host), and adopting it would bring back a machine
 // BigFleet saw deleted.
 func deleted(cur *record.Machine) bool {
 	return cur.State == record.Speculative && (cur.OpKind == record.OpDelete || cur.OpKind == record.OpRelease)
+}
+
+// failDeleteBegun makes FAILED an IDLE or CONFIGURED record whose domain
+// carries a Delete's intent: a Delete it does not know of was accepted for
+// the machine (the state was restored from a backup older than the host),
+// so the domain is half deleted or about to be, and BigFleet has been
+// told it is going. It is never started nor handed out again; a Release
+// finishes the Delete.
+func failDeleteBegun(cur, n *record.Machine, o backend.Observed, now time.Time) {
+	n.State = record.Failed
+	n.LastError = fmt.Sprintf("domain %s on host %s carries the intent of Delete %s, which this record (operation %s) does not know: "+
+		"the state is older than the host; the domain is not started, Release it to finish the Delete",
+		o.Placement.Domain, o.Placement.Host, o.DeleteOperationID, cur.OperationID)
+	n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
+		From: cur.State, To: record.Failed, Started: now, Ended: now, Outcome: "failed", LastError: n.LastError})
 }
 
 // relocated reports whether the machine's domain runs on another host of

@@ -68,6 +68,10 @@ func (r *Reconciler) observeWait(zone, decision string) {
 // the machine's call gate, only while the record is still that Delete's,
 // and only from a whole zone's listing.
 func (p *pass) leftover(m *record.Machine, o backend.Observed, zi backend.ZoneInventory) {
+	if !deleted(m) { // a seed or rebuilt record: o carries a Delete's intent
+		p.resumeDelete(m, o)
+		return
+	}
 	if len(zi.Unlisted) > 0 {
 		p.wait(m, WaitLeftoverRemoval, zi)
 		return
