@@ -28,6 +28,7 @@ type Host struct {
 
 var (
 	_ backend.HostMaintainer     = (*Backend)(nil)
+	_ backend.HostDownDeclarer   = (*Backend)(nil)
 	_ backend.Confirmer          = (*Backend)(nil)
 	_ backend.PlacementReadiness = (*Backend)(nil)
 )
@@ -84,7 +85,32 @@ func (b *Backend) SetHostDown(name string, down bool) {
 		delete(b.hostDown, name)
 		b.zoneDown[zone]--
 	}
-	b.planner.Update(name, func(h *placement.Host) { h.Connected = !down })
+	b.planner.Update(name, func(h *placement.Host) { h.Connected = !down && !b.isDeclaredLocked(name) })
+}
+
+// SetDown declares a host down or ends the declaration. The fake keeps a
+// declared host out of placement and reports it in Hosts; it does not
+// model the rest (listings, fencing a host that answers again).
+func (b *Backend) SetDown(name string, down bool, reason string) error {
+	if !b.multiHost() {
+		return fmt.Errorf("fake: host %q: %w", name, backend.ErrUnknownHost)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.planner.Update(name, func(h *placement.Host) { h.Connected = !down && !b.hostDown[name] }) {
+		return fmt.Errorf("fake: host %q: %w", name, backend.ErrUnknownHost)
+	}
+	if down {
+		b.declared[name] = reason
+	} else {
+		delete(b.declared, name)
+	}
+	return nil
+}
+
+func (b *Backend) isDeclaredLocked(name string) bool {
+	_, ok := b.declared[name]
+	return ok
 }
 
 // SetCordoned cordons or uncordons a host: no new placements go there.
@@ -150,6 +176,7 @@ func (b *Backend) hostStatusesLocked() []backend.HostStatus {
 				CPUOvercommit: ratio(fh.CPUOvercommit), MemoryOvercommit: ratio(fh.MemoryOvercommit),
 				UsedVCPUs: used.VCPUs, UsedMemoryMiB: used.MemoryMiB, Machines: used.Machines}}
 		st.Capacity.FreeMemoryMiB = max(fh.MemoryMiB-used.MemoryMiB, 0)
+		st.DownReason, st.Down = b.declared[fh.Name]
 		if err := b.hostErrLocked(backend.Placement{Zone: fh.Zone, Host: fh.Name}); err != nil {
 			st.Connected, st.LastError = false, err.Error()
 		}
