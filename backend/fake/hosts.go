@@ -85,7 +85,7 @@ func (b *Backend) SetHostDown(name string, down bool) {
 		delete(b.hostDown, name)
 		b.zoneDown[zone]--
 	}
-	b.planner.Update(name, func(h *placement.Host) { h.Connected = !down && !b.isDeclaredLocked(name) })
+	b.planner.Update(name, func(h *placement.Host) { h.Connected = !down })
 }
 
 // SetDown declares a host down or ends the declaration. The fake keeps a
@@ -97,7 +97,7 @@ func (b *Backend) SetDown(name string, down bool, reason string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.planner.Update(name, func(h *placement.Host) { h.Connected = !down && !b.hostDown[name] }) {
+	if !b.planner.Update(name, func(h *placement.Host) { h.Down = down }) {
 		return fmt.Errorf("fake: host %q: %w", name, backend.ErrUnknownHost)
 	}
 	if down {
@@ -106,11 +106,6 @@ func (b *Backend) SetDown(name string, down bool, reason string) error {
 		delete(b.declared, name)
 	}
 	return nil
-}
-
-func (b *Backend) isDeclaredLocked(name string) bool {
-	_, ok := b.declared[name]
-	return ok
 }
 
 // SetCordoned cordons or uncordons a host: no new placements go there.

@@ -181,15 +181,4 @@ func TestSetDown(t *testing.T) {
 	if err := b.SetDown("nope", true, "x"); !errors.Is(err, backend.ErrUnknownHost) {
 		t.Fatalf("unknown host: %v", err)
 	}
-	// An unreachable host declared down and back up stays unreachable.
-	b.SetHostDown("a2", true)
-	if err := b.SetDown("a2", true, "fenced"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SetDown("a2", false, ""); err != nil {
-		t.Fatal(err)
-	}
-	if h, _, _ := b.planner.Get("a2"); h.Connected {
-		t.Fatal("a2 placeable while unreachable")
-	}
 }
