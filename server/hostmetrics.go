@@ -32,6 +32,8 @@ var (
 		"1 while the host's libvirt connection is up, 0 while it is not.", hostLabels, nil)
 	hostCordonedDesc = prometheus.NewDesc("host_cordoned",
 		"1 while the host is cordoned (no new placements), else 0.", hostLabels, nil)
+	hostDownDesc = prometheus.NewDesc("host_down",
+		"1 while the operator declares the host down (off or fenced for sure: libvirtctl down), else 0.", hostLabels, nil)
 	hostVCPUsDesc = prometheus.NewDesc("host_vcpus",
 		"Logical CPUs of the host, as libvirt reports them (0 until read).", hostLabels, nil)
 	hostVCPUsPlaceableDesc = prometheus.NewDesc("host_vcpus_placeable",
@@ -58,7 +60,7 @@ var (
 		"Calls to the host abandoned at their bound (--libvirt-call-timeout) and still inside libvirt.", hostLabels, nil)
 )
 
-// RegisterHostCapacity adds the per-host capacity and cordon gauges,
+// RegisterHostCapacity adds the per-host capacity, cordon and down gauges,
 // labelled by zone and host, served from a HostCache of hosts: a scrape
 // reads the last snapshot and never hosts itself. The cache is read again
 // after every reconcile pass (DomainsNotRunning); the caller reads it once
@@ -75,7 +77,7 @@ func (m *Metrics) RegisterHostCapacity(hosts HostsFunc) *HostCache {
 type hostCapacityCollector struct{ cache *HostCache }
 
 func (hostCapacityCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{hostConnectedDesc, hostCordonedDesc, hostVCPUsDesc, hostVCPUsPlaceableDesc,
+	for _, d := range []*prometheus.Desc{hostConnectedDesc, hostCordonedDesc, hostDownDesc, hostVCPUsDesc, hostVCPUsPlaceableDesc,
 		hostVCPUsUsedDesc, hostMemoryDesc, hostMemoryPlaceableDesc, hostMemoryUsedDesc, hostMemoryFreeDesc,
 		hostPoolFreeDesc, hostMachinesDesc, hostLinkTimeoutsDesc, hostCallsInsideDesc, hostCallsAbandonedDesc} {
 		ch <- d
@@ -93,6 +95,7 @@ func (c hostCapacityCollector) Collect(ch chan<- prometheus.Metric) {
 		cp := h.Capacity
 		gauge(hostConnectedDesc, boolGauge(h.Connected))
 		gauge(hostCordonedDesc, boolGauge(h.Cordoned))
+		gauge(hostDownDesc, boolGauge(h.Down))
 		gauge(hostVCPUsDesc, float64(cp.VCPUs))
 		gauge(hostVCPUsPlaceableDesc, math.Floor(float64(cp.VCPUs)*cp.CPUOvercommit)) // whole vCPUs, as placement counts
 		gauge(hostVCPUsUsedDesc, float64(cp.UsedVCPUs))

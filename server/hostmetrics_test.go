@@ -9,7 +9,7 @@ import (
 
 // TestHostCapacityMetrics: every host gets its own series, labelled by
 // zone and host (a --connect host named after its zone), with the
-// placeable size after overcommit and the cordon.
+// placeable size after overcommit, the cordon and the down declaration.
 func TestHostCapacityMetrics(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics(nil)
@@ -17,7 +17,7 @@ func TestHostCapacityMetrics(t *testing.T) {
 		{Name: "kvm-a1", Zone: "zone-a", Connected: true, Cordoned: true, Capacity: backend.HostCapacity{
 			VCPUs: 10, MemoryMiB: 1024, FreeMemoryMiB: 512, PoolFreeBytes: 7 << 30,
 			CPUOvercommit: 1.55, MemoryOvercommit: 2, UsedVCPUs: 4, UsedMemoryMiB: 256, Machines: 2}},
-		{Name: "kvm-a2", Zone: "zone-a"},
+		{Name: "kvm-a2", Zone: "zone-a", Down: true, DownReason: "powered off"},
 		{Zone: "zone-b", Connected: true, Capacity: backend.HostCapacity{VCPUs: 8}},
 	}
 	c := m.RegisterHostCapacity(func(ctx context.Context) []backend.HostStatus {
@@ -41,6 +41,11 @@ func TestHostCapacityMetrics(t *testing.T) {
 	}
 	if got, ok := seriesValue(t, m, "host_connected", map[string]string{"zone": "zone-a", "host": "kvm-a2"}); !ok || got != 0 {
 		t.Errorf("host_connected{kvm-a2} = %v (found %v), want 0", got, ok)
+	}
+	for host, want := range map[string]float64{"kvm-a1": 0, "kvm-a2": 1} {
+		if got, ok := seriesValue(t, m, "host_down", map[string]string{"zone": "zone-a", "host": host}); !ok || got != want {
+			t.Errorf("host_down{%s} = %v (found %v), want %v", host, got, ok, want)
+		}
 	}
 	if got, ok := seriesValue(t, m, "host_vcpus", map[string]string{"zone": "zone-b", "host": "zone-b"}); !ok || got != 8 {
 		t.Errorf("host_vcpus{zone-b} = %v (found %v), want 8", got, ok)

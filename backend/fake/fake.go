@@ -98,6 +98,8 @@ type Backend struct {
 	planner  *placement.Planner
 	hostList []Host
 	hostDown map[string]bool
+	// declared: the hosts declared down (SetDown), with the reason.
+	declared map[string]string
 	// zoneHosts and zoneDown count each zone's hosts and those down, so
 	// readiness is O(1) however many hosts a zone has.
 	zoneHosts, zoneDown map[string]int
@@ -125,6 +127,7 @@ func New(opts Options) *Backend {
 		down:     map[string]error{},
 		calls:    map[string]int{},
 		hostDown: map[string]bool{},
+		declared: map[string]string{},
 	}
 	if len(opts.Hosts) > 0 {
 		if err := b.initHosts(opts); err != nil {

@@ -28,6 +28,7 @@ type Host struct {
 
 var (
 	_ backend.HostMaintainer     = (*Backend)(nil)
+	_ backend.HostDownDeclarer   = (*Backend)(nil)
 	_ backend.Confirmer          = (*Backend)(nil)
 	_ backend.PlacementReadiness = (*Backend)(nil)
 )
@@ -85,6 +86,26 @@ func (b *Backend) SetHostDown(name string, down bool) {
 		b.zoneDown[zone]--
 	}
 	b.planner.Update(name, func(h *placement.Host) { h.Connected = !down })
+}
+
+// SetDown declares a host down or ends the declaration. The fake keeps a
+// declared host out of placement and reports it in Hosts; it does not
+// model the rest (listings, fencing a host that answers again).
+func (b *Backend) SetDown(name string, down bool, reason string) error {
+	if !b.multiHost() {
+		return fmt.Errorf("fake: host %q: %w", name, backend.ErrUnknownHost)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.planner.Update(name, func(h *placement.Host) { h.Down = down }) {
+		return fmt.Errorf("fake: host %q: %w", name, backend.ErrUnknownHost)
+	}
+	if down {
+		b.declared[name] = reason
+	} else {
+		delete(b.declared, name)
+	}
+	return nil
 }
 
 // SetCordoned cordons or uncordons a host: no new placements go there.
@@ -150,6 +171,7 @@ func (b *Backend) hostStatusesLocked() []backend.HostStatus {
 				CPUOvercommit: ratio(fh.CPUOvercommit), MemoryOvercommit: ratio(fh.MemoryOvercommit),
 				UsedVCPUs: used.VCPUs, UsedMemoryMiB: used.MemoryMiB, Machines: used.Machines}}
 		st.Capacity.FreeMemoryMiB = max(fh.MemoryMiB-used.MemoryMiB, 0)
+		st.DownReason, st.Down = b.declared[fh.Name]
 		if err := b.hostErrLocked(backend.Placement{Zone: fh.Zone, Host: fh.Name}); err != nil {
 			st.Connected, st.LastError = false, err.Error()
 		}

@@ -151,3 +151,34 @@ func TestPlacementReady(t *testing.T) {
 		t.Fatalf("up host: %v", err)
 	}
 }
+
+// TestSetDown: a host declared down gets no placements and says so in
+// Hosts, with the reason; the end of the declaration undoes both; an
+// unknown host is ErrUnknownHost.
+func TestSetDown(t *testing.T) {
+	ctx := context.Background()
+	b := twoHosts(placement.Spread)
+	if err := b.SetDown("a1", true, "powered off"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if p, err := b.Create(ctx, hspec(id, "zone-a", 1, 512)); err != nil || p.Host != "a2" {
+			t.Fatalf("create %s with a1 declared down: %+v %v", id, p, err)
+		}
+	}
+	if hs := b.Hosts(ctx); !hs[0].Down || hs[0].DownReason != "powered off" || hs[1].Down {
+		t.Fatalf("hosts = %+v", hs)
+	}
+	if err := b.SetDown("a1", false, ""); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := b.Create(ctx, hspec("m3", "zone-a", 1, 512)); err != nil || p.Host != "a1" {
+		t.Fatalf("create after the declaration ended: %+v %v", p, err)
+	}
+	if hs := b.Hosts(ctx); hs[0].Down || hs[0].DownReason != "" {
+		t.Fatalf("a1 after up = %+v", hs[0])
+	}
+	if err := b.SetDown("nope", true, "x"); !errors.Is(err, backend.ErrUnknownHost) {
+		t.Fatalf("unknown host: %v", err)
+	}
+}

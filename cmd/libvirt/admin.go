@@ -64,9 +64,10 @@ func (c *config) adminCA() string {
 }
 
 // newAdmin builds the admin service from the flags (validated already).
-// The cordons made through it are kept beside --state, so a restart keeps
-// a host under maintenance out of placement; without --state they live in
-// memory, like the state itself. onCordon runs after each cordon change.
+// The cordons and down declarations made through it are kept beside
+// --state, so a restart keeps a host under maintenance out of placement
+// and a fenced host declared down; without --state they live in memory,
+// like the state itself. onCordon runs after each cordon or down change.
 func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler, onCordon func(), guard *callerid.Guard) (*admin.Service, error) {
 	clients, err := admin.ParseClients(cfg.adminClients())
 	if err != nil {
@@ -74,10 +75,11 @@ func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *s
 	}
 	adm, err := admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite, Clients: clients,
 		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: page,
-		CordonFile: admin.CordonFileFor(cfg.State), OnCordon: onCordon,
+		CordonFile: admin.CordonFileFor(cfg.State), DownFile: admin.DownFileFor(cfg.State), OnCordon: onCordon,
 		CallerMode: cfg.callerMode(), Refusals: refusalsOf(guard)})
 	if err != nil && cfg.State != "" {
-		return nil, fmt.Errorf("--state %s: admin cordons %s: %w", cfg.State, admin.CordonFileFor(cfg.State), err)
+		// admin.New names the file it could not read.
+		return nil, fmt.Errorf("--state %s: %w", cfg.State, err)
 	}
 	return adm, err
 }

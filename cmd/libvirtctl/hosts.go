@@ -13,7 +13,7 @@ import (
 )
 
 func hostHeader() []string {
-	return []string{"ZONE", "HOST", "URI", "CONNECTED", "CORDONED", "VCPUS USED/PLACEABLE", "MEMORY USED/PLACEABLE",
+	return []string{"ZONE", "HOST", "URI", "CONNECTED", "CORDONED", "DOWN", "VCPUS USED/PLACEABLE", "MEMORY USED/PLACEABLE",
 		"POOL FREE", "MACHINES", "DOMAINS", "LIBVIRT", "RECONCILE"}
 }
 
@@ -27,7 +27,7 @@ func hostRow(h *adminv1.Host) []string {
 	if c.GetPoolFreeBytes() > 0 {
 		pool = bytesIEC(c.GetPoolFreeBytes())
 	}
-	return []string{h.GetZone(), h.GetName(), h.GetUri(), conn, cordonNote(h),
+	return []string{h.GetZone(), h.GetName(), h.GetUri(), conn, cordonNote(h), downNote(h),
 		usedOf(strconv.Itoa(int(c.GetVcpusUsed())), strconv.Itoa(int(c.GetVcpusPlaceable())), c.GetVcpusPlaceable() > 0, c.GetVcpus() > 0, strconv.Itoa(int(c.GetVcpus()))),
 		usedOf(bytesIEC(c.GetMemoryUsedBytes()), bytesIEC(c.GetMemoryPlaceableBytes()), c.GetMemoryPlaceableBytes() > 0, c.GetMemoryBytes() > 0, bytesIEC(c.GetMemoryBytes())),
 		pool, strconv.Itoa(int(h.GetHostMachineCount())), strconv.Itoa(int(h.GetDomainCount())),
@@ -56,6 +56,20 @@ func cordonNote(h *adminv1.Host) string {
 		note += ": " + truncate(c.GetReason(), 40)
 	}
 	return note
+}
+
+// downNote says who declared the host down and why: the reason is how
+// the host is known to be off, what whoever ends the declaration checks.
+func downNote(h *adminv1.Host) string {
+	d := h.GetDown()
+	if d == nil {
+		return "no"
+	}
+	note := "yes"
+	if d.GetBy() != "" {
+		note += ", by " + d.GetBy()
+	}
+	return note + ": " + truncate(d.GetReason(), 40)
 }
 
 func cmdHosts(ctx context.Context, c *clients, o *opts, _ string, w io.Writer) error {
@@ -98,6 +112,28 @@ func cmdCordon(ctx context.Context, c *clients, o *opts, host string, w io.Write
 
 func cmdUncordon(ctx context.Context, c *clients, o *opts, host string, w io.Writer) error {
 	res, err := c.admin.UncordonHost(ctx, connect.NewRequest(&adminv1.UncordonHostRequest{Host: host}))
+	if err != nil {
+		return err
+	}
+	return printHost(w, o, res.Msg.GetHost())
+}
+
+// cmdDown declares a host down. The provider checks the request (a
+// reason is required), so the refusal and its code are the server's.
+func cmdDown(ctx context.Context, c *clients, o *opts, host string, w io.Writer) error {
+	res, err := c.admin.DeclareHostDown(ctx, connect.NewRequest(&adminv1.DeclareHostDownRequest{Host: host, Reason: o.reason}))
+	if err != nil {
+		return err
+	}
+	if err := printHost(w, o, res.Msg.GetHost()); err != nil || o.output == "json" {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s is declared down; 'libvirtctl up %s' ends the declaration\n", host, host)
+	return err
+}
+
+func cmdUp(ctx context.Context, c *clients, o *opts, host string, w io.Writer) error {
+	res, err := c.admin.DeclareHostUp(ctx, connect.NewRequest(&adminv1.DeclareHostUpRequest{Host: host}))
 	if err != nil {
 		return err
 	}

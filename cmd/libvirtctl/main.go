@@ -51,7 +51,7 @@ func commands() []command {
 		{name: "history", args: "ID", ids: 1, help: "show a machine's transition history", run: cmdHistory},
 		{name: "watch", help: "print a snapshot, then machine changes as they happen (--events N to stop)", flags: watchFlags, run: cmdWatch},
 		{name: "summary", help: "machines by state and zone, last reconcile", run: cmdSummary},
-		{name: "hosts", help: "list libvirt hosts: capacity used/placeable, machines, cordon", run: cmdHosts},
+		{name: "hosts", help: "list libvirt hosts: capacity used/placeable, machines, cordon, down", run: cmdHosts},
 		{name: "drain-list", args: "HOST", ids: 1, help: "the machines on a host: what must move off it before maintenance", run: cmdDrainList},
 		{name: "marks", help: "list fencing marks per shard (--shard to filter)", flags: marksFlags, run: cmdMarks},
 		{name: "create", args: "ID", ids: 1, help: "SPECULATIVE → CREATING → IDLE", flags: tokenFlags, run: cmdCreate},
@@ -62,6 +62,8 @@ func commands() []command {
 		{name: "reconcile", help: "admin write: run a reconcile pass now", run: cmdReconcile},
 		{name: "cordon", args: "HOST", ids: 1, help: "admin write: no new placements on HOST (--reason TEXT); survives a restart", flags: cordonFlags, run: cmdCordon},
 		{name: "uncordon", args: "HOST", ids: 1, help: "admin write: placements may go to HOST again", run: cmdUncordon},
+		{name: "down", args: "HOST", ids: 1, help: "admin write: declare HOST down, off or fenced for sure (--reason TEXT, required); survives a restart", flags: downFlags, run: cmdDown},
+		{name: "up", args: "HOST", ids: 1, help: "admin write: end HOST's down declaration", run: cmdUp},
 		{name: "migrate", args: "ID", ids: 1, help: "admin write: live-migrate an IDLE or CONFIGURED machine to another host of its zone (--to HOST)", flags: migrateFlags, run: cmdMigrate},
 	}
 }
@@ -152,7 +154,7 @@ func printUsage(w io.Writer, global *flag.FlagSet) {
 	fmt.Fprintln(w, "  create, configure, drain, delete  URI SAN bigfleet://shard/<id>; the token's shard is that id")
 	fmt.Fprintln(w, "  list, get, history, watch, summary, hosts, drain-list, marks")
 	fmt.Fprintln(w, "                                    any of bigfleet://shard/<id>, bigfleet://readonly, bigfleet://admin")
-	fmt.Fprintln(w, "  release, reconcile, cordon, uncordon, migrate")
+	fmt.Fprintln(w, "  release, reconcile, cordon, uncordon, down, up, migrate")
 	fmt.Fprintln(w, "                                    a name on the provider's --admin-clients (default bigfleet://admin)")
 	fmt.Fprintln(w, "run 'libvirtctl COMMAND -h' for a command's own flags.")
 }

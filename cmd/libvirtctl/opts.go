@@ -82,6 +82,10 @@ func cordonFlags(fs *flag.FlagSet, o *opts) {
 	fs.StringVar(&o.reason, "reason", "", "why the host is cordoned, shown in hosts and the admin page")
 }
 
+func downFlags(fs *flag.FlagSet, o *opts) {
+	fs.StringVar(&o.reason, "reason", "", "how the host is known to be off or fenced (required), shown in hosts and the admin page")
+}
+
 func tokenFlags(fs *flag.FlagSet, o *opts) {
 	fs.StringVar(&o.shard, "shard", "", "fencing token: shard id (empty: the shard of a --tls-cert with URI SAN bigfleet://shard/<id>, else no token)")
 	fs.Int64Var(&o.epoch, "epoch", 0, "fencing token: shard epoch")

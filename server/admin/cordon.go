@@ -43,7 +43,7 @@ func (s *Service) cordonWrite(ctx context.Context, action, host, reason string, 
 	if err != nil {
 		return nil, err
 	}
-	err = s.setCordon(host, on, cordonRecord{Host: host, Reason: reason, By: a.identity, Since: s.now().UTC()})
+	err = s.setCordon(host, on, hostRecord{Host: host, Reason: reason, By: a.identity, Since: s.now().UTC()})
 	var h *adminv1.Host
 	if err == nil {
 		s.onCordon()
@@ -60,7 +60,7 @@ func (s *Service) cordonWrite(ctx context.Context, action, host, reason string, 
 // the backend refuses (an unknown host), the file is put back. Persisting
 // first means a crash in between leaves the file saying what the operator
 // asked for, which startup applies.
-func (s *Service) setCordon(host string, on bool, rec cordonRecord) error {
+func (s *Service) setCordon(host string, on bool, rec hostRecord) error {
 	hm, ok := s.eng.Backend().(backend.HostMaintainer)
 	switch {
 	case host == "":
@@ -96,16 +96,16 @@ func (s *Service) setCordon(host string, on bool, rec cordonRecord) error {
 
 // applyCordons re-applies the persisted cordons before the service is
 // used. A cordon of a host the backend no longer has is kept in the file
-// (the host may come back) and logged.
-func (s *Service) applyCordons() {
+// (the host may come back) and logged. It returns how many it applied.
+func (s *Service) applyCordons() (applied int) {
 	recs := s.cordons.snapshot()
 	if len(recs) == 0 {
-		return
+		return 0
 	}
 	hm, ok := s.eng.Backend().(backend.HostMaintainer)
 	if !ok {
 		s.log.Warn("the cordon file names cordoned hosts but this backend has no host maintenance; ignored", "hosts", len(recs))
-		return
+		return 0
 	}
 	for host, r := range recs {
 		if err := hm.SetCordoned(host, true); err != nil {
@@ -113,12 +113,14 @@ func (s *Service) applyCordons() {
 			continue
 		}
 		s.log.Info("host cordoned (persisted)", "host", host, "by", r.By, "reason", r.Reason, "since", r.Since)
+		applied++
 	}
+	return applied
 }
 
 // cordonToProto says who cordoned a cordoned host: the admin API's record,
 // else the hosts file.
-func cordonToProto(h *adminv1.Host, recs map[string]cordonRecord) *adminv1.HostCordon {
+func cordonToProto(h *adminv1.Host, recs map[string]hostRecord) *adminv1.HostCordon {
 	if !h.Cordoned {
 		return nil
 	}

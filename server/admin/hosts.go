@@ -50,12 +50,14 @@ func (s *Service) hosts(ctx context.Context) ([]*adminv1.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	cordons := s.cordons.snapshot()
+	cordons, downs := s.cordons.snapshot(), s.downs.snapshot()
 	var out []*adminv1.Host
 	for _, h := range s.eng.Backend().Hosts(ctx) {
 		ph := hostToProto(h, perZone[h.Zone], rep)
 		ph.HostMachineCount = perHost[ph.Name]
 		ph.Cordon = cordonToProto(ph, cordons)
+		ph.Down = downToProto(h, ph.Name, downs)
+		ph.State = hostState(ph)
 		out = append(out, ph)
 	}
 	slices.SortFunc(out, func(a, b *adminv1.Host) int {

@@ -30,6 +30,7 @@ type poolBackend struct {
 	mu    sync.Mutex
 	hosts []backend.HostStatus
 	calls []string // SetCordoned calls, "host=true"
+	downs []string // SetDown calls, "host=true:reason"
 }
 
 func (b *poolBackend) Hosts(context.Context) []backend.HostStatus {
@@ -49,6 +50,25 @@ func (b *poolBackend) SetCordoned(host string, on bool) error {
 		}
 	}
 	return fmt.Errorf("pool: %q: %w", host, backend.ErrUnknownHost)
+}
+
+func (b *poolBackend) SetDown(host string, down bool, reason string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.downs = append(b.downs, fmt.Sprintf("%s=%v:%s", host, down, reason))
+	for i := range b.hosts {
+		if b.hosts[i].Name == host {
+			b.hosts[i].Down, b.hosts[i].DownReason = down, reason
+			return nil
+		}
+	}
+	return fmt.Errorf("pool: %q: %w", host, backend.ErrUnknownHost)
+}
+
+func (b *poolBackend) downCalls() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.downs)
 }
 
 func (b *poolBackend) cordoned(host string) bool {

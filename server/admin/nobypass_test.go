@@ -38,6 +38,7 @@ func TestWritesNeedAVerifiedCertificate(t *testing.T) {
 		}
 	}
 	opts.CordonFile = filepath.Join(t.TempDir(), "cordons.json")
+	opts.DownFile = filepath.Join(t.TempDir(), "down.json")
 	var err error
 	if opts.Clients, err = admin.ParseClients(name); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package admin
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -46,8 +47,8 @@ var _ Engine = (*lifecycle.Engine)(nil)
 type Options struct {
 	Engine Engine
 	// AllowWrite is --admin-write: without it the writes (ReleaseMachine,
-	// TriggerReconcile, CordonHost, UncordonHost, MigrateMachine) answer PermissionDenied
-	// to everyone.
+	// TriggerReconcile, CordonHost, UncordonHost, DeclareHostDown,
+	// DeclareHostUp, MigrateMachine) answer PermissionDenied to everyone.
 	AllowWrite bool
 	// Clients is --admin-clients: with AllowWrite, only callers whose
 	// verified client certificate matches may write. Empty: nobody.
@@ -68,9 +69,12 @@ type Options struct {
 	// it after --state); empty keeps them in memory only. New re-applies
 	// them to the backend.
 	CordonFile string
-	// OnCordon is called after each cordon or uncordon that took effect
-	// (the host gauges refresh their cached snapshot); nil: nothing. It
-	// must not block: it runs in the RPC.
+	// DownFile keeps the hosts declared down through the admin API across
+	// restarts, like CordonFile (DownFileFor names it after --state).
+	DownFile string
+	// OnCordon is called after each cordon, uncordon or down declaration
+	// change that took effect (the host gauges refresh their cached
+	// snapshot); nil: nothing. It must not block: it runs in the RPC.
 	OnCordon func()
 	// UI serves the web page at / and /ui/; nil serves no page.
 	UI  http.Handler
@@ -91,6 +95,15 @@ func CordonFileFor(statePath string) string {
 	return statePath + ".cordons.json"
 }
 
+// DownFileFor is the down file of a provider whose state file is
+// statePath: "<state>.down.json", or none without a state file.
+func DownFileFor(statePath string) string {
+	if statePath == "" {
+		return ""
+	}
+	return statePath + ".down.json"
+}
+
 // Service implements adminv1connect.AdminServiceHandler.
 type Service struct {
 	eng       Engine
@@ -100,7 +113,8 @@ type Service struct {
 	writes    *prometheus.CounterVec
 	heartbeat time.Duration
 	ui        http.Handler
-	cordons   *cordonStore
+	cordons   *hostStore
+	downs     *hostStore
 	onCordon  func()
 	now       func() time.Time
 
@@ -112,19 +126,24 @@ type Service struct {
 
 var _ adminv1connect.AdminServiceHandler = (*Service)(nil)
 
-// New builds the service and re-applies the persisted cordons; it panics
-// without an engine (a wiring bug) and returns an error if the cordon file
-// cannot be read or the metric cannot be registered.
+// New builds the service and re-applies the persisted cordons and down
+// declarations; it panics without an engine (a wiring bug) and returns an
+// error, naming the file, if the cordon or down file cannot be read, or
+// if the metric cannot be registered.
 func New(opts Options) (*Service, error) {
 	if opts.Engine == nil {
 		panic("admin.New: Options.Engine is nil")
 	}
-	cordons, err := loadCordons(opts.CordonFile)
+	cordons, err := loadHostFile(opts.CordonFile, cordonFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("admin cordons %s: %w", opts.CordonFile, err)
+	}
+	downs, err := loadHostFile(opts.DownFile, downFile)
+	if err != nil {
+		return nil, fmt.Errorf("admin down declarations %s: %w", opts.DownFile, err)
 	}
 	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, log: opts.Logger,
-		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, onCordon: opts.OnCordon, now: opts.Now, stop: make(chan struct{}),
+		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, downs: downs, onCordon: opts.OnCordon, now: opts.Now, stop: make(chan struct{}),
 		callerMode: opts.CallerMode, refusals: opts.Refusals}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -143,7 +162,7 @@ func New(opts Options) (*Service, error) {
 		Help: "Admin API write attempts by action, result (ok, denied, error) and caller identity (the --admin-clients pattern that matched, or anonymous, or unlisted).",
 	}, []string{"action", "result", "identity"})
 	// Export zeros, so rate() works from the start.
-	for _, a := range []string{actionRelease, actionReconcile, actionCordon, actionUncordon} {
+	for _, a := range []string{actionRelease, actionReconcile, actionCordon, actionUncordon, actionDown, actionUp} {
 		for _, id := range []string{labelAnonymous, labelUnlisted} {
 			s.writes.WithLabelValues(a, "denied", id)
 		}
@@ -158,7 +177,10 @@ func New(opts Options) (*Service, error) {
 			return nil, err
 		}
 	}
-	s.applyCordons()
+	// The host gauges were read before these were applied.
+	if s.applyCordons()+s.applyDowns() > 0 {
+		s.onCordon()
+	}
 	return s, nil
 }
 

@@ -1,7 +1,8 @@
 // The hosts view: one row per hypervisor, sorted by zone then name, with
 // used/placeable capacity bars (vCPU and memory, after overcommit), the
-// machines on the host, a cordoned badge and, for a caller who may write,
-// cordon/uncordon. Plain DOM, like the rest of the page.
+// machines on the host, cordoned and declared-down badges and, for a
+// caller who may write, cordon/uncordon and declare down/up. Plain DOM,
+// like the rest of the page.
 import { ConnectError } from "@connectrpc/connect";
 import { admin } from "./api";
 import type { Host } from "./gen/libvirtprovider/admin/v1/admin_pb";
@@ -18,6 +19,9 @@ let page: HostsPage;
 // periodic refresh.
 let cordonFor = "";
 let reasonText = "";
+// Likewise for the down declaration's form.
+let downFor = "";
+let downText = "";
 
 export function initHosts(p: HostsPage) {
   page = p;
@@ -47,11 +51,22 @@ function labels(h: Host): string {
   return Object.keys(h.labels).sort().map((k) => `${k}=${h.labels[k]}`).join(" ");
 }
 
+// since joins a record's reason, who made it and when, for a badge.
+function since(reason: string | undefined, by: string | undefined, at: Host["lastReconcileTime"]): string {
+  return [reason, by ? `by ${by}` : "", at ? `since ${clock(tsMillis(at))}` : ""].filter(Boolean).join(" · ");
+}
+
 function nameCell(h: Host): HTMLElement {
   const th = el("th", {}, el("div", { class: "hostname", text: h.name }));
+  if (h.down) {
+    // First and loudest: the provider treats the host's guests as gone.
+    const why = since(h.down.reason, h.down.by, h.down.since);
+    th.firstElementChild!.append(" ", el("span", { class: "badge down", text: "declared down", title: why }));
+    th.append(el("div", { class: "small err", text: `down: ${why}` }));
+  }
   if (h.cordoned) {
     const c = h.cordon;
-    const why = [c?.reason, c?.by ? `by ${c.by}` : "", c?.since ? `since ${clock(tsMillis(c.since))}` : ""].filter(Boolean).join(" · ");
+    const why = since(c?.reason, c?.by, c?.since);
     th.firstElementChild!.append(" ", el("span", { class: "badge cordoned", text: "cordoned", title: why }));
     if (why) th.append(el("div", { class: "small muted", text: why }));
   }
@@ -73,6 +88,7 @@ function actionsCell(h: Host): HTMLElement {
   const box = el("div", { class: "actions" });
   const td = el("td", {}, box);
   if (!page.mayWrite()) return td; // read-only callers see no write buttons
+  td.append(downActions(h));
   if (h.cordoned) {
     const b = el("button", { class: "uncordon", text: "Uncordon" });
     b.onclick = () => write(b, () => admin.uncordonHost({ host: h.name }));
@@ -101,6 +117,39 @@ function actionsCell(h: Host): HTMLElement {
   return td;
 }
 
+// downActions declares a host down (a reason is required: how it is
+// known to be off or fenced) or ends the declaration.
+function downActions(h: Host): HTMLElement {
+  const box = el("div", { class: "actions down-actions" });
+  if (h.down) {
+    const b = el("button", { class: "declare-up", text: "Declare up", title: "end the down declaration" });
+    b.onclick = () => write(b, () => admin.declareHostUp({ host: h.name }));
+    box.append(b);
+    return box;
+  }
+  if (downFor !== h.name) {
+    const b = el("button", { class: "declare-down", text: "Declare down…",
+      title: "the host is off or fenced for sure: its guests are treated as gone. Never for a host that may still run guests." });
+    b.onclick = () => { downFor = h.name; loadHosts(); };
+    box.append(b);
+    return box;
+  }
+  const reason = el("input", { class: "down-reason" });
+  reason.placeholder = "how it is known to be off (required)";
+  reason.value = downText;
+  const ok = el("button", { class: "confirm-down danger", text: "Declare down" });
+  ok.disabled = !downText.trim();
+  reason.oninput = () => { downText = reason.value; ok.disabled = !downText.trim(); };
+  ok.onclick = () => write(ok, async () => {
+    await admin.declareHostDown({ host: h.name, reason: reason.value.trim() });
+    downFor = downText = "";
+  });
+  const cancel = el("button", { text: "Cancel" });
+  cancel.onclick = () => { downFor = downText = ""; loadHosts(); };
+  box.append(reason, ok, cancel);
+  return box;
+}
+
 async function write(b: HTMLButtonElement, call: () => Promise<unknown>) {
   b.disabled = true;
   try {
@@ -122,7 +171,8 @@ function domainType(t: string, note: string): string {
 function row(h: Host): HTMLElement {
   const c = h.capacity;
   const poolFree = c?.poolFreeBytes ? bytes(c.poolFreeBytes) : h.poolCapacityBytes ? bytes(h.poolCapacityBytes - h.poolAllocationBytes) : "–";
-  return el("tr", { class: h.cordoned ? "cordoned" : "", data: { zone: h.zone, host: h.name, cordoned: String(h.cordoned) } },
+  return el("tr", { class: h.down ? "down" : h.cordoned ? "cordoned" : "",
+    data: { zone: h.zone, host: h.name, cordoned: String(h.cordoned), down: String(!!h.down), state: h.state } },
     el("td", { text: h.zone }),
     nameCell(h),
     el("td", { class: h.connected ? "ok" : "err", text: h.connected ? "yes" : `no: ${h.lastError}`, title: h.lastError }),
@@ -150,8 +200,9 @@ export async function loadHosts(): Promise<void> {
     const res = await admin.listHosts({});
     if (mine !== seq) return;
     const cordoned = res.hosts.filter((h) => h.cordoned).length;
+    const down = res.hosts.filter((h) => h.down).length;
     $("hosts-summary").textContent = `${res.hosts.length} hosts in ${new Set(res.hosts.map((h) => h.zone)).size} zones` +
-      (cordoned ? ` · ${cordoned} cordoned` : "");
+      (cordoned ? ` · ${cordoned} cordoned` : "") + (down ? ` · ${down} declared down` : "");
     body.replaceChildren(...res.hosts.map(row));
     document.body.dataset.hostsLoaded = String(mine);
   } catch (e) {

@@ -51,6 +51,9 @@ type Options struct {
 	Wrap func(*lifecycle.Engine) admin.Engine
 	// CordonFile is admin.Options.CordonFile (empty: cordons in memory).
 	CordonFile string
+	// DownFile is admin.Options.DownFile (empty: down declarations in
+	// memory).
+	DownFile string
 	// OnCordon is admin.Options.OnCordon.
 	OnCordon func()
 	// Service, when set, receives the admin service (e.g. to Close it).
@@ -140,7 +143,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	metrics := server.NewMetrics(nil)
 	aopts := admin.Options{Engine: ae, AllowWrite: opts.AdminWrite, Logger: log,
-		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile, OnCordon: opts.OnCordon,
+		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile, DownFile: opts.DownFile, OnCordon: opts.OnCordon,
 		CallerMode: opts.CallerMode, Refusals: opts.Refusals}
 	if aopts.Clients, err = admin.ParseClients(opts.Clients); err != nil {
 		t.Fatal(err)

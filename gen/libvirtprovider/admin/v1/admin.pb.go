@@ -467,8 +467,14 @@ type Host struct {
 	// Machine records placed on this host: what must move off when it is
 	// cordoned (ListMachines with hosts = [name] lists them).
 	HostMachineCount int32 `protobuf:"varint,20,opt,name=host_machine_count,json=hostMachineCount,proto3" json:"host_machine_count,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set while the operator declares the host down (DeclareHostDown): who,
+	// when and why. Unset when it is not declared down.
+	Down *HostDown `protobuf:"bytes,21,opt,name=down,proto3" json:"down,omitempty"`
+	// The host's state in one word, the most telling first: "down"
+	// (declared down), "unreachable" (not connected), "cordoned", or "up".
+	State         string `protobuf:"bytes,22,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Host) Reset() {
@@ -641,6 +647,85 @@ func (x *Host) GetHostMachineCount() int32 {
 	return 0
 }
 
+func (x *Host) GetDown() *HostDown {
+	if x != nil {
+		return x.Down
+	}
+	return nil
+}
+
+func (x *Host) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+// HostDown records a declaration that a host is off or fenced.
+type HostDown struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How the host is known to be off or fenced (e.g. "powered off via
+	// IPMI, ticket 123").
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The identity of the caller that declared it.
+	By string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	// When it was first declared down.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostDown) Reset() {
+	*x = HostDown{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostDown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostDown) ProtoMessage() {}
+
+func (x *HostDown) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostDown.ProtoReflect.Descriptor instead.
+func (*HostDown) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HostDown) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HostDown) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *HostDown) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // HostCordon records a cordon made through the admin API.
 type HostCordon struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -654,7 +739,7 @@ type HostCordon struct {
 
 func (x *HostCordon) Reset() {
 	*x = HostCordon{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +751,7 @@ func (x *HostCordon) String() string {
 func (*HostCordon) ProtoMessage() {}
 
 func (x *HostCordon) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +764,7 @@ func (x *HostCordon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostCordon.ProtoReflect.Descriptor instead.
 func (*HostCordon) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HostCordon) GetReason() string {
@@ -734,7 +819,7 @@ type HostCapacity struct {
 
 func (x *HostCapacity) Reset() {
 	*x = HostCapacity{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +831,7 @@ func (x *HostCapacity) String() string {
 func (*HostCapacity) ProtoMessage() {}
 
 func (x *HostCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +844,7 @@ func (x *HostCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostCapacity.ProtoReflect.Descriptor instead.
 func (*HostCapacity) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HostCapacity) GetVcpus() int32 {
@@ -861,7 +946,7 @@ type ListHostsRequest struct {
 
 func (x *ListHostsRequest) Reset() {
 	*x = ListHostsRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +958,7 @@ func (x *ListHostsRequest) String() string {
 func (*ListHostsRequest) ProtoMessage() {}
 
 func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +971,7 @@ func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsRequest.ProtoReflect.Descriptor instead.
 func (*ListHostsRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 type ListHostsResponse struct {
@@ -898,7 +983,7 @@ type ListHostsResponse struct {
 
 func (x *ListHostsResponse) Reset() {
 	*x = ListHostsResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +995,7 @@ func (x *ListHostsResponse) String() string {
 func (*ListHostsResponse) ProtoMessage() {}
 
 func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1008,7 @@ func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsResponse.ProtoReflect.Descriptor instead.
 func (*ListHostsResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListHostsResponse) GetHosts() []*Host {
@@ -975,7 +1060,7 @@ type AdminMachine struct {
 
 func (x *AdminMachine) Reset() {
 	*x = AdminMachine{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1072,7 @@ func (x *AdminMachine) String() string {
 func (*AdminMachine) ProtoMessage() {}
 
 func (x *AdminMachine) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1085,7 @@ func (x *AdminMachine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminMachine.ProtoReflect.Descriptor instead.
 func (*AdminMachine) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AdminMachine) GetMachine() *v1alpha1.Machine {
@@ -1104,7 +1189,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1201,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1214,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMachinesRequest) GetStates() []v1alpha1.MachineState {
@@ -1172,7 +1257,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1269,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1282,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*AdminMachine {
@@ -1223,7 +1308,7 @@ type GetMachineRequest struct {
 
 func (x *GetMachineRequest) Reset() {
 	*x = GetMachineRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1320,7 @@ func (x *GetMachineRequest) String() string {
 func (*GetMachineRequest) ProtoMessage() {}
 
 func (x *GetMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1333,7 @@ func (x *GetMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineRequest.ProtoReflect.Descriptor instead.
 func (*GetMachineRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetMachineRequest) GetId() string {
@@ -1267,7 +1352,7 @@ type GetMachineResponse struct {
 
 func (x *GetMachineResponse) Reset() {
 	*x = GetMachineResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1364,7 @@ func (x *GetMachineResponse) String() string {
 func (*GetMachineResponse) ProtoMessage() {}
 
 func (x *GetMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1377,7 @@ func (x *GetMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineResponse.ProtoReflect.Descriptor instead.
 func (*GetMachineResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetMachineResponse) GetMachine() *AdminMachine {
@@ -1330,7 +1415,7 @@ type Transition struct {
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1427,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1440,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Transition) GetOperationId() string {
@@ -1437,7 +1522,7 @@ type GetMachineHistoryRequest struct {
 
 func (x *GetMachineHistoryRequest) Reset() {
 	*x = GetMachineHistoryRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1534,7 @@ func (x *GetMachineHistoryRequest) String() string {
 func (*GetMachineHistoryRequest) ProtoMessage() {}
 
 func (x *GetMachineHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1547,7 @@ func (x *GetMachineHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetMachineHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetMachineHistoryRequest) GetId() string {
@@ -1485,7 +1570,7 @@ type GetMachineHistoryResponse struct {
 
 func (x *GetMachineHistoryResponse) Reset() {
 	*x = GetMachineHistoryResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1582,7 @@ func (x *GetMachineHistoryResponse) String() string {
 func (*GetMachineHistoryResponse) ProtoMessage() {}
 
 func (x *GetMachineHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1595,7 @@ func (x *GetMachineHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMachineHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetMachineHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetMachineHistoryResponse) GetMachineId() string {
@@ -1546,7 +1631,7 @@ type FenceMark struct {
 
 func (x *FenceMark) Reset() {
 	*x = FenceMark{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1643,7 @@ func (x *FenceMark) String() string {
 func (*FenceMark) ProtoMessage() {}
 
 func (x *FenceMark) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1656,7 @@ func (x *FenceMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceMark.ProtoReflect.Descriptor instead.
 func (*FenceMark) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FenceMark) GetMachineId() string {
@@ -1606,7 +1691,7 @@ type ShardMarks struct {
 
 func (x *ShardMarks) Reset() {
 	*x = ShardMarks{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1703,7 @@ func (x *ShardMarks) String() string {
 func (*ShardMarks) ProtoMessage() {}
 
 func (x *ShardMarks) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1716,7 @@ func (x *ShardMarks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMarks.ProtoReflect.Descriptor instead.
 func (*ShardMarks) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShardMarks) GetShardId() string {
@@ -1660,7 +1745,7 @@ type ListFenceMarksRequest struct {
 
 func (x *ListFenceMarksRequest) Reset() {
 	*x = ListFenceMarksRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1757,7 @@ func (x *ListFenceMarksRequest) String() string {
 func (*ListFenceMarksRequest) ProtoMessage() {}
 
 func (x *ListFenceMarksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1770,7 @@ func (x *ListFenceMarksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFenceMarksRequest.ProtoReflect.Descriptor instead.
 func (*ListFenceMarksRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListFenceMarksRequest) GetShardId() string {
@@ -1721,7 +1806,7 @@ type ListFenceMarksResponse struct {
 
 func (x *ListFenceMarksResponse) Reset() {
 	*x = ListFenceMarksResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1818,7 @@ func (x *ListFenceMarksResponse) String() string {
 func (*ListFenceMarksResponse) ProtoMessage() {}
 
 func (x *ListFenceMarksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1831,7 @@ func (x *ListFenceMarksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFenceMarksResponse.ProtoReflect.Descriptor instead.
 func (*ListFenceMarksResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListFenceMarksResponse) GetShards() []*ShardMarks {
@@ -1788,7 +1873,7 @@ type MachineShardCount struct {
 
 func (x *MachineShardCount) Reset() {
 	*x = MachineShardCount{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1885,7 @@ func (x *MachineShardCount) String() string {
 func (*MachineShardCount) ProtoMessage() {}
 
 func (x *MachineShardCount) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1898,7 @@ func (x *MachineShardCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineShardCount.ProtoReflect.Descriptor instead.
 func (*MachineShardCount) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MachineShardCount) GetMachineId() string {
@@ -1838,7 +1923,7 @@ type ListIdentityRefusalsRequest struct {
 
 func (x *ListIdentityRefusalsRequest) Reset() {
 	*x = ListIdentityRefusalsRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1935,7 @@ func (x *ListIdentityRefusalsRequest) String() string {
 func (*ListIdentityRefusalsRequest) ProtoMessage() {}
 
 func (x *ListIdentityRefusalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1948,7 @@ func (x *ListIdentityRefusalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIdentityRefusalsRequest.ProtoReflect.Descriptor instead.
 func (*ListIdentityRefusalsRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type ListIdentityRefusalsResponse struct {
@@ -1879,7 +1964,7 @@ type ListIdentityRefusalsResponse struct {
 
 func (x *ListIdentityRefusalsResponse) Reset() {
 	*x = ListIdentityRefusalsResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +1976,7 @@ func (x *ListIdentityRefusalsResponse) String() string {
 func (*ListIdentityRefusalsResponse) ProtoMessage() {}
 
 func (x *ListIdentityRefusalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +1989,7 @@ func (x *ListIdentityRefusalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIdentityRefusalsResponse.ProtoReflect.Descriptor instead.
 func (*ListIdentityRefusalsResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListIdentityRefusalsResponse) GetMode() string {
@@ -1943,7 +2028,7 @@ type IdentityRefusal struct {
 
 func (x *IdentityRefusal) Reset() {
 	*x = IdentityRefusal{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2040,7 @@ func (x *IdentityRefusal) String() string {
 func (*IdentityRefusal) ProtoMessage() {}
 
 func (x *IdentityRefusal) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2053,7 @@ func (x *IdentityRefusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentityRefusal.ProtoReflect.Descriptor instead.
 func (*IdentityRefusal) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *IdentityRefusal) GetTime() *timestamppb.Timestamp {
@@ -2028,7 +2113,7 @@ type WatchMachinesRequest struct {
 
 func (x *WatchMachinesRequest) Reset() {
 	*x = WatchMachinesRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2125,7 @@ func (x *WatchMachinesRequest) String() string {
 func (*WatchMachinesRequest) ProtoMessage() {}
 
 func (x *WatchMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2138,7 @@ func (x *WatchMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMachinesRequest.ProtoReflect.Descriptor instead.
 func (*WatchMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type WatchMachinesResponse struct {
@@ -2067,7 +2152,7 @@ type WatchMachinesResponse struct {
 
 func (x *WatchMachinesResponse) Reset() {
 	*x = WatchMachinesResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2164,7 @@ func (x *WatchMachinesResponse) String() string {
 func (*WatchMachinesResponse) ProtoMessage() {}
 
 func (x *WatchMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2177,7 @@ func (x *WatchMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMachinesResponse.ProtoReflect.Descriptor instead.
 func (*WatchMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchMachinesResponse) GetType() WatchEventType {
@@ -2125,7 +2210,7 @@ type ReleaseMachineRequest struct {
 
 func (x *ReleaseMachineRequest) Reset() {
 	*x = ReleaseMachineRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2222,7 @@ func (x *ReleaseMachineRequest) String() string {
 func (*ReleaseMachineRequest) ProtoMessage() {}
 
 func (x *ReleaseMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2235,7 @@ func (x *ReleaseMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseMachineRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseMachineRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseMachineRequest) GetId() string {
@@ -2170,7 +2255,7 @@ type ReleaseMachineResponse struct {
 
 func (x *ReleaseMachineResponse) Reset() {
 	*x = ReleaseMachineResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2267,7 @@ func (x *ReleaseMachineResponse) String() string {
 func (*ReleaseMachineResponse) ProtoMessage() {}
 
 func (x *ReleaseMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2280,7 @@ func (x *ReleaseMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseMachineResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseMachineResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReleaseMachineResponse) GetOperationId() string {
@@ -2220,7 +2305,7 @@ type TriggerReconcileRequest struct {
 
 func (x *TriggerReconcileRequest) Reset() {
 	*x = TriggerReconcileRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2317,7 @@ func (x *TriggerReconcileRequest) String() string {
 func (*TriggerReconcileRequest) ProtoMessage() {}
 
 func (x *TriggerReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2330,7 @@ func (x *TriggerReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerReconcileRequest.ProtoReflect.Descriptor instead.
 func (*TriggerReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type TriggerReconcileResponse struct {
@@ -2257,7 +2342,7 @@ type TriggerReconcileResponse struct {
 
 func (x *TriggerReconcileResponse) Reset() {
 	*x = TriggerReconcileResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2354,7 @@ func (x *TriggerReconcileResponse) String() string {
 func (*TriggerReconcileResponse) ProtoMessage() {}
 
 func (x *TriggerReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2367,7 @@ func (x *TriggerReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerReconcileResponse.ProtoReflect.Descriptor instead.
 func (*TriggerReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TriggerReconcileResponse) GetReconcile() *ReconcileSummary {
@@ -2304,7 +2389,7 @@ type CordonHostRequest struct {
 
 func (x *CordonHostRequest) Reset() {
 	*x = CordonHostRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2401,7 @@ func (x *CordonHostRequest) String() string {
 func (*CordonHostRequest) ProtoMessage() {}
 
 func (x *CordonHostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2414,7 @@ func (x *CordonHostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonHostRequest.ProtoReflect.Descriptor instead.
 func (*CordonHostRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CordonHostRequest) GetHost() string {
@@ -2355,7 +2440,7 @@ type CordonHostResponse struct {
 
 func (x *CordonHostResponse) Reset() {
 	*x = CordonHostResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2452,7 @@ func (x *CordonHostResponse) String() string {
 func (*CordonHostResponse) ProtoMessage() {}
 
 func (x *CordonHostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2465,7 @@ func (x *CordonHostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonHostResponse.ProtoReflect.Descriptor instead.
 func (*CordonHostResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CordonHostResponse) GetHost() *Host {
@@ -2399,7 +2484,7 @@ type UncordonHostRequest struct {
 
 func (x *UncordonHostRequest) Reset() {
 	*x = UncordonHostRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2496,7 @@ func (x *UncordonHostRequest) String() string {
 func (*UncordonHostRequest) ProtoMessage() {}
 
 func (x *UncordonHostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2509,7 @@ func (x *UncordonHostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonHostRequest.ProtoReflect.Descriptor instead.
 func (*UncordonHostRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UncordonHostRequest) GetHost() string {
@@ -2443,7 +2528,7 @@ type UncordonHostResponse struct {
 
 func (x *UncordonHostResponse) Reset() {
 	*x = UncordonHostResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2540,7 @@ func (x *UncordonHostResponse) String() string {
 func (*UncordonHostResponse) ProtoMessage() {}
 
 func (x *UncordonHostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,10 +2553,198 @@ func (x *UncordonHostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonHostResponse.ProtoReflect.Descriptor instead.
 func (*UncordonHostResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UncordonHostResponse) GetHost() *Host {
+	if x != nil {
+		return x.Host
+	}
+	return nil
+}
+
+type DeclareHostDownRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Host.name.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// Required: how the host is known to be off or fenced, for the log, the
+	// admin page and whoever ends the declaration.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclareHostDownRequest) Reset() {
+	*x = DeclareHostDownRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclareHostDownRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclareHostDownRequest) ProtoMessage() {}
+
+func (x *DeclareHostDownRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclareHostDownRequest.ProtoReflect.Descriptor instead.
+func (*DeclareHostDownRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeclareHostDownRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *DeclareHostDownRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DeclareHostDownResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          *Host                  `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclareHostDownResponse) Reset() {
+	*x = DeclareHostDownResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclareHostDownResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclareHostDownResponse) ProtoMessage() {}
+
+func (x *DeclareHostDownResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclareHostDownResponse.ProtoReflect.Descriptor instead.
+func (*DeclareHostDownResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeclareHostDownResponse) GetHost() *Host {
+	if x != nil {
+		return x.Host
+	}
+	return nil
+}
+
+type DeclareHostUpRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Host.name.
+	Host          string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclareHostUpRequest) Reset() {
+	*x = DeclareHostUpRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclareHostUpRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclareHostUpRequest) ProtoMessage() {}
+
+func (x *DeclareHostUpRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclareHostUpRequest.ProtoReflect.Descriptor instead.
+func (*DeclareHostUpRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DeclareHostUpRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+type DeclareHostUpResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          *Host                  `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclareHostUpResponse) Reset() {
+	*x = DeclareHostUpResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclareHostUpResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclareHostUpResponse) ProtoMessage() {}
+
+func (x *DeclareHostUpResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclareHostUpResponse.ProtoReflect.Descriptor instead.
+func (*DeclareHostUpResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeclareHostUpResponse) GetHost() *Host {
 	if x != nil {
 		return x.Host
 	}
@@ -2489,7 +2762,7 @@ type MigrateMachineRequest struct {
 
 func (x *MigrateMachineRequest) Reset() {
 	*x = MigrateMachineRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2774,7 @@ func (x *MigrateMachineRequest) String() string {
 func (*MigrateMachineRequest) ProtoMessage() {}
 
 func (x *MigrateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2787,7 @@ func (x *MigrateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateMachineRequest.ProtoReflect.Descriptor instead.
 func (*MigrateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MigrateMachineRequest) GetId() string {
@@ -2547,7 +2820,7 @@ type MigrateMachineResponse struct {
 
 func (x *MigrateMachineResponse) Reset() {
 	*x = MigrateMachineResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2832,7 @@ func (x *MigrateMachineResponse) String() string {
 func (*MigrateMachineResponse) ProtoMessage() {}
 
 func (x *MigrateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2845,7 @@ func (x *MigrateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateMachineResponse.ProtoReflect.Descriptor instead.
 func (*MigrateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MigrateMachineResponse) GetMachine() *AdminMachine {
@@ -2618,7 +2891,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2903,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2916,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type WhoAmIResponse struct {
@@ -2655,7 +2928,8 @@ type WhoAmIResponse struct {
 	// True when no verified client certificate was presented.
 	Anonymous bool `protobuf:"varint,2,opt,name=anonymous,proto3" json:"anonymous,omitempty"`
 	// Whether the writes (ReleaseMachine, TriggerReconcile, CordonHost,
-	// UncordonHost, MigrateMachine) would be allowed.
+	// UncordonHost, DeclareHostDown, DeclareHostUp, MigrateMachine) would be
+	// allowed.
 	MayWrite bool `protobuf:"varint,3,opt,name=may_write,json=mayWrite,proto3" json:"may_write,omitempty"`
 	// Why not, when may_write is false.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -2665,7 +2939,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2951,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2964,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -2750,7 +3024,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\vadmin_write\x18\x04 \x01(\bR\n" +
 	"adminWrite\x12;\n" +
 	"\vserver_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"\x99\a\n" +
+	"serverTime\"\xe7\a\n" +
 	"\x04Host\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\x12\x1c\n" +
@@ -2774,10 +3048,16 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\bcordoned\x18\x11 \x01(\bR\bcordoned\x12<\n" +
 	"\x06cordon\x18\x12 \x01(\v2$.libvirtprovider.admin.v1.HostCordonR\x06cordon\x12B\n" +
 	"\bcapacity\x18\x13 \x01(\v2&.libvirtprovider.admin.v1.HostCapacityR\bcapacity\x12,\n" +
-	"\x12host_machine_count\x18\x14 \x01(\x05R\x10hostMachineCount\x1a9\n" +
+	"\x12host_machine_count\x18\x14 \x01(\x05R\x10hostMachineCount\x126\n" +
+	"\x04down\x18\x15 \x01(\v2\".libvirtprovider.admin.v1.HostDownR\x04down\x12\x14\n" +
+	"\x05state\x18\x16 \x01(\tR\x05state\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\bHostDown\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"f\n" +
 	"\n" +
 	"HostCordon\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x0e\n" +
@@ -2910,6 +3190,15 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x13UncordonHostRequest\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\"J\n" +
 	"\x14UncordonHostResponse\x122\n" +
+	"\x04host\x18\x01 \x01(\v2\x1e.libvirtprovider.admin.v1.HostR\x04host\"D\n" +
+	"\x16DeclareHostDownRequest\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
+	"\x17DeclareHostDownResponse\x122\n" +
+	"\x04host\x18\x01 \x01(\v2\x1e.libvirtprovider.admin.v1.HostR\x04host\"*\n" +
+	"\x14DeclareHostUpRequest\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\"K\n" +
+	"\x15DeclareHostUpResponse\x122\n" +
 	"\x04host\x18\x01 \x01(\v2\x1e.libvirtprovider.admin.v1.HostR\x04host\"@\n" +
 	"\x15MigrateMachineRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
@@ -2931,7 +3220,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\x85\r\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xf9\x0e\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetFleetSummary\x120.libvirtprovider.admin.v1.GetFleetSummaryRequest\x1a1.libvirtprovider.admin.v1.GetFleetSummaryResponse\"\x03\x90\x02\x01\x12i\n" +
 	"\tListHosts\x12*.libvirtprovider.admin.v1.ListHostsRequest\x1a+.libvirtprovider.admin.v1.ListHostsResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -2945,7 +3234,9 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x10TriggerReconcile\x121.libvirtprovider.admin.v1.TriggerReconcileRequest\x1a2.libvirtprovider.admin.v1.TriggerReconcileResponse\x12l\n" +
 	"\n" +
 	"CordonHost\x12+.libvirtprovider.admin.v1.CordonHostRequest\x1a,.libvirtprovider.admin.v1.CordonHostResponse\"\x03\x90\x02\x02\x12r\n" +
-	"\fUncordonHost\x12-.libvirtprovider.admin.v1.UncordonHostRequest\x1a..libvirtprovider.admin.v1.UncordonHostResponse\"\x03\x90\x02\x02\x12s\n" +
+	"\fUncordonHost\x12-.libvirtprovider.admin.v1.UncordonHostRequest\x1a..libvirtprovider.admin.v1.UncordonHostResponse\"\x03\x90\x02\x02\x12{\n" +
+	"\x0fDeclareHostDown\x120.libvirtprovider.admin.v1.DeclareHostDownRequest\x1a1.libvirtprovider.admin.v1.DeclareHostDownResponse\"\x03\x90\x02\x02\x12u\n" +
+	"\rDeclareHostUp\x12..libvirtprovider.admin.v1.DeclareHostUpRequest\x1a/.libvirtprovider.admin.v1.DeclareHostUpResponse\"\x03\x90\x02\x02\x12s\n" +
 	"\x0eMigrateMachine\x12/.libvirtprovider.admin.v1.MigrateMachineRequest\x1a0.libvirtprovider.admin.v1.MigrateMachineResponse\x12\x8a\x01\n" +
 	"\x14ListIdentityRefusals\x125.libvirtprovider.admin.v1.ListIdentityRefusalsRequest\x1a6.libvirtprovider.admin.v1.ListIdentityRefusalsResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\x06WhoAmI\x12'.libvirtprovider.admin.v1.WhoAmIRequest\x1a(.libvirtprovider.admin.v1.WhoAmIResponse\"\x03\x90\x02\x01BKZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1;adminv1b\x06proto3"
@@ -2963,7 +3254,7 @@ func file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_libvirtprovider_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(WatchEventType)(0),                  // 0: libvirtprovider.admin.v1.WatchEventType
 	(*StateZoneCount)(nil),               // 1: libvirtprovider.admin.v1.StateZoneCount
@@ -2972,119 +3263,132 @@ var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(*GetFleetSummaryRequest)(nil),       // 4: libvirtprovider.admin.v1.GetFleetSummaryRequest
 	(*GetFleetSummaryResponse)(nil),      // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse
 	(*Host)(nil),                         // 6: libvirtprovider.admin.v1.Host
-	(*HostCordon)(nil),                   // 7: libvirtprovider.admin.v1.HostCordon
-	(*HostCapacity)(nil),                 // 8: libvirtprovider.admin.v1.HostCapacity
-	(*ListHostsRequest)(nil),             // 9: libvirtprovider.admin.v1.ListHostsRequest
-	(*ListHostsResponse)(nil),            // 10: libvirtprovider.admin.v1.ListHostsResponse
-	(*AdminMachine)(nil),                 // 11: libvirtprovider.admin.v1.AdminMachine
-	(*ListMachinesRequest)(nil),          // 12: libvirtprovider.admin.v1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),         // 13: libvirtprovider.admin.v1.ListMachinesResponse
-	(*GetMachineRequest)(nil),            // 14: libvirtprovider.admin.v1.GetMachineRequest
-	(*GetMachineResponse)(nil),           // 15: libvirtprovider.admin.v1.GetMachineResponse
-	(*Transition)(nil),                   // 16: libvirtprovider.admin.v1.Transition
-	(*GetMachineHistoryRequest)(nil),     // 17: libvirtprovider.admin.v1.GetMachineHistoryRequest
-	(*GetMachineHistoryResponse)(nil),    // 18: libvirtprovider.admin.v1.GetMachineHistoryResponse
-	(*FenceMark)(nil),                    // 19: libvirtprovider.admin.v1.FenceMark
-	(*ShardMarks)(nil),                   // 20: libvirtprovider.admin.v1.ShardMarks
-	(*ListFenceMarksRequest)(nil),        // 21: libvirtprovider.admin.v1.ListFenceMarksRequest
-	(*ListFenceMarksResponse)(nil),       // 22: libvirtprovider.admin.v1.ListFenceMarksResponse
-	(*MachineShardCount)(nil),            // 23: libvirtprovider.admin.v1.MachineShardCount
-	(*ListIdentityRefusalsRequest)(nil),  // 24: libvirtprovider.admin.v1.ListIdentityRefusalsRequest
-	(*ListIdentityRefusalsResponse)(nil), // 25: libvirtprovider.admin.v1.ListIdentityRefusalsResponse
-	(*IdentityRefusal)(nil),              // 26: libvirtprovider.admin.v1.IdentityRefusal
-	(*WatchMachinesRequest)(nil),         // 27: libvirtprovider.admin.v1.WatchMachinesRequest
-	(*WatchMachinesResponse)(nil),        // 28: libvirtprovider.admin.v1.WatchMachinesResponse
-	(*ReleaseMachineRequest)(nil),        // 29: libvirtprovider.admin.v1.ReleaseMachineRequest
-	(*ReleaseMachineResponse)(nil),       // 30: libvirtprovider.admin.v1.ReleaseMachineResponse
-	(*TriggerReconcileRequest)(nil),      // 31: libvirtprovider.admin.v1.TriggerReconcileRequest
-	(*TriggerReconcileResponse)(nil),     // 32: libvirtprovider.admin.v1.TriggerReconcileResponse
-	(*CordonHostRequest)(nil),            // 33: libvirtprovider.admin.v1.CordonHostRequest
-	(*CordonHostResponse)(nil),           // 34: libvirtprovider.admin.v1.CordonHostResponse
-	(*UncordonHostRequest)(nil),          // 35: libvirtprovider.admin.v1.UncordonHostRequest
-	(*UncordonHostResponse)(nil),         // 36: libvirtprovider.admin.v1.UncordonHostResponse
-	(*MigrateMachineRequest)(nil),        // 37: libvirtprovider.admin.v1.MigrateMachineRequest
-	(*MigrateMachineResponse)(nil),       // 38: libvirtprovider.admin.v1.MigrateMachineResponse
-	(*WhoAmIRequest)(nil),                // 39: libvirtprovider.admin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),               // 40: libvirtprovider.admin.v1.WhoAmIResponse
-	nil,                                  // 41: libvirtprovider.admin.v1.Host.LabelsEntry
-	(v1alpha1.MachineState)(0),           // 42: bigfleet.v1alpha1.MachineState
-	(*timestamppb.Timestamp)(nil),        // 43: google.protobuf.Timestamp
-	(*v1alpha1.Machine)(nil),             // 44: bigfleet.v1alpha1.Machine
-	(*durationpb.Duration)(nil),          // 45: google.protobuf.Duration
+	(*HostDown)(nil),                     // 7: libvirtprovider.admin.v1.HostDown
+	(*HostCordon)(nil),                   // 8: libvirtprovider.admin.v1.HostCordon
+	(*HostCapacity)(nil),                 // 9: libvirtprovider.admin.v1.HostCapacity
+	(*ListHostsRequest)(nil),             // 10: libvirtprovider.admin.v1.ListHostsRequest
+	(*ListHostsResponse)(nil),            // 11: libvirtprovider.admin.v1.ListHostsResponse
+	(*AdminMachine)(nil),                 // 12: libvirtprovider.admin.v1.AdminMachine
+	(*ListMachinesRequest)(nil),          // 13: libvirtprovider.admin.v1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),         // 14: libvirtprovider.admin.v1.ListMachinesResponse
+	(*GetMachineRequest)(nil),            // 15: libvirtprovider.admin.v1.GetMachineRequest
+	(*GetMachineResponse)(nil),           // 16: libvirtprovider.admin.v1.GetMachineResponse
+	(*Transition)(nil),                   // 17: libvirtprovider.admin.v1.Transition
+	(*GetMachineHistoryRequest)(nil),     // 18: libvirtprovider.admin.v1.GetMachineHistoryRequest
+	(*GetMachineHistoryResponse)(nil),    // 19: libvirtprovider.admin.v1.GetMachineHistoryResponse
+	(*FenceMark)(nil),                    // 20: libvirtprovider.admin.v1.FenceMark
+	(*ShardMarks)(nil),                   // 21: libvirtprovider.admin.v1.ShardMarks
+	(*ListFenceMarksRequest)(nil),        // 22: libvirtprovider.admin.v1.ListFenceMarksRequest
+	(*ListFenceMarksResponse)(nil),       // 23: libvirtprovider.admin.v1.ListFenceMarksResponse
+	(*MachineShardCount)(nil),            // 24: libvirtprovider.admin.v1.MachineShardCount
+	(*ListIdentityRefusalsRequest)(nil),  // 25: libvirtprovider.admin.v1.ListIdentityRefusalsRequest
+	(*ListIdentityRefusalsResponse)(nil), // 26: libvirtprovider.admin.v1.ListIdentityRefusalsResponse
+	(*IdentityRefusal)(nil),              // 27: libvirtprovider.admin.v1.IdentityRefusal
+	(*WatchMachinesRequest)(nil),         // 28: libvirtprovider.admin.v1.WatchMachinesRequest
+	(*WatchMachinesResponse)(nil),        // 29: libvirtprovider.admin.v1.WatchMachinesResponse
+	(*ReleaseMachineRequest)(nil),        // 30: libvirtprovider.admin.v1.ReleaseMachineRequest
+	(*ReleaseMachineResponse)(nil),       // 31: libvirtprovider.admin.v1.ReleaseMachineResponse
+	(*TriggerReconcileRequest)(nil),      // 32: libvirtprovider.admin.v1.TriggerReconcileRequest
+	(*TriggerReconcileResponse)(nil),     // 33: libvirtprovider.admin.v1.TriggerReconcileResponse
+	(*CordonHostRequest)(nil),            // 34: libvirtprovider.admin.v1.CordonHostRequest
+	(*CordonHostResponse)(nil),           // 35: libvirtprovider.admin.v1.CordonHostResponse
+	(*UncordonHostRequest)(nil),          // 36: libvirtprovider.admin.v1.UncordonHostRequest
+	(*UncordonHostResponse)(nil),         // 37: libvirtprovider.admin.v1.UncordonHostResponse
+	(*DeclareHostDownRequest)(nil),       // 38: libvirtprovider.admin.v1.DeclareHostDownRequest
+	(*DeclareHostDownResponse)(nil),      // 39: libvirtprovider.admin.v1.DeclareHostDownResponse
+	(*DeclareHostUpRequest)(nil),         // 40: libvirtprovider.admin.v1.DeclareHostUpRequest
+	(*DeclareHostUpResponse)(nil),        // 41: libvirtprovider.admin.v1.DeclareHostUpResponse
+	(*MigrateMachineRequest)(nil),        // 42: libvirtprovider.admin.v1.MigrateMachineRequest
+	(*MigrateMachineResponse)(nil),       // 43: libvirtprovider.admin.v1.MigrateMachineResponse
+	(*WhoAmIRequest)(nil),                // 44: libvirtprovider.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),               // 45: libvirtprovider.admin.v1.WhoAmIResponse
+	nil,                                  // 46: libvirtprovider.admin.v1.Host.LabelsEntry
+	(v1alpha1.MachineState)(0),           // 47: bigfleet.v1alpha1.MachineState
+	(*timestamppb.Timestamp)(nil),        // 48: google.protobuf.Timestamp
+	(*v1alpha1.Machine)(nil),             // 49: bigfleet.v1alpha1.Machine
+	(*durationpb.Duration)(nil),          // 50: google.protobuf.Duration
 }
 var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
-	42, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
-	43, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
+	47, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
+	48, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
 	3,  // 2: libvirtprovider.admin.v1.ReconcileSummary.zones:type_name -> libvirtprovider.admin.v1.ZoneOutcome
 	1,  // 3: libvirtprovider.admin.v1.GetFleetSummaryResponse.counts:type_name -> libvirtprovider.admin.v1.StateZoneCount
 	2,  // 4: libvirtprovider.admin.v1.GetFleetSummaryResponse.last_reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	43, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
-	43, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
-	41, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
-	7,  // 8: libvirtprovider.admin.v1.Host.cordon:type_name -> libvirtprovider.admin.v1.HostCordon
-	8,  // 9: libvirtprovider.admin.v1.Host.capacity:type_name -> libvirtprovider.admin.v1.HostCapacity
-	43, // 10: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
-	6,  // 11: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
-	44, // 12: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
-	43, // 13: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
-	45, // 14: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
-	43, // 15: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
-	42, // 16: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
-	11, // 17: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	11, // 18: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	42, // 19: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
-	42, // 20: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
-	43, // 21: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
-	43, // 22: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
-	45, // 23: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
-	16, // 24: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
-	19, // 25: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
-	20, // 26: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
-	23, // 27: libvirtprovider.admin.v1.ListFenceMarksResponse.busiest:type_name -> libvirtprovider.admin.v1.MachineShardCount
-	26, // 28: libvirtprovider.admin.v1.ListIdentityRefusalsResponse.refusals:type_name -> libvirtprovider.admin.v1.IdentityRefusal
-	43, // 29: libvirtprovider.admin.v1.IdentityRefusal.time:type_name -> google.protobuf.Timestamp
-	0,  // 30: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
-	11, // 31: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	43, // 32: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
-	11, // 33: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	2,  // 34: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	6,  // 35: libvirtprovider.admin.v1.CordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
-	6,  // 36: libvirtprovider.admin.v1.UncordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
-	11, // 37: libvirtprovider.admin.v1.MigrateMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	45, // 38: libvirtprovider.admin.v1.MigrateMachineResponse.took:type_name -> google.protobuf.Duration
-	4,  // 39: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
-	9,  // 40: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
-	12, // 41: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
-	14, // 42: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
-	17, // 43: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
-	21, // 44: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
-	27, // 45: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
-	29, // 46: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
-	31, // 47: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
-	33, // 48: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
-	35, // 49: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
-	37, // 50: libvirtprovider.admin.v1.AdminService.MigrateMachine:input_type -> libvirtprovider.admin.v1.MigrateMachineRequest
-	24, // 51: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:input_type -> libvirtprovider.admin.v1.ListIdentityRefusalsRequest
-	39, // 52: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
-	5,  // 53: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
-	10, // 54: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
-	13, // 55: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
-	15, // 56: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
-	18, // 57: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
-	22, // 58: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
-	28, // 59: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
-	30, // 60: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
-	32, // 61: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
-	34, // 62: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
-	36, // 63: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
-	38, // 64: libvirtprovider.admin.v1.AdminService.MigrateMachine:output_type -> libvirtprovider.admin.v1.MigrateMachineResponse
-	25, // 65: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:output_type -> libvirtprovider.admin.v1.ListIdentityRefusalsResponse
-	40, // 66: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
-	53, // [53:67] is the sub-list for method output_type
-	39, // [39:53] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	48, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
+	48, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
+	46, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
+	8,  // 8: libvirtprovider.admin.v1.Host.cordon:type_name -> libvirtprovider.admin.v1.HostCordon
+	9,  // 9: libvirtprovider.admin.v1.Host.capacity:type_name -> libvirtprovider.admin.v1.HostCapacity
+	7,  // 10: libvirtprovider.admin.v1.Host.down:type_name -> libvirtprovider.admin.v1.HostDown
+	48, // 11: libvirtprovider.admin.v1.HostDown.since:type_name -> google.protobuf.Timestamp
+	48, // 12: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
+	6,  // 13: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
+	49, // 14: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
+	48, // 15: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
+	50, // 16: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
+	48, // 17: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
+	47, // 18: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
+	12, // 19: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
+	12, // 20: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	47, // 21: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
+	47, // 22: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
+	48, // 23: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
+	48, // 24: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
+	50, // 25: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
+	17, // 26: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
+	20, // 27: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
+	21, // 28: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
+	24, // 29: libvirtprovider.admin.v1.ListFenceMarksResponse.busiest:type_name -> libvirtprovider.admin.v1.MachineShardCount
+	27, // 30: libvirtprovider.admin.v1.ListIdentityRefusalsResponse.refusals:type_name -> libvirtprovider.admin.v1.IdentityRefusal
+	48, // 31: libvirtprovider.admin.v1.IdentityRefusal.time:type_name -> google.protobuf.Timestamp
+	0,  // 32: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
+	12, // 33: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
+	48, // 34: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
+	12, // 35: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	2,  // 36: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
+	6,  // 37: libvirtprovider.admin.v1.CordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	6,  // 38: libvirtprovider.admin.v1.UncordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	6,  // 39: libvirtprovider.admin.v1.DeclareHostDownResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	6,  // 40: libvirtprovider.admin.v1.DeclareHostUpResponse.host:type_name -> libvirtprovider.admin.v1.Host
+	12, // 41: libvirtprovider.admin.v1.MigrateMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	50, // 42: libvirtprovider.admin.v1.MigrateMachineResponse.took:type_name -> google.protobuf.Duration
+	4,  // 43: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
+	10, // 44: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
+	13, // 45: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
+	15, // 46: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
+	18, // 47: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
+	22, // 48: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
+	28, // 49: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
+	30, // 50: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
+	32, // 51: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
+	34, // 52: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
+	36, // 53: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
+	38, // 54: libvirtprovider.admin.v1.AdminService.DeclareHostDown:input_type -> libvirtprovider.admin.v1.DeclareHostDownRequest
+	40, // 55: libvirtprovider.admin.v1.AdminService.DeclareHostUp:input_type -> libvirtprovider.admin.v1.DeclareHostUpRequest
+	42, // 56: libvirtprovider.admin.v1.AdminService.MigrateMachine:input_type -> libvirtprovider.admin.v1.MigrateMachineRequest
+	25, // 57: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:input_type -> libvirtprovider.admin.v1.ListIdentityRefusalsRequest
+	44, // 58: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
+	5,  // 59: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
+	11, // 60: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
+	14, // 61: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
+	16, // 62: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
+	19, // 63: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
+	23, // 64: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
+	29, // 65: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
+	31, // 66: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
+	33, // 67: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
+	35, // 68: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
+	37, // 69: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
+	39, // 70: libvirtprovider.admin.v1.AdminService.DeclareHostDown:output_type -> libvirtprovider.admin.v1.DeclareHostDownResponse
+	41, // 71: libvirtprovider.admin.v1.AdminService.DeclareHostUp:output_type -> libvirtprovider.admin.v1.DeclareHostUpResponse
+	43, // 72: libvirtprovider.admin.v1.AdminService.MigrateMachine:output_type -> libvirtprovider.admin.v1.MigrateMachineResponse
+	26, // 73: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:output_type -> libvirtprovider.admin.v1.ListIdentityRefusalsResponse
+	45, // 74: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
+	59, // [59:75] is the sub-list for method output_type
+	43, // [43:59] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_libvirtprovider_admin_v1_admin_proto_init() }
@@ -3098,7 +3402,7 @@ func file_libvirtprovider_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_libvirtprovider_admin_v1_admin_proto_rawDesc), len(file_libvirtprovider_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

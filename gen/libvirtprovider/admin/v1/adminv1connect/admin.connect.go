@@ -69,6 +69,12 @@ const (
 	// AdminServiceUncordonHostProcedure is the fully-qualified name of the AdminService's UncordonHost
 	// RPC.
 	AdminServiceUncordonHostProcedure = "/libvirtprovider.admin.v1.AdminService/UncordonHost"
+	// AdminServiceDeclareHostDownProcedure is the fully-qualified name of the AdminService's
+	// DeclareHostDown RPC.
+	AdminServiceDeclareHostDownProcedure = "/libvirtprovider.admin.v1.AdminService/DeclareHostDown"
+	// AdminServiceDeclareHostUpProcedure is the fully-qualified name of the AdminService's
+	// DeclareHostUp RPC.
+	AdminServiceDeclareHostUpProcedure = "/libvirtprovider.admin.v1.AdminService/DeclareHostUp"
 	// AdminServiceMigrateMachineProcedure is the fully-qualified name of the AdminService's
 	// MigrateMachine RPC.
 	AdminServiceMigrateMachineProcedure = "/libvirtprovider.admin.v1.AdminService/MigrateMachine"
@@ -119,6 +125,26 @@ type AdminServiceClient interface {
 	// UncordonHost lets placements go to the host again. Idempotent.
 	// Requires --admin-write and a caller on --admin-clients.
 	UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error)
+	// DeclareHostDown records the operator's statement that a host is off
+	// or fenced for sure (powered off through its BMC, its cables pulled):
+	// it then gets no placements and no calls that could touch its domains,
+	// its zone's listings count it as listed with nothing running, and the
+	// machines whose only copy was there can be failed naming the
+	// declaration. Never declare down a host that may still run guests: a
+	// machine failed or recreated elsewhere would then run twice. reason is
+	// required. The declaration survives a restart: it is kept in a file
+	// beside the --state file ("<state>.down.json"), or in memory without
+	// --state, written before it takes effect. Idempotent: declaring a
+	// declared host down again replaces its reason and keeps its since.
+	// Requires --admin-write and a caller on --admin-clients (by default
+	// bigfleet://admin only); an unknown host is NotFound; a backend that
+	// cannot take a host out this way answers Unimplemented.
+	DeclareHostDown(context.Context, *connect.Request[v1.DeclareHostDownRequest]) (*connect.Response[v1.DeclareHostDownResponse], error)
+	// DeclareHostUp ends a host's down declaration: the host is listed and
+	// placed on again once it answers. Idempotent: a host not declared down
+	// is answered as it is. Requires --admin-write and a caller on
+	// --admin-clients; an unknown host is NotFound.
+	DeclareHostUp(context.Context, *connect.Request[v1.DeclareHostUpRequest]) (*connect.Response[v1.DeclareHostUpResponse], error)
 	// MigrateMachine live-migrates an IDLE or CONFIGURED machine's VM to
 	// another host of its zone (to_host, or the host the zone's placement
 	// picks among the connected, uncordoned others) and answers once it
@@ -230,6 +256,20 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		declareHostDown: connect.NewClient[v1.DeclareHostDownRequest, v1.DeclareHostDownResponse](
+			httpClient,
+			baseURL+AdminServiceDeclareHostDownProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeclareHostDown")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		declareHostUp: connect.NewClient[v1.DeclareHostUpRequest, v1.DeclareHostUpResponse](
+			httpClient,
+			baseURL+AdminServiceDeclareHostUpProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeclareHostUp")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		migrateMachine: connect.NewClient[v1.MigrateMachineRequest, v1.MigrateMachineResponse](
 			httpClient,
 			baseURL+AdminServiceMigrateMachineProcedure,
@@ -266,6 +306,8 @@ type adminServiceClient struct {
 	triggerReconcile     *connect.Client[v1.TriggerReconcileRequest, v1.TriggerReconcileResponse]
 	cordonHost           *connect.Client[v1.CordonHostRequest, v1.CordonHostResponse]
 	uncordonHost         *connect.Client[v1.UncordonHostRequest, v1.UncordonHostResponse]
+	declareHostDown      *connect.Client[v1.DeclareHostDownRequest, v1.DeclareHostDownResponse]
+	declareHostUp        *connect.Client[v1.DeclareHostUpRequest, v1.DeclareHostUpResponse]
 	migrateMachine       *connect.Client[v1.MigrateMachineRequest, v1.MigrateMachineResponse]
 	listIdentityRefusals *connect.Client[v1.ListIdentityRefusalsRequest, v1.ListIdentityRefusalsResponse]
 	whoAmI               *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
@@ -326,6 +368,16 @@ func (c *adminServiceClient) UncordonHost(ctx context.Context, req *connect.Requ
 	return c.uncordonHost.CallUnary(ctx, req)
 }
 
+// DeclareHostDown calls libvirtprovider.admin.v1.AdminService.DeclareHostDown.
+func (c *adminServiceClient) DeclareHostDown(ctx context.Context, req *connect.Request[v1.DeclareHostDownRequest]) (*connect.Response[v1.DeclareHostDownResponse], error) {
+	return c.declareHostDown.CallUnary(ctx, req)
+}
+
+// DeclareHostUp calls libvirtprovider.admin.v1.AdminService.DeclareHostUp.
+func (c *adminServiceClient) DeclareHostUp(ctx context.Context, req *connect.Request[v1.DeclareHostUpRequest]) (*connect.Response[v1.DeclareHostUpResponse], error) {
+	return c.declareHostUp.CallUnary(ctx, req)
+}
+
 // MigrateMachine calls libvirtprovider.admin.v1.AdminService.MigrateMachine.
 func (c *adminServiceClient) MigrateMachine(ctx context.Context, req *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {
 	return c.migrateMachine.CallUnary(ctx, req)
@@ -381,6 +433,26 @@ type AdminServiceHandler interface {
 	// UncordonHost lets placements go to the host again. Idempotent.
 	// Requires --admin-write and a caller on --admin-clients.
 	UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error)
+	// DeclareHostDown records the operator's statement that a host is off
+	// or fenced for sure (powered off through its BMC, its cables pulled):
+	// it then gets no placements and no calls that could touch its domains,
+	// its zone's listings count it as listed with nothing running, and the
+	// machines whose only copy was there can be failed naming the
+	// declaration. Never declare down a host that may still run guests: a
+	// machine failed or recreated elsewhere would then run twice. reason is
+	// required. The declaration survives a restart: it is kept in a file
+	// beside the --state file ("<state>.down.json"), or in memory without
+	// --state, written before it takes effect. Idempotent: declaring a
+	// declared host down again replaces its reason and keeps its since.
+	// Requires --admin-write and a caller on --admin-clients (by default
+	// bigfleet://admin only); an unknown host is NotFound; a backend that
+	// cannot take a host out this way answers Unimplemented.
+	DeclareHostDown(context.Context, *connect.Request[v1.DeclareHostDownRequest]) (*connect.Response[v1.DeclareHostDownResponse], error)
+	// DeclareHostUp ends a host's down declaration: the host is listed and
+	// placed on again once it answers. Idempotent: a host not declared down
+	// is answered as it is. Requires --admin-write and a caller on
+	// --admin-clients; an unknown host is NotFound.
+	DeclareHostUp(context.Context, *connect.Request[v1.DeclareHostUpRequest]) (*connect.Response[v1.DeclareHostUpResponse], error)
 	// MigrateMachine live-migrates an IDLE or CONFIGURED machine's VM to
 	// another host of its zone (to_host, or the host the zone's placement
 	// picks among the connected, uncordoned others) and answers once it
@@ -488,6 +560,20 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceDeclareHostDownHandler := connect.NewUnaryHandler(
+		AdminServiceDeclareHostDownProcedure,
+		svc.DeclareHostDown,
+		connect.WithSchema(adminServiceMethods.ByName("DeclareHostDown")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeclareHostUpHandler := connect.NewUnaryHandler(
+		AdminServiceDeclareHostUpProcedure,
+		svc.DeclareHostUp,
+		connect.WithSchema(adminServiceMethods.ByName("DeclareHostUp")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceMigrateMachineHandler := connect.NewUnaryHandler(
 		AdminServiceMigrateMachineProcedure,
 		svc.MigrateMachine,
@@ -532,6 +618,10 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceCordonHostHandler.ServeHTTP(w, r)
 		case AdminServiceUncordonHostProcedure:
 			adminServiceUncordonHostHandler.ServeHTTP(w, r)
+		case AdminServiceDeclareHostDownProcedure:
+			adminServiceDeclareHostDownHandler.ServeHTTP(w, r)
+		case AdminServiceDeclareHostUpProcedure:
+			adminServiceDeclareHostUpHandler.ServeHTTP(w, r)
 		case AdminServiceMigrateMachineProcedure:
 			adminServiceMigrateMachineHandler.ServeHTTP(w, r)
 		case AdminServiceListIdentityRefusalsProcedure:
@@ -589,6 +679,14 @@ func (UnimplementedAdminServiceHandler) CordonHost(context.Context, *connect.Req
 
 func (UnimplementedAdminServiceHandler) UncordonHost(context.Context, *connect.Request[v1.UncordonHostRequest]) (*connect.Response[v1.UncordonHostResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.UncordonHost is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeclareHostDown(context.Context, *connect.Request[v1.DeclareHostDownRequest]) (*connect.Response[v1.DeclareHostDownResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.DeclareHostDown is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeclareHostUp(context.Context, *connect.Request[v1.DeclareHostUpRequest]) (*connect.Response[v1.DeclareHostUpResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.DeclareHostUp is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {

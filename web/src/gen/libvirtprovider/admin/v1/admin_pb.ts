@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file libvirtprovider/admin/v1/admin.proto.
  */
 export const file_libvirtprovider_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiRsaWJ2aXJ0cHJvdmlkZXIvYWRtaW4vdjEvYWRtaW4ucHJvdG8SGGxpYnZpcnRwcm92aWRlci5hZG1pbi52MSJdCg5TdGF0ZVpvbmVDb3VudBIuCgVzdGF0ZRgBIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIMCgR6b25lGAIgASgJEg0KBWNvdW50GAMgASgFIs4BChBSZWNvbmNpbGVTdW1tYXJ5EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2Fkb3B0ZWQYAiABKAUSEAoIdmFuaXNoZWQYAyABKAUSNAoFem9uZXMYBCADKAsyJS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuWm9uZU91dGNvbWUSEQoJcmVzdGFydGVkGAUgASgFEhMKC25vdF9ydW5uaW5nGAYgASgFEg8KB3dhaXRpbmcYByADKAkiKgoLWm9uZU91dGNvbWUSDAoEem9uZRgBIAEoCRINCgVlcnJvchgCIAEoCSIYChZHZXRGbGVldFN1bW1hcnlSZXF1ZXN0IuwBChdHZXRGbGVldFN1bW1hcnlSZXNwb25zZRI4CgZjb3VudHMYASADKAsyKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuU3RhdGVab25lQ291bnQSDQoFdG90YWwYAiABKAUSQgoObGFzdF9yZWNvbmNpbGUYAyABKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVjb25jaWxlU3VtbWFyeRITCgthZG1pbl93cml0ZRgEIAEoCBIvCgtzZXJ2ZXJfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihQUKBEhvc3QSDAoEem9uZRgBIAEoCRILCgN1cmkYAiABKAkSEQoJY29ubmVjdGVkGAMgASgIEhIKCmxhc3RfZXJyb3IYBCABKAkSFwoPbGlidmlydF92ZXJzaW9uGAUgASgJEhoKEmh5cGVydmlzb3JfdmVyc2lvbhgGIAEoCRIbChNwb29sX2NhcGFjaXR5X2J5dGVzGAcgASgEEh0KFXBvb2xfYWxsb2NhdGlvbl9ieXRlcxgIIAEoBBIUCgxkb21haW5fY291bnQYCSABKAUSFQoNbWFjaGluZV9jb3VudBgKIAEoBRI3ChNsYXN0X3JlY29uY2lsZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIeChZsYXN0X3JlY29uY2lsZV9vdXRjb21lGAwgASgJEhMKC2RvbWFpbl90eXBlGA0gASgJEhgKEGRvbWFpbl90eXBlX25vdGUYDiABKAkSDAoEbmFtZRgPIAEoCRI6CgZsYWJlbHMYECADKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdC5MYWJlbHNFbnRyeRIQCghjb3Jkb25lZBgRIAEoCBI0CgZjb3Jkb24YEiABKAsyJC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdENvcmRvbhI4CghjYXBhY2l0eRgTIAEoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0Q2FwYWNpdHkSGgoSaG9zdF9tYWNoaW5lX2NvdW50GBQgASgFGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUwoKSG9zdENvcmRvbhIOCgZyZWFzb24YASABKAkSCgoCYnkYAiABKAkSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIs0CCgxIb3N0Q2FwYWNpdHkSDQoFdmNwdXMYASABKAUSFgoOY3B1X292ZXJjb21taXQYAiABKAESFwoPdmNwdXNfcGxhY2VhYmxlGAMgASgFEhIKCnZjcHVzX3VzZWQYBCABKAUSFwoPdmNwdXNfYXZhaWxhYmxlGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoBBIZChFtZW1vcnlfb3ZlcmNvbW1pdBgHIAEoARIeChZtZW1vcnlfcGxhY2VhYmxlX2J5dGVzGAggASgEEhkKEW1lbW9yeV91c2VkX2J5dGVzGAkgASgEEh4KFm1lbW9yeV9hdmFpbGFibGVfYnl0ZXMYCiABKAQSGQoRbWVtb3J5X2ZyZWVfYnl0ZXMYCyABKAQSFwoPcG9vbF9mcmVlX2J5dGVzGAwgASgEEhAKCG1hY2hpbmVzGA0gASgFIhIKEExpc3RIb3N0c1JlcXVlc3QiQgoRTGlzdEhvc3RzUmVzcG9uc2USLQoFaG9zdHMYASADKAsyHi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdCLwAgoMQWRtaW5NYWNoaW5lEisKB21hY2hpbmUYASABKAsyGi5iaWdmbGVldC52MWFscGhhMS5NYWNoaW5lEg4KBmRvbWFpbhgCIAEoCRIUCgxvcGVyYXRpb25faWQYAyABKAkSFgoOb3BlcmF0aW9uX2tpbmQYBCABKAkSLwoLc3RhdGVfc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDXRpbWVfaW5fc3RhdGUYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNgoSb3BlcmF0aW9uX2RlYWRsaW5lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXZpc2lvbhgIIAEoBBIMCgRob3N0GAkgASgJEhEKCWFkZHJlc3NlcxgKIAMoCRISCgpib290X3BoYXNlGAsgASgJEhMKC2Jvb3RfcmVhc29uGAwgASgJInkKE0xpc3RNYWNoaW5lc1JlcXVlc3QSLwoGc3RhdGVzGAEgAygOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEg0KBXpvbmVzGAIgAygJEhMKC21heF9yZXN1bHRzGAMgASgFEg0KBWhvc3RzGAQgAygJImcKFExpc3RNYWNoaW5lc1Jlc3BvbnNlEjgKCG1hY2hpbmVzGAEgAygLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZRIVCg10b3RhbF9tYXRjaGVkGAIgASgFIh8KEUdldE1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJIk0KEkdldE1hY2hpbmVSZXNwb25zZRI3CgdtYWNoaW5lGAEgASgLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZSLQAgoKVHJhbnNpdGlvbhIUCgxvcGVyYXRpb25faWQYASABKAkSDAoEa2luZBgCIAEoCRIzCgpmcm9tX3N0YXRlGAMgASgOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEjEKCHRvX3N0YXRlGAQgASgOMh8uYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZVN0YXRlEisKB3N0YXJ0ZWQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBWVuZGVkGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdvdXRjb21lGAggASgJEhIKCmxhc3RfZXJyb3IYCSABKAkSDAoEbm90ZRgKIAEoCSImChhHZXRNYWNoaW5lSGlzdG9yeVJlcXVlc3QSCgoCaWQYASABKAkieQoZR2V0TWFjaGluZUhpc3RvcnlSZXNwb25zZRISCgptYWNoaW5lX2lkGAEgASgJEjkKC3RyYW5zaXRpb25zGAIgAygLMiQubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlRyYW5zaXRpb24SDQoFbGltaXQYAyABKAUiQAoJRmVuY2VNYXJrEhIKCm1hY2hpbmVfaWQYASABKAkSDQoFZXBvY2gYAiABKAMSEAoIc2VxdWVuY2UYAyABKAMiUgoKU2hhcmRNYXJrcxIQCghzaGFyZF9pZBgBIAEoCRIyCgVtYXJrcxgCIAMoCzIjLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5GZW5jZU1hcmsiPQoVTGlzdEZlbmNlTWFya3NSZXF1ZXN0EhAKCHNoYXJkX2lkGAEgASgJEhIKCm1hY2hpbmVfaWQYAiABKAkiyAEKFkxpc3RGZW5jZU1hcmtzUmVzcG9uc2USNAoGc2hhcmRzGAEgAygLMiQubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlNoYXJkTWFya3MSIAoYc2hhcmRzX3Blcl9tYWNoaW5lX2xpbWl0GAIgASgFEjwKB2J1c2llc3QYAyADKAsyKy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTWFjaGluZVNoYXJkQ291bnQSGAoQcmVmdXNlZF9hdF9saW1pdBgEIAEoAyI3ChFNYWNoaW5lU2hhcmRDb3VudBISCgptYWNoaW5lX2lkGAEgASgJEg4KBnNoYXJkcxgCIAEoBSIdChtMaXN0SWRlbnRpdHlSZWZ1c2Fsc1JlcXVlc3QiaQocTGlzdElkZW50aXR5UmVmdXNhbHNSZXNwb25zZRIMCgRtb2RlGAEgASgJEjsKCHJlZnVzYWxzGAIgAygLMikubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLklkZW50aXR5UmVmdXNhbCKeAQoPSWRlbnRpdHlSZWZ1c2FsEigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBm1ldGhvZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSEQoJcHJlc2VudGVkGAQgASgJEg4KBm5lZWRlZBgFIAEoCRIMCgRwZWVyGAYgASgJEhAKCHByb3RvY29sGAcgASgJIhYKFFdhdGNoTWFjaGluZXNSZXF1ZXN0IroBChVXYXRjaE1hY2hpbmVzUmVzcG9uc2USNgoEdHlwZRgBIAEoDjIoLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaEV2ZW50VHlwZRI4CghtYWNoaW5lcxgCIAMoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5BZG1pbk1hY2hpbmUSLwoLc2VydmVyX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiMKFVJlbGVhc2VNYWNoaW5lUmVxdWVzdBIKCgJpZBgBIAEoCSJnChZSZWxlYXNlTWFjaGluZVJlc3BvbnNlEhQKDG9wZXJhdGlvbl9pZBgBIAEoCRI3CgdtYWNoaW5lGAIgASgLMiYubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkFkbWluTWFjaGluZSIZChdUcmlnZ2VyUmVjb25jaWxlUmVxdWVzdCJZChhUcmlnZ2VyUmVjb25jaWxlUmVzcG9uc2USPQoJcmVjb25jaWxlGAEgASgLMioubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlY29uY2lsZVN1bW1hcnkiMQoRQ29yZG9uSG9zdFJlcXVlc3QSDAoEaG9zdBgBIAEoCRIOCgZyZWFzb24YAiABKAkiQgoSQ29yZG9uSG9zdFJlc3BvbnNlEiwKBGhvc3QYASABKAsyHi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdCIjChNVbmNvcmRvbkhvc3RSZXF1ZXN0EgwKBGhvc3QYASABKAkiRAoUVW5jb3Jkb25Ib3N0UmVzcG9uc2USLAoEaG9zdBgBIAEoCzIeLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0IjQKFU1pZ3JhdGVNYWNoaW5lUmVxdWVzdBIKCgJpZBgBIAEoCRIPCgd0b19ob3N0GAIgASgJIrEBChZNaWdyYXRlTWFjaGluZVJlc3BvbnNlEjcKB21hY2hpbmUYASABKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lEhEKCWZyb21faG9zdBgCIAEoCRIPCgd0b19ob3N0GAMgASgJEhEKCXBsYWNlbWVudBgEIAEoCRInCgR0b29rGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIg8KDVdob0FtSVJlcXVlc3QiWAoOV2hvQW1JUmVzcG9uc2USEAoIaWRlbnRpdHkYASABKAkSEQoJYW5vbnltb3VzGAIgASgIEhEKCW1heV93cml0ZRgDIAEoCBIOCgZyZWFzb24YBCABKAkqrAEKDldhdGNoRXZlbnRUeXBlEiAKHFdBVENIX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIdChlXQVRDSF9FVkVOVF9UWVBFX1NOQVBTSE9UEAESGwoXV0FUQ0hfRVZFTlRfVFlQRV9TWU5DRUQQAhIcChhXQVRDSF9FVkVOVF9UWVBFX0NIQU5HRUQQAxIeChpXQVRDSF9FVkVOVF9UWVBFX0hFQVJUQkVBVBAEMoUNCgxBZG1pblNlcnZpY2USewoPR2V0RmxlZXRTdW1tYXJ5EjAubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldEZsZWV0U3VtbWFyeVJlcXVlc3QaMS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0RmxlZXRTdW1tYXJ5UmVzcG9uc2UiA5ACARJpCglMaXN0SG9zdHMSKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdEhvc3RzUmVxdWVzdBorLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0SG9zdHNSZXNwb25zZSIDkAIBEnIKDExpc3RNYWNoaW5lcxItLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0TWFjaGluZXNSZXF1ZXN0Gi4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RNYWNoaW5lc1Jlc3BvbnNlIgOQAgESbAoKR2V0TWFjaGluZRIrLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lUmVxdWVzdBosLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lUmVzcG9uc2UiA5ACARKBAQoRR2V0TWFjaGluZUhpc3RvcnkSMi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0TWFjaGluZUhpc3RvcnlSZXF1ZXN0GjMubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVIaXN0b3J5UmVzcG9uc2UiA5ACARJ4Cg5MaXN0RmVuY2VNYXJrcxIvLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0RmVuY2VNYXJrc1JlcXVlc3QaMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdEZlbmNlTWFya3NSZXNwb25zZSIDkAIBEncKDVdhdGNoTWFjaGluZXMSLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2F0Y2hNYWNoaW5lc1JlcXVlc3QaLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2F0Y2hNYWNoaW5lc1Jlc3BvbnNlIgOQAgEwARJzCg5SZWxlYXNlTWFjaGluZRIvLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5SZWxlYXNlTWFjaGluZVJlcXVlc3QaMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVsZWFzZU1hY2hpbmVSZXNwb25zZRJ5ChBUcmlnZ2VyUmVjb25jaWxlEjEubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlRyaWdnZXJSZWNvbmNpbGVSZXF1ZXN0GjIubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlRyaWdnZXJSZWNvbmNpbGVSZXNwb25zZRJsCgpDb3Jkb25Ib3N0EisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkNvcmRvbkhvc3RSZXF1ZXN0GiwubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkNvcmRvbkhvc3RSZXNwb25zZSIDkAICEnIKDFVuY29yZG9uSG9zdBItLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5VbmNvcmRvbkhvc3RSZXF1ZXN0Gi4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlVuY29yZG9uSG9zdFJlc3BvbnNlIgOQAgIScwoOTWlncmF0ZU1hY2hpbmUSLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTWlncmF0ZU1hY2hpbmVSZXF1ZXN0GjAubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLk1pZ3JhdGVNYWNoaW5lUmVzcG9uc2USigEKFExpc3RJZGVudGl0eVJlZnVzYWxzEjUubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RJZGVudGl0eVJlZnVzYWxzUmVxdWVzdBo2LmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0SWRlbnRpdHlSZWZ1c2Fsc1Jlc3BvbnNlIgOQAgESYAoGV2hvQW1JEicubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldob0FtSVJlcXVlc3QaKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2hvQW1JUmVzcG9uc2UiA5ACAUJLWklnaXRodWIuY29tL2JpZ2ZsZWV0L2xpYnZpcnQtcHJvdmlkZXIvZ2VuL2xpYnZpcnRwcm92aWRlci9hZG1pbi92MTthZG1pbnYxYgZwcm90bzM", [file_bigfleet_v1alpha1_provider, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRsaWJ2aXJ0cHJvdmlkZXIvYWRtaW4vdjEvYWRtaW4ucHJvdG8SGGxpYnZpcnRwcm92aWRlci5hZG1pbi52MSJdCg5TdGF0ZVpvbmVDb3VudBIuCgVzdGF0ZRgBIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIMCgR6b25lGAIgASgJEg0KBWNvdW50GAMgASgFIs4BChBSZWNvbmNpbGVTdW1tYXJ5EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2Fkb3B0ZWQYAiABKAUSEAoIdmFuaXNoZWQYAyABKAUSNAoFem9uZXMYBCADKAsyJS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuWm9uZU91dGNvbWUSEQoJcmVzdGFydGVkGAUgASgFEhMKC25vdF9ydW5uaW5nGAYgASgFEg8KB3dhaXRpbmcYByADKAkiKgoLWm9uZU91dGNvbWUSDAoEem9uZRgBIAEoCRINCgVlcnJvchgCIAEoCSIYChZHZXRGbGVldFN1bW1hcnlSZXF1ZXN0IuwBChdHZXRGbGVldFN1bW1hcnlSZXNwb25zZRI4CgZjb3VudHMYASADKAsyKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuU3RhdGVab25lQ291bnQSDQoFdG90YWwYAiABKAUSQgoObGFzdF9yZWNvbmNpbGUYAyABKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuUmVjb25jaWxlU3VtbWFyeRITCgthZG1pbl93cml0ZRgEIAEoCBIvCgtzZXJ2ZXJfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAixgUKBEhvc3QSDAoEem9uZRgBIAEoCRILCgN1cmkYAiABKAkSEQoJY29ubmVjdGVkGAMgASgIEhIKCmxhc3RfZXJyb3IYBCABKAkSFwoPbGlidmlydF92ZXJzaW9uGAUgASgJEhoKEmh5cGVydmlzb3JfdmVyc2lvbhgGIAEoCRIbChNwb29sX2NhcGFjaXR5X2J5dGVzGAcgASgEEh0KFXBvb2xfYWxsb2NhdGlvbl9ieXRlcxgIIAEoBBIUCgxkb21haW5fY291bnQYCSABKAUSFQoNbWFjaGluZV9jb3VudBgKIAEoBRI3ChNsYXN0X3JlY29uY2lsZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIeChZsYXN0X3JlY29uY2lsZV9vdXRjb21lGAwgASgJEhMKC2RvbWFpbl90eXBlGA0gASgJEhgKEGRvbWFpbl90eXBlX25vdGUYDiABKAkSDAoEbmFtZRgPIAEoCRI6CgZsYWJlbHMYECADKAsyKi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdC5MYWJlbHNFbnRyeRIQCghjb3Jkb25lZBgRIAEoCBI0CgZjb3Jkb24YEiABKAsyJC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdENvcmRvbhI4CghjYXBhY2l0eRgTIAEoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5Ib3N0Q2FwYWNpdHkSGgoSaG9zdF9tYWNoaW5lX2NvdW50GBQgASgFEjAKBGRvd24YFSABKAsyIi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdERvd24SDQoFc3RhdGUYFiABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJRCghIb3N0RG93bhIOCgZyZWFzb24YASABKAkSCgoCYnkYAiABKAkSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlMKCkhvc3RDb3Jkb24SDgoGcmVhc29uGAEgASgJEgoKAmJ5GAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLNAgoMSG9zdENhcGFjaXR5Eg0KBXZjcHVzGAEgASgFEhYKDmNwdV9vdmVyY29tbWl0GAIgASgBEhcKD3ZjcHVzX3BsYWNlYWJsZRgDIAEoBRISCgp2Y3B1c191c2VkGAQgASgFEhcKD3ZjcHVzX2F2YWlsYWJsZRgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAQSGQoRbWVtb3J5X292ZXJjb21taXQYByABKAESHgoWbWVtb3J5X3BsYWNlYWJsZV9ieXRlcxgIIAEoBBIZChFtZW1vcnlfdXNlZF9ieXRlcxgJIAEoBBIeChZtZW1vcnlfYXZhaWxhYmxlX2J5dGVzGAogASgEEhkKEW1lbW9yeV9mcmVlX2J5dGVzGAsgASgEEhcKD3Bvb2xfZnJlZV9ieXRlcxgMIAEoBBIQCghtYWNoaW5lcxgNIAEoBSISChBMaXN0SG9zdHNSZXF1ZXN0IkIKEUxpc3RIb3N0c1Jlc3BvbnNlEi0KBWhvc3RzGAEgAygLMh4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3Qi8AIKDEFkbWluTWFjaGluZRIrCgdtYWNoaW5lGAEgASgLMhouYmlnZmxlZXQudjFhbHBoYTEuTWFjaGluZRIOCgZkb21haW4YAiABKAkSFAoMb3BlcmF0aW9uX2lkGAMgASgJEhYKDm9wZXJhdGlvbl9raW5kGAQgASgJEi8KC3N0YXRlX3NpbmNlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCg10aW1lX2luX3N0YXRlGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKEm9wZXJhdGlvbl9kZWFkbGluZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmV2aXNpb24YCCABKAQSDAoEaG9zdBgJIAEoCRIRCglhZGRyZXNzZXMYCiADKAkSEgoKYm9vdF9waGFzZRgLIAEoCRITCgtib290X3JlYXNvbhgMIAEoCSJ5ChNMaXN0TWFjaGluZXNSZXF1ZXN0Ei8KBnN0YXRlcxgBIAMoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRINCgV6b25lcxgCIAMoCRITCgttYXhfcmVzdWx0cxgDIAEoBRINCgVob3N0cxgEIAMoCSJnChRMaXN0TWFjaGluZXNSZXNwb25zZRI4CghtYWNoaW5lcxgBIAMoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5BZG1pbk1hY2hpbmUSFQoNdG90YWxfbWF0Y2hlZBgCIAEoBSIfChFHZXRNYWNoaW5lUmVxdWVzdBIKCgJpZBgBIAEoCSJNChJHZXRNYWNoaW5lUmVzcG9uc2USNwoHbWFjaGluZRgBIAEoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5BZG1pbk1hY2hpbmUi0AIKClRyYW5zaXRpb24SFAoMb3BlcmF0aW9uX2lkGAEgASgJEgwKBGtpbmQYAiABKAkSMwoKZnJvbV9zdGF0ZRgDIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIxCgh0b19zdGF0ZRgEIAEoDjIfLmJpZ2ZsZWV0LnYxYWxwaGExLk1hY2hpbmVTdGF0ZRIrCgdzdGFydGVkGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgVlbmRlZBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoIZHVyYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDwoHb3V0Y29tZRgIIAEoCRISCgpsYXN0X2Vycm9yGAkgASgJEgwKBG5vdGUYCiABKAkiJgoYR2V0TWFjaGluZUhpc3RvcnlSZXF1ZXN0EgoKAmlkGAEgASgJInkKGUdldE1hY2hpbmVIaXN0b3J5UmVzcG9uc2USEgoKbWFjaGluZV9pZBgBIAEoCRI5Cgt0cmFuc2l0aW9ucxgCIAMoCzIkLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5UcmFuc2l0aW9uEg0KBWxpbWl0GAMgASgFIkAKCUZlbmNlTWFyaxISCgptYWNoaW5lX2lkGAEgASgJEg0KBWVwb2NoGAIgASgDEhAKCHNlcXVlbmNlGAMgASgDIlIKClNoYXJkTWFya3MSEAoIc2hhcmRfaWQYASABKAkSMgoFbWFya3MYAiADKAsyIy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuRmVuY2VNYXJrIj0KFUxpc3RGZW5jZU1hcmtzUmVxdWVzdBIQCghzaGFyZF9pZBgBIAEoCRISCgptYWNoaW5lX2lkGAIgASgJIsgBChZMaXN0RmVuY2VNYXJrc1Jlc3BvbnNlEjQKBnNoYXJkcxgBIAMoCzIkLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5TaGFyZE1hcmtzEiAKGHNoYXJkc19wZXJfbWFjaGluZV9saW1pdBgCIAEoBRI8CgdidXNpZXN0GAMgAygLMisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLk1hY2hpbmVTaGFyZENvdW50EhgKEHJlZnVzZWRfYXRfbGltaXQYBCABKAMiNwoRTWFjaGluZVNoYXJkQ291bnQSEgoKbWFjaGluZV9pZBgBIAEoCRIOCgZzaGFyZHMYAiABKAUiHQobTGlzdElkZW50aXR5UmVmdXNhbHNSZXF1ZXN0ImkKHExpc3RJZGVudGl0eVJlZnVzYWxzUmVzcG9uc2USDAoEbW9kZRgBIAEoCRI7CghyZWZ1c2FscxgCIAMoCzIpLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5JZGVudGl0eVJlZnVzYWwingEKD0lkZW50aXR5UmVmdXNhbBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZtZXRob2QYAiABKAkSDgoGcmVhc29uGAMgASgJEhEKCXByZXNlbnRlZBgEIAEoCRIOCgZuZWVkZWQYBSABKAkSDAoEcGVlchgGIAEoCRIQCghwcm90b2NvbBgHIAEoCSIWChRXYXRjaE1hY2hpbmVzUmVxdWVzdCK6AQoVV2F0Y2hNYWNoaW5lc1Jlc3BvbnNlEjYKBHR5cGUYASABKA4yKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2F0Y2hFdmVudFR5cGUSOAoIbWFjaGluZXMYAiADKAsyJi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQWRtaW5NYWNoaW5lEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIjChVSZWxlYXNlTWFjaGluZVJlcXVlc3QSCgoCaWQYASABKAkiZwoWUmVsZWFzZU1hY2hpbmVSZXNwb25zZRIUCgxvcGVyYXRpb25faWQYASABKAkSNwoHbWFjaGluZRgCIAEoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5BZG1pbk1hY2hpbmUiGQoXVHJpZ2dlclJlY29uY2lsZVJlcXVlc3QiWQoYVHJpZ2dlclJlY29uY2lsZVJlc3BvbnNlEj0KCXJlY29uY2lsZRgBIAEoCzIqLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5SZWNvbmNpbGVTdW1tYXJ5IjEKEUNvcmRvbkhvc3RSZXF1ZXN0EgwKBGhvc3QYASABKAkSDgoGcmVhc29uGAIgASgJIkIKEkNvcmRvbkhvc3RSZXNwb25zZRIsCgRob3N0GAEgASgLMh4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QiIwoTVW5jb3Jkb25Ib3N0UmVxdWVzdBIMCgRob3N0GAEgASgJIkQKFFVuY29yZG9uSG9zdFJlc3BvbnNlEiwKBGhvc3QYASABKAsyHi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdCI2ChZEZWNsYXJlSG9zdERvd25SZXF1ZXN0EgwKBGhvc3QYASABKAkSDgoGcmVhc29uGAIgASgJIkcKF0RlY2xhcmVIb3N0RG93blJlc3BvbnNlEiwKBGhvc3QYASABKAsyHi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuSG9zdCIkChREZWNsYXJlSG9zdFVwUmVxdWVzdBIMCgRob3N0GAEgASgJIkUKFURlY2xhcmVIb3N0VXBSZXNwb25zZRIsCgRob3N0GAEgASgLMh4ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkhvc3QiNAoVTWlncmF0ZU1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3RvX2hvc3QYAiABKAkisQEKFk1pZ3JhdGVNYWNoaW5lUmVzcG9uc2USNwoHbWFjaGluZRgBIAEoCzImLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5BZG1pbk1hY2hpbmUSEQoJZnJvbV9ob3N0GAIgASgJEg8KB3RvX2hvc3QYAyABKAkSEQoJcGxhY2VtZW50GAQgASgJEicKBHRvb2sYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDwoNV2hvQW1JUmVxdWVzdCJYCg5XaG9BbUlSZXNwb25zZRIQCghpZGVudGl0eRgBIAEoCRIRCglhbm9ueW1vdXMYAiABKAgSEQoJbWF5X3dyaXRlGAMgASgIEg4KBnJlYXNvbhgEIAEoCSqsAQoOV2F0Y2hFdmVudFR5cGUSIAocV0FUQ0hfRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEh0KGVdBVENIX0VWRU5UX1RZUEVfU05BUFNIT1QQARIbChdXQVRDSF9FVkVOVF9UWVBFX1NZTkNFRBACEhwKGFdBVENIX0VWRU5UX1RZUEVfQ0hBTkdFRBADEh4KGldBVENIX0VWRU5UX1RZUEVfSEVBUlRCRUFUEAQy+Q4KDEFkbWluU2VydmljZRJ7Cg9HZXRGbGVldFN1bW1hcnkSMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0RmxlZXRTdW1tYXJ5UmVxdWVzdBoxLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRGbGVldFN1bW1hcnlSZXNwb25zZSIDkAIBEmkKCUxpc3RIb3N0cxIqLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0SG9zdHNSZXF1ZXN0GisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RIb3N0c1Jlc3BvbnNlIgOQAgEScgoMTGlzdE1hY2hpbmVzEi0ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RNYWNoaW5lc1JlcXVlc3QaLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTGlzdE1hY2hpbmVzUmVzcG9uc2UiA5ACARJsCgpHZXRNYWNoaW5lEisubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVSZXF1ZXN0GiwubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkdldE1hY2hpbmVSZXNwb25zZSIDkAIBEoEBChFHZXRNYWNoaW5lSGlzdG9yeRIyLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5HZXRNYWNoaW5lSGlzdG9yeVJlcXVlc3QaMy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuR2V0TWFjaGluZUhpc3RvcnlSZXNwb25zZSIDkAIBEngKDkxpc3RGZW5jZU1hcmtzEi8ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RGZW5jZU1hcmtzUmVxdWVzdBowLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0RmVuY2VNYXJrc1Jlc3BvbnNlIgOQAgESdwoNV2F0Y2hNYWNoaW5lcxIuLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaE1hY2hpbmVzUmVxdWVzdBovLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5XYXRjaE1hY2hpbmVzUmVzcG9uc2UiA5ACATABEnMKDlJlbGVhc2VNYWNoaW5lEi8ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlJlbGVhc2VNYWNoaW5lUmVxdWVzdBowLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5SZWxlYXNlTWFjaGluZVJlc3BvbnNlEnkKEFRyaWdnZXJSZWNvbmNpbGUSMS5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJpZ2dlclJlY29uY2lsZVJlcXVlc3QaMi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVHJpZ2dlclJlY29uY2lsZVJlc3BvbnNlEmwKCkNvcmRvbkhvc3QSKy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQ29yZG9uSG9zdFJlcXVlc3QaLC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuQ29yZG9uSG9zdFJlc3BvbnNlIgOQAgIScgoMVW5jb3Jkb25Ib3N0Ei0ubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLlVuY29yZG9uSG9zdFJlcXVlc3QaLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuVW5jb3Jkb25Ib3N0UmVzcG9uc2UiA5ACAhJ7Cg9EZWNsYXJlSG9zdERvd24SMC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuRGVjbGFyZUhvc3REb3duUmVxdWVzdBoxLmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5EZWNsYXJlSG9zdERvd25SZXNwb25zZSIDkAICEnUKDURlY2xhcmVIb3N0VXASLi5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuRGVjbGFyZUhvc3RVcFJlcXVlc3QaLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuRGVjbGFyZUhvc3RVcFJlc3BvbnNlIgOQAgIScwoOTWlncmF0ZU1hY2hpbmUSLy5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuTWlncmF0ZU1hY2hpbmVSZXF1ZXN0GjAubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLk1pZ3JhdGVNYWNoaW5lUmVzcG9uc2USigEKFExpc3RJZGVudGl0eVJlZnVzYWxzEjUubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLkxpc3RJZGVudGl0eVJlZnVzYWxzUmVxdWVzdBo2LmxpYnZpcnRwcm92aWRlci5hZG1pbi52MS5MaXN0SWRlbnRpdHlSZWZ1c2Fsc1Jlc3BvbnNlIgOQAgESYAoGV2hvQW1JEicubGlidmlydHByb3ZpZGVyLmFkbWluLnYxLldob0FtSVJlcXVlc3QaKC5saWJ2aXJ0cHJvdmlkZXIuYWRtaW4udjEuV2hvQW1JUmVzcG9uc2UiA5ACAUJLWklnaXRodWIuY29tL2JpZ2ZsZWV0L2xpYnZpcnQtcHJvdmlkZXIvZ2VuL2xpYnZpcnRwcm92aWRlci9hZG1pbi92MTthZG1pbnYxYgZwcm90bzM", [file_bigfleet_v1alpha1_provider, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * StateZoneCount is the number of machines in one (state, zone).
@@ -328,6 +328,22 @@ export type Host = Message<"libvirtprovider.admin.v1.Host"> & {
    * @generated from field: int32 host_machine_count = 20;
    */
   hostMachineCount: number;
+
+  /**
+   * Set while the operator declares the host down (DeclareHostDown): who,
+   * when and why. Unset when it is not declared down.
+   *
+   * @generated from field: libvirtprovider.admin.v1.HostDown down = 21;
+   */
+  down?: HostDown | undefined;
+
+  /**
+   * The host's state in one word, the most telling first: "down"
+   * (declared down), "unreachable" (not connected), "cordoned", or "up".
+   *
+   * @generated from field: string state = 22;
+   */
+  state: string;
 };
 
 /**
@@ -336,6 +352,42 @@ export type Host = Message<"libvirtprovider.admin.v1.Host"> & {
  */
 export const HostSchema: GenMessage<Host> = /*@__PURE__*/
   messageDesc(file_libvirtprovider_admin_v1_admin, 5);
+
+/**
+ * HostDown records a declaration that a host is off or fenced.
+ *
+ * @generated from message libvirtprovider.admin.v1.HostDown
+ */
+export type HostDown = Message<"libvirtprovider.admin.v1.HostDown"> & {
+  /**
+   * How the host is known to be off or fenced (e.g. "powered off via
+   * IPMI, ticket 123").
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * The identity of the caller that declared it.
+   *
+   * @generated from field: string by = 2;
+   */
+  by: string;
+
+  /**
+   * When it was first declared down.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 3;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.HostDown.
+ * Use `create(HostDownSchema)` to create a new message.
+ */
+export const HostDownSchema: GenMessage<HostDown> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 6);
 
 /**
  * HostCordon records a cordon made through the admin API.
@@ -366,7 +418,7 @@ export type HostCordon = Message<"libvirtprovider.admin.v1.HostCordon"> & {
  * Use `create(HostCordonSchema)` to create a new message.
  */
 export const HostCordonSchema: GenMessage<HostCordon> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 6);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 7);
 
 /**
  * HostCapacity is a host's size and what the provider's VMs there are
@@ -459,7 +511,7 @@ export type HostCapacity = Message<"libvirtprovider.admin.v1.HostCapacity"> & {
  * Use `create(HostCapacitySchema)` to create a new message.
  */
 export const HostCapacitySchema: GenMessage<HostCapacity> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 7);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 8);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListHostsRequest
@@ -472,7 +524,7 @@ export type ListHostsRequest = Message<"libvirtprovider.admin.v1.ListHostsReques
  * Use `create(ListHostsRequestSchema)` to create a new message.
  */
 export const ListHostsRequestSchema: GenMessage<ListHostsRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 8);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 9);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListHostsResponse
@@ -489,7 +541,7 @@ export type ListHostsResponse = Message<"libvirtprovider.admin.v1.ListHostsRespo
  * Use `create(ListHostsResponseSchema)` to create a new message.
  */
 export const ListHostsResponseSchema: GenMessage<ListHostsResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 9);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 10);
 
 /**
  * AdminMachine is everything BigFleet sees plus the provider's bookkeeping.
@@ -595,7 +647,7 @@ export type AdminMachine = Message<"libvirtprovider.admin.v1.AdminMachine"> & {
  * Use `create(AdminMachineSchema)` to create a new message.
  */
 export const AdminMachineSchema: GenMessage<AdminMachine> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 10);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 11);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListMachinesRequest
@@ -636,7 +688,7 @@ export type ListMachinesRequest = Message<"libvirtprovider.admin.v1.ListMachines
  * Use `create(ListMachinesRequestSchema)` to create a new message.
  */
 export const ListMachinesRequestSchema: GenMessage<ListMachinesRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 11);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 12);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListMachinesResponse
@@ -662,7 +714,7 @@ export type ListMachinesResponse = Message<"libvirtprovider.admin.v1.ListMachine
  * Use `create(ListMachinesResponseSchema)` to create a new message.
  */
 export const ListMachinesResponseSchema: GenMessage<ListMachinesResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 12);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 13);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineRequest
@@ -679,7 +731,7 @@ export type GetMachineRequest = Message<"libvirtprovider.admin.v1.GetMachineRequ
  * Use `create(GetMachineRequestSchema)` to create a new message.
  */
 export const GetMachineRequestSchema: GenMessage<GetMachineRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 13);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 14);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineResponse
@@ -696,7 +748,7 @@ export type GetMachineResponse = Message<"libvirtprovider.admin.v1.GetMachineRes
  * Use `create(GetMachineResponseSchema)` to create a new message.
  */
 export const GetMachineResponseSchema: GenMessage<GetMachineResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 14);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 15);
 
 /**
  * Transition is one entry of a machine's history.
@@ -775,7 +827,7 @@ export type Transition = Message<"libvirtprovider.admin.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 15);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 16);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineHistoryRequest
@@ -792,7 +844,7 @@ export type GetMachineHistoryRequest = Message<"libvirtprovider.admin.v1.GetMach
  * Use `create(GetMachineHistoryRequestSchema)` to create a new message.
  */
 export const GetMachineHistoryRequestSchema: GenMessage<GetMachineHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 16);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 17);
 
 /**
  * @generated from message libvirtprovider.admin.v1.GetMachineHistoryResponse
@@ -823,7 +875,7 @@ export type GetMachineHistoryResponse = Message<"libvirtprovider.admin.v1.GetMac
  * Use `create(GetMachineHistoryResponseSchema)` to create a new message.
  */
 export const GetMachineHistoryResponseSchema: GenMessage<GetMachineHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 17);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 18);
 
 /**
  * FenceMark is the highest accepted (epoch, sequence) of a (shard, machine).
@@ -852,7 +904,7 @@ export type FenceMark = Message<"libvirtprovider.admin.v1.FenceMark"> & {
  * Use `create(FenceMarkSchema)` to create a new message.
  */
 export const FenceMarkSchema: GenMessage<FenceMark> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 18);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 19);
 
 /**
  * ShardMarks are one shard's marks, ordered by machine id.
@@ -876,7 +928,7 @@ export type ShardMarks = Message<"libvirtprovider.admin.v1.ShardMarks"> & {
  * Use `create(ShardMarksSchema)` to create a new message.
  */
 export const ShardMarksSchema: GenMessage<ShardMarks> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 19);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 20);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListFenceMarksRequest
@@ -902,7 +954,7 @@ export type ListFenceMarksRequest = Message<"libvirtprovider.admin.v1.ListFenceM
  * Use `create(ListFenceMarksRequestSchema)` to create a new message.
  */
 export const ListFenceMarksRequestSchema: GenMessage<ListFenceMarksRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 20);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 21);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListFenceMarksResponse
@@ -945,7 +997,7 @@ export type ListFenceMarksResponse = Message<"libvirtprovider.admin.v1.ListFence
  * Use `create(ListFenceMarksResponseSchema)` to create a new message.
  */
 export const ListFenceMarksResponseSchema: GenMessage<ListFenceMarksResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 21);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 22);
 
 /**
  * MachineShardCount is how many distinct shards hold marks on a machine.
@@ -969,7 +1021,7 @@ export type MachineShardCount = Message<"libvirtprovider.admin.v1.MachineShardCo
  * Use `create(MachineShardCountSchema)` to create a new message.
  */
 export const MachineShardCountSchema: GenMessage<MachineShardCount> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 22);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 23);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListIdentityRefusalsRequest
@@ -982,7 +1034,7 @@ export type ListIdentityRefusalsRequest = Message<"libvirtprovider.admin.v1.List
  * Use `create(ListIdentityRefusalsRequestSchema)` to create a new message.
  */
 export const ListIdentityRefusalsRequestSchema: GenMessage<ListIdentityRefusalsRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 23);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 24);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ListIdentityRefusalsResponse
@@ -1009,7 +1061,7 @@ export type ListIdentityRefusalsResponse = Message<"libvirtprovider.admin.v1.Lis
  * Use `create(ListIdentityRefusalsResponseSchema)` to create a new message.
  */
 export const ListIdentityRefusalsResponseSchema: GenMessage<ListIdentityRefusalsResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 24);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 25);
 
 /**
  * IdentityRefusal is one call answered PermissionDenied by the caller
@@ -1068,7 +1120,7 @@ export type IdentityRefusal = Message<"libvirtprovider.admin.v1.IdentityRefusal"
  * Use `create(IdentityRefusalSchema)` to create a new message.
  */
 export const IdentityRefusalSchema: GenMessage<IdentityRefusal> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 25);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 26);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WatchMachinesRequest
@@ -1081,7 +1133,7 @@ export type WatchMachinesRequest = Message<"libvirtprovider.admin.v1.WatchMachin
  * Use `create(WatchMachinesRequestSchema)` to create a new message.
  */
 export const WatchMachinesRequestSchema: GenMessage<WatchMachinesRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 26);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 27);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WatchMachinesResponse
@@ -1108,7 +1160,7 @@ export type WatchMachinesResponse = Message<"libvirtprovider.admin.v1.WatchMachi
  * Use `create(WatchMachinesResponseSchema)` to create a new message.
  */
 export const WatchMachinesResponseSchema: GenMessage<WatchMachinesResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 27);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 28);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ReleaseMachineRequest
@@ -1125,7 +1177,7 @@ export type ReleaseMachineRequest = Message<"libvirtprovider.admin.v1.ReleaseMac
  * Use `create(ReleaseMachineRequestSchema)` to create a new message.
  */
 export const ReleaseMachineRequestSchema: GenMessage<ReleaseMachineRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 28);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 29);
 
 /**
  * @generated from message libvirtprovider.admin.v1.ReleaseMachineResponse
@@ -1147,7 +1199,7 @@ export type ReleaseMachineResponse = Message<"libvirtprovider.admin.v1.ReleaseMa
  * Use `create(ReleaseMachineResponseSchema)` to create a new message.
  */
 export const ReleaseMachineResponseSchema: GenMessage<ReleaseMachineResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 29);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 30);
 
 /**
  * @generated from message libvirtprovider.admin.v1.TriggerReconcileRequest
@@ -1160,7 +1212,7 @@ export type TriggerReconcileRequest = Message<"libvirtprovider.admin.v1.TriggerR
  * Use `create(TriggerReconcileRequestSchema)` to create a new message.
  */
 export const TriggerReconcileRequestSchema: GenMessage<TriggerReconcileRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 30);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 31);
 
 /**
  * @generated from message libvirtprovider.admin.v1.TriggerReconcileResponse
@@ -1177,7 +1229,7 @@ export type TriggerReconcileResponse = Message<"libvirtprovider.admin.v1.Trigger
  * Use `create(TriggerReconcileResponseSchema)` to create a new message.
  */
 export const TriggerReconcileResponseSchema: GenMessage<TriggerReconcileResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 31);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 32);
 
 /**
  * @generated from message libvirtprovider.admin.v1.CordonHostRequest
@@ -1203,7 +1255,7 @@ export type CordonHostRequest = Message<"libvirtprovider.admin.v1.CordonHostRequ
  * Use `create(CordonHostRequestSchema)` to create a new message.
  */
 export const CordonHostRequestSchema: GenMessage<CordonHostRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 32);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 33);
 
 /**
  * @generated from message libvirtprovider.admin.v1.CordonHostResponse
@@ -1220,7 +1272,7 @@ export type CordonHostResponse = Message<"libvirtprovider.admin.v1.CordonHostRes
  * Use `create(CordonHostResponseSchema)` to create a new message.
  */
 export const CordonHostResponseSchema: GenMessage<CordonHostResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 33);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 34);
 
 /**
  * @generated from message libvirtprovider.admin.v1.UncordonHostRequest
@@ -1237,7 +1289,7 @@ export type UncordonHostRequest = Message<"libvirtprovider.admin.v1.UncordonHost
  * Use `create(UncordonHostRequestSchema)` to create a new message.
  */
 export const UncordonHostRequestSchema: GenMessage<UncordonHostRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 34);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 35);
 
 /**
  * @generated from message libvirtprovider.admin.v1.UncordonHostResponse
@@ -1254,7 +1306,87 @@ export type UncordonHostResponse = Message<"libvirtprovider.admin.v1.UncordonHos
  * Use `create(UncordonHostResponseSchema)` to create a new message.
  */
 export const UncordonHostResponseSchema: GenMessage<UncordonHostResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 35);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 36);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.DeclareHostDownRequest
+ */
+export type DeclareHostDownRequest = Message<"libvirtprovider.admin.v1.DeclareHostDownRequest"> & {
+  /**
+   * Host.name.
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * Required: how the host is known to be off or fenced, for the log, the
+   * admin page and whoever ends the declaration.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.DeclareHostDownRequest.
+ * Use `create(DeclareHostDownRequestSchema)` to create a new message.
+ */
+export const DeclareHostDownRequestSchema: GenMessage<DeclareHostDownRequest> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 37);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.DeclareHostDownResponse
+ */
+export type DeclareHostDownResponse = Message<"libvirtprovider.admin.v1.DeclareHostDownResponse"> & {
+  /**
+   * @generated from field: libvirtprovider.admin.v1.Host host = 1;
+   */
+  host?: Host | undefined;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.DeclareHostDownResponse.
+ * Use `create(DeclareHostDownResponseSchema)` to create a new message.
+ */
+export const DeclareHostDownResponseSchema: GenMessage<DeclareHostDownResponse> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 38);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.DeclareHostUpRequest
+ */
+export type DeclareHostUpRequest = Message<"libvirtprovider.admin.v1.DeclareHostUpRequest"> & {
+  /**
+   * Host.name.
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.DeclareHostUpRequest.
+ * Use `create(DeclareHostUpRequestSchema)` to create a new message.
+ */
+export const DeclareHostUpRequestSchema: GenMessage<DeclareHostUpRequest> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 39);
+
+/**
+ * @generated from message libvirtprovider.admin.v1.DeclareHostUpResponse
+ */
+export type DeclareHostUpResponse = Message<"libvirtprovider.admin.v1.DeclareHostUpResponse"> & {
+  /**
+   * @generated from field: libvirtprovider.admin.v1.Host host = 1;
+   */
+  host?: Host | undefined;
+};
+
+/**
+ * Describes the message libvirtprovider.admin.v1.DeclareHostUpResponse.
+ * Use `create(DeclareHostUpResponseSchema)` to create a new message.
+ */
+export const DeclareHostUpResponseSchema: GenMessage<DeclareHostUpResponse> = /*@__PURE__*/
+  messageDesc(file_libvirtprovider_admin_v1_admin, 40);
 
 /**
  * @generated from message libvirtprovider.admin.v1.MigrateMachineRequest
@@ -1278,7 +1410,7 @@ export type MigrateMachineRequest = Message<"libvirtprovider.admin.v1.MigrateMac
  * Use `create(MigrateMachineRequestSchema)` to create a new message.
  */
 export const MigrateMachineRequestSchema: GenMessage<MigrateMachineRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 36);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 41);
 
 /**
  * @generated from message libvirtprovider.admin.v1.MigrateMachineResponse
@@ -1321,7 +1453,7 @@ export type MigrateMachineResponse = Message<"libvirtprovider.admin.v1.MigrateMa
  * Use `create(MigrateMachineResponseSchema)` to create a new message.
  */
 export const MigrateMachineResponseSchema: GenMessage<MigrateMachineResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 37);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 42);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WhoAmIRequest
@@ -1334,7 +1466,7 @@ export type WhoAmIRequest = Message<"libvirtprovider.admin.v1.WhoAmIRequest"> & 
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 38);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 43);
 
 /**
  * @generated from message libvirtprovider.admin.v1.WhoAmIResponse
@@ -1358,7 +1490,8 @@ export type WhoAmIResponse = Message<"libvirtprovider.admin.v1.WhoAmIResponse"> 
 
   /**
    * Whether the writes (ReleaseMachine, TriggerReconcile, CordonHost,
-   * UncordonHost, MigrateMachine) would be allowed.
+   * UncordonHost, DeclareHostDown, DeclareHostUp, MigrateMachine) would be
+   * allowed.
    *
    * @generated from field: bool may_write = 3;
    */
@@ -1377,7 +1510,7 @@ export type WhoAmIResponse = Message<"libvirtprovider.admin.v1.WhoAmIResponse"> 
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
-  messageDesc(file_libvirtprovider_admin_v1_admin, 39);
+  messageDesc(file_libvirtprovider_admin_v1_admin, 44);
 
 /**
  * WatchEventType says how to apply a WatchMachinesResponse.
@@ -1433,9 +1566,10 @@ export const WatchEventTypeSchema: GenEnum<WatchEventType> = /*@__PURE__*/
  * AdminService is served on --addr next to CapacityProvider, with the same
  * TLS/mTLS, or alone on --admin-addr with its own client CA
  * (--admin-tls-ca). The writes (ReleaseMachine, TriggerReconcile,
- * CordonHost, UncordonHost) answer PermissionDenied unless the provider was
- * started with --admin-write and the caller's verified client certificate
- * matches --admin-clients.
+ * CordonHost, UncordonHost, DeclareHostDown, DeclareHostUp, MigrateMachine)
+ * answer PermissionDenied unless the provider was started with
+ * --admin-write and the caller's verified client certificate matches
+ * --admin-clients.
  *
  * @generated from service libvirtprovider.admin.v1.AdminService
  */
@@ -1565,6 +1699,42 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof UncordonHostRequestSchema;
     output: typeof UncordonHostResponseSchema;
+  },
+  /**
+   * DeclareHostDown records the operator's statement that a host is off
+   * or fenced for sure (powered off through its BMC, its cables pulled):
+   * it then gets no placements and no calls that could touch its domains,
+   * its zone's listings count it as listed with nothing running, and the
+   * machines whose only copy was there can be failed naming the
+   * declaration. Never declare down a host that may still run guests: a
+   * machine failed or recreated elsewhere would then run twice. reason is
+   * required. The declaration survives a restart: it is kept in a file
+   * beside the --state file ("<state>.down.json"), or in memory without
+   * --state, written before it takes effect. Idempotent: declaring a
+   * declared host down again replaces its reason and keeps its since.
+   * Requires --admin-write and a caller on --admin-clients (by default
+   * bigfleet://admin only); an unknown host is NotFound; a backend that
+   * cannot take a host out this way answers Unimplemented.
+   *
+   * @generated from rpc libvirtprovider.admin.v1.AdminService.DeclareHostDown
+   */
+  declareHostDown: {
+    methodKind: "unary";
+    input: typeof DeclareHostDownRequestSchema;
+    output: typeof DeclareHostDownResponseSchema;
+  },
+  /**
+   * DeclareHostUp ends a host's down declaration: the host is listed and
+   * placed on again once it answers. Idempotent: a host not declared down
+   * is answered as it is. Requires --admin-write and a caller on
+   * --admin-clients; an unknown host is NotFound.
+   *
+   * @generated from rpc libvirtprovider.admin.v1.AdminService.DeclareHostUp
+   */
+  declareHostUp: {
+    methodKind: "unary";
+    input: typeof DeclareHostUpRequestSchema;
+    output: typeof DeclareHostUpResponseSchema;
   },
   /**
    * MigrateMachine live-migrates an IDLE or CONFIGURED machine's VM to
