@@ -46,7 +46,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		dom, err := conn.LookupDomainByName(name)
 		if err == nil {
 			err = b.adopt(ctx, dom, name, spec)
-			if !errors.Is(err, errDeleteBegun) {
+			if !errors.Is(err, errDeleteBegun) && !errors.Is(err, errStaleSource) {
 				_ = dom.Free()
 				return err
 			}
@@ -96,6 +96,13 @@ func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, s
 	if md.Delete.Begun() {
 		return fmt.Errorf("create: domain %s: Delete %s began on it: %w", name, md.Delete.OperationID, errDeleteBegun)
 	}
+	st, reason, err := dom.GetState()
+	if err != nil {
+		return fmt.Errorf("create: adopt: state: %w", err)
+	}
+	if rs := domstate.Run(st, reason); rs.State == backend.RunShutoff && rs.Reason == "migrated" {
+		return fmt.Errorf("create: domain %s is %s: %w", name, rs, errStaleSource)
+	}
 	active, err := dom.IsActive()
 	if err != nil {
 		return fmt.Errorf("create: adopt: state: %w", err)
@@ -117,10 +124,16 @@ func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, s
 // back what BigFleet deleted, binding and all; it is deleted first.
 var errDeleteBegun = errors.New("a Delete was begun on the domain")
 
+// errStaleSource: the domain a Create found is a live migration's source
+// that handed the guest over ("shut off (migrated)"): its disk is behind
+// the guest's, and the guest may run elsewhere. It is never started; it
+// is deleted and the Create builds afresh (issue 38).
+var errStaleSource = errors.New("a migration's stale source")
+
 // finishBegunDelete completes the Delete whose intent dom carries (domain
 // and volumes), so the Create builds afresh; a WARN says so.
 func (b *Backend) finishBegunDelete(ctx context.Context, conn hostconn.Conn, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
-	b.log.Warn("create: the domain carries a Delete begun earlier; finishing that Delete before building",
+	b.log.Warn("create: the domain found is not to be adopted (a Delete begun on it, or a migration's stale source); deleting it before building",
 		"domain", name, "machine", spec.MachineID, "op", spec.OperationID)
 	if err := destroyAndUndefine(dom); err != nil {
 		return fmt.Errorf("create: finish the begun Delete: %w", err)

@@ -106,7 +106,7 @@ func TestCreateFinishesBegunDelete(t *testing.T) {
 	if o := listedMachine(t, b, "m1"); o.DeleteOperationID != "" {
 		t.Fatalf("listed: %+v", o)
 	}
-	if !strings.Contains(logs.String(), "finishing that Delete before building") {
+	if !strings.Contains(logs.String(), "a Delete begun on it, or a migration's stale source); deleting it before building") {
 		t.Fatal("no WARN line for the finished Delete")
 	}
 }

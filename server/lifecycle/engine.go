@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,11 +100,13 @@ type Engine struct {
 	unknown *fence.Unknown    // in memory, bounded: ids that do not exist
 	listed  *reconcile.Listed // zones listed since start (listing.go)
 	views   *arbiter.Views    // each zone's latest listing, for the arbiter
-	// rebuilt are the machines the state file did not hold at start
-	// (all of them after a lost file): their records prove nothing about
-	// where a domain may be. Read only after New.
-	rebuilt map[string]struct{}
-	rec     *reconcile.Reconciler
+	// rebuilding are the zones whose SPECULATIVE records were seeded
+	// without a listing of every host since (a first start, a lost state
+	// file): such a record proves nothing about where a domain may be.
+	// Durable (Batch.Rebuilding), cleared once a pass covered every host.
+	rebuildMu  sync.Mutex
+	rebuilding map[string]bool
+	rec        *reconcile.Reconciler
 	// atLimit counts first contacts refused because the machine's marks
 	// were at ShardsPerMachine.
 	atLimit atomic.Int64
@@ -161,7 +164,8 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
 	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
-		unknown: fence.NewUnknown(cfg.UnknownMarkLimit), listed: reconcile.NewListed(), views: arbiter.NewViews()}
+		rebuilding: maps.Clone(snap.Rebuilding),
+		unknown:    fence.NewUnknown(cfg.UnknownMarkLimit), listed: reconcile.NewListed(), views: arbiter.NewViews()}
 	interner := index.NewMapInterner()
 	interner.Machines(snap.Machines)
 	e.idx = index.New(snap.Machines)
@@ -182,11 +186,16 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 // and interning 100k seed slots by content cost ~0.3 s of the boot.
 func (e *Engine) addSeed(ctx context.Context, interner *index.MapInterner) error {
 	var missing []Machine
-	e.rebuilt = map[string]struct{}{}
+	if e.rebuilding == nil {
+		e.rebuilding = map[string]bool{}
+	}
+	marked := map[string]bool{} // zones newly rebuilding: marked with the first chunk
 	for _, m := range e.cfg.Seed {
 		if _, ok := e.idx.Get(m.ID); !ok {
 			missing = append(missing, m)
-			e.rebuilt[m.ID] = struct{}{}
+			if !e.rebuilding[m.Zone] {
+				marked[m.Zone] = true
+			}
 		}
 	}
 	interner.Machines(missing)
@@ -201,7 +210,11 @@ func (e *Engine) addSeed(ctx context.Context, interner *index.MapInterner) error
 			c.Revision = e.idx.Reserve()
 			chunk[i] = c
 		}
-		if err := e.st.Commit(ctx, Batch{Machines: chunk}); err != nil {
+		b := Batch{Machines: chunk}
+		if len(marked) > 0 {
+			b.Rebuilding, marked = marked, nil
+		}
+		if err := e.st.Commit(ctx, b); err != nil {
 			for i := range chunk {
 				e.idx.Abandon(chunk[i].Revision)
 			}
@@ -209,6 +222,9 @@ func (e *Engine) addSeed(ctx context.Context, interner *index.MapInterner) error
 		}
 		for i := range chunk {
 			e.idx.Publish(&chunk[i])
+		}
+		for z := range b.Rebuilding {
+			e.rebuilding[z] = true
 		}
 		missing = missing[n:]
 	}

@@ -18,19 +18,20 @@ type memStore struct {
 	id       uint64
 	machines map[string]Machine
 	marks    map[MarkKey]Mark
+	rebuild  map[string]bool
 	commits  int
 	attempts int // Commit calls, failed ones included
 	fail     error
 }
 
 func newMemStore() *memStore {
-	return &memStore{id: 42, machines: map[string]Machine{}, marks: map[MarkKey]Mark{}}
+	return &memStore{id: 42, machines: map[string]Machine{}, marks: map[MarkKey]Mark{}, rebuild: map[string]bool{}}
 }
 
 func (s *memStore) Load(context.Context) (Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{StoreID: s.id, Marks: maps.Clone(s.marks)}
+	snap := Snapshot{StoreID: s.id, Marks: maps.Clone(s.marks), Rebuilding: maps.Clone(s.rebuild)}
 	for _, m := range s.machines {
 		snap.Machines = append(snap.Machines, m.Clone())
 	}
@@ -49,6 +50,13 @@ func (s *memStore) Commit(_ context.Context, b Batch) error {
 		s.machines[m.ID] = m.Clone()
 	}
 	maps.Copy(s.marks, b.Marks)
+	for z, on := range b.Rebuilding {
+		if on {
+			s.rebuild[z] = true
+		} else {
+			delete(s.rebuild, z)
+		}
+	}
 	return nil
 }
 

@@ -98,17 +98,51 @@ func (e *Engine) WaitReadyZonesListed(ctx context.Context) bool {
 
 // listingHost is the host whose listing a mutation of m waits for:
 // its recorded host; reconcile.NoHost for a SPECULATIVE record without one
-// that the state file held at start (it proves there is no domain, so
-// the zone's first listing is enough); "" (every host of the zone) for a
-// record rebuilt from the hosts, whose domain may be on any of them.
+// in a zone a listing of every host has confirmed since its records were
+// seeded (it proves there is no domain, so the zone's first listing since
+// start is enough); "" (every host of the zone) in a zone still
+// rebuilding (a first start, a lost state file), whose domain may be on
+// any host.
 func (e *Engine) listingHost(m *Machine) string {
 	if m.HostName != "" || m.State != Speculative {
 		return m.HostName
 	}
-	if _, rebuilt := e.rebuilt[m.ID]; rebuilt {
+	e.rebuildMu.Lock()
+	defer e.rebuildMu.Unlock()
+	if e.rebuilding[m.Zone] {
 		return ""
 	}
 	return reconcile.NoHost
+}
+
+// confirmRebuilt clears, durably, each rebuilding zone every host of which
+// has been listed since start (its machines adopted by then). A failed
+// write is tried again after the next pass; until then the zone waits as
+// before, which is safe.
+func (e *Engine) confirmRebuilt(ctx context.Context) {
+	e.rebuildMu.Lock()
+	done := map[string]bool{}
+	for z := range e.rebuilding {
+		if e.listed.Covers(z, "") {
+			done[z] = false
+		}
+	}
+	e.rebuildMu.Unlock()
+	if len(done) == 0 {
+		return
+	}
+	if err := e.durable(ctx, Batch{Rebuilding: done}); err != nil {
+		e.log.Warn("zones listed whole not recorded; tried again after the next pass", "zones", len(done), "err", err)
+		return
+	}
+	e.rebuildMu.Lock()
+	for z := range done {
+		delete(e.rebuilding, z)
+	}
+	e.rebuildMu.Unlock()
+	for z := range done {
+		e.log.Info("every host of the zone listed since its records were seeded: its slots need no whole-zone listing after a restart", "zone", z)
+	}
 }
 
 // notListed is the refusal for a machine whose zone, or host, has not

@@ -72,7 +72,11 @@ func (e *Engine) reconcileLoop() {
 }
 
 // Reconcile runs one reconcile pass (see reconcile.Reconciler.Pass).
-func (e *Engine) Reconcile(ctx context.Context) ReconcileReport { return e.rec.Pass(ctx) }
+func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
+	rep := e.rec.Pass(ctx)
+	e.confirmRebuilt(ctx)
+	return rep
+}
 
 // LastReconcile returns the report of the most recent reconcile pass.
 func (e *Engine) LastReconcile() ReconcileReport { return e.rec.Last() }

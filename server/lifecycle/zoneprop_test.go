@@ -54,6 +54,7 @@ var simHosts = []string{"h1", "h2", "h3"}
 type simCopy struct {
 	host, cluster string
 	up            bool
+	migrated      bool // stopped by a migration that handed the guest over
 }
 
 // simBackend is zone-a, three hosts, and the truth of their copies.
@@ -133,7 +134,13 @@ func pl(id, host string) backend.Placement {
 func (s *simBackend) Create(_ context.Context, spec backend.MachineSpec) (backend.Placement, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, c := range s.copies[spec.MachineID] { // ours already: adopted
+	for i, c := range s.copies[spec.MachineID] { // ours already: adopted, but never a stale source (libvirt create.go)
+		if s.reach(c.host) == nil && c.migrated {
+			s.copies[spec.MachineID] = append(s.copies[spec.MachineID][:i:i], s.copies[spec.MachineID][i+1:]...)
+			break
+		}
+	}
+	for _, c := range s.copies[spec.MachineID] {
 		if s.reach(c.host) == nil {
 			if !c.up {
 				s.start(spec.MachineID, c)
@@ -164,9 +171,13 @@ func (s *simBackend) start(id string, c *simCopy) {
 		if o.up {
 			s.violate("%s: started on %s while its copy on %s runs", id, c.host, o.host)
 		}
-		if _, off := s.down[o.host]; s.unreachable[o.host] && !off {
-			s.violate("%s: started on %s while %s, unlisted and not declared down, holds a copy", id, c.host, o.host)
+		if _, off := s.down[o.host]; s.unreachable[o.host] && !off && !o.migrated {
+			// A migration's stale source there is never started by anyone.
+			s.violate("%s: started on %s while %s, unlisted and not declared down, holds a copy that may run", id, c.host, o.host)
 		}
+	}
+	if c.migrated {
+		s.violate("%s: started the stale source of a migration on %s", id, c.host)
 	}
 	c.up = true
 }
@@ -282,6 +293,9 @@ func (s *simBackend) Inventory(context.Context) []backend.ZoneInventory {
 		for _, c := range cs {
 			o := backend.Observed{MachineID: id, Placement: pl(id, c.host), Running: c.up, ClusterID: c.cluster,
 				Run: backend.RunState{State: backend.RunShutoff, Reason: "destroyed"}}
+			if c.migrated {
+				o.Run.Reason = "migrated"
+			}
 			if c.up {
 				o.Run = backend.RunState{State: backend.RunRunning}
 			}
@@ -350,7 +364,9 @@ func runZoneProp(t *testing.T, seed uint64, steps int) int {
 	ctx := context.Background()
 	for step := range steps {
 		what := z.step(ctx)
-		z.log = append(z.log, what)
+		z.sim.mu.Lock()
+		z.log = append(z.log, what+" => "+z.truth())
+		z.sim.mu.Unlock()
 		z.e.Reconcile(ctx)
 		z.settle()
 		z.check(seed, step)
@@ -367,6 +383,20 @@ func runZoneProp(t *testing.T, seed uint64, steps int) int {
 func (z *zoneProp) id() string { return fmt.Sprintf("m%03d", z.rng.IntN(4)) }
 
 func (z *zoneProp) host() string { return simHosts[z.rng.IntN(len(simHosts))] }
+
+// truth describes machine id's copies and record, for a failure message.
+func (z *zoneProp) truth() string {
+	out := ""
+	for _, id := range z.e.idx.IDs() {
+		m, _ := z.e.idx.Get(id)
+		out += fmt.Sprintf("%s %s@%s:", id, m.State, m.HostName)
+		for _, c := range z.sim.copies[id] {
+			out += fmt.Sprintf(" [%s up=%v migrated=%v]", c.host, c.up, c.migrated)
+		}
+		out += "; "
+	}
+	return out + fmt.Sprintf("unreachable %v down %v", z.sim.unreachable, z.sim.down)
+}
 
 func (z *zoneProp) step(ctx context.Context) string {
 	s := z.sim
@@ -473,7 +503,7 @@ func (z *zoneProp) cutMigration() string {
 		for _, h := range simHosts {
 			if h != cs[0].host && s.reach(h) == nil {
 				s.copies[id] = append(cs, &simCopy{host: h, cluster: cs[0].cluster, up: true})
-				cs[0].up = false
+				cs[0].up, cs[0].migrated = false, true
 				moved = fmt.Sprintf("cut migration of %s %s -> %s", id, cs[0].host, h)
 				break
 			}

@@ -97,13 +97,13 @@ func (b *viewBackend) startCalls() []string {
 
 // viewFixture: m000 IDLE (CONFIGURED for cluster c1) recorded on h1 of
 // zone-a, with copies as given (a copy of m000 on h1 by default).
-func viewFixture(t *testing.T, cluster string) (*fixture, *viewBackend, *bytes.Buffer) {
+func viewFixture(t *testing.T, cluster string, tweak ...func(*Config)) (*fixture, *viewBackend, *bytes.Buffer) {
 	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
 	vb := &viewBackend{testBackend: f.be, unlisted: map[string]bool{}, down: map[string]string{}, answering: map[string]bool{}}
 	f.wrap = vb
 	logs := &bytes.Buffer{}
 	var mu sync.Mutex
-	f.start(6, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, logs}, nil)) })
+	f.start(6, append([]func(*Config){func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, logs}, nil)) }}, tweak...)...)
 	vb.set(func(b *viewBackend) { b.copies = nil }) // the Create's VM is replaced by the copies below
 	if cluster == "" {
 		f.toIdle("m000")
@@ -119,7 +119,10 @@ func viewFixture(t *testing.T, cluster string) (*fixture, *viewBackend, *bytes.B
 	return f, vb, logs
 }
 
-var shutOffMigrated = backend.RunState{State: backend.RunShutoff, Reason: "migrated"}
+var (
+	shutOffMigrated  = backend.RunState{State: backend.RunShutoff, Reason: "migrated"}
+	shutOffDestroyed = backend.RunState{State: backend.RunShutoff, Reason: "destroyed"}
+)
 
 // copyOf returns m000's copy on host with run state rs and binding cluster.
 func copyOf(vb *viewBackend, host string, rs backend.RunState, cluster string) backend.Observed {
@@ -137,9 +140,7 @@ func copyOf(vb *viewBackend, host string, rs backend.RunState, cluster string) b
 func TestRestartWaitsForUnlistedHosts(t *testing.T) {
 	t.Parallel()
 	obs := &waitObserver{}
-	f, vb, _ := viewFixture(t, "")
-	f.e.cfg.Observer = obs
-	f.e.rec = f.e.newReconciler()
+	f, vb, _ := viewFixture(t, "", func(c *Config) { c.Observer = obs })
 	stale := copyOf(vb, "h1", shutOffMigrated, "")
 	live := copyOf(vb, "h2", backend.RunState{State: backend.RunRunning, Reason: "migrated"}, "")
 	vb.set(func(b *viewBackend) { b.copies, b.unlisted["h2"] = []backend.Observed{stale, live}, true })
@@ -148,12 +149,24 @@ func TestRestartWaitsForUnlistedHosts(t *testing.T) {
 		t.Fatalf("started a copy on a partial listing: %v", s)
 	}
 	m, _ := f.e.Get(context.Background(), "m000")
+	if !strings.Contains(m.LastError, "not restarted: the copy of m000 on host h1 is shut off (migrated): a migration's source") {
+		t.Fatalf("last_error %q", m.LastError)
+	}
+	// A copy that crashed (not a migration's source) waits for h2 instead.
+	crashed := copyOf(vb, "h1", backend.RunState{State: backend.RunShutoff, Reason: "crashed"}, "")
+	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{crashed} })
+	f.e.Reconcile(context.Background())
+	if s := vb.startCalls(); len(s) != 0 {
+		t.Fatalf("started a copy while h2 is unlisted: %v", s)
+	}
+	m, _ = f.e.Get(context.Background(), "m000")
 	if !strings.Contains(m.LastError, "not restarted: starting m000's stopped domain waits for host(s) h2 of zone zone-a") {
 		t.Fatalf("last_error %q", m.LastError)
 	}
 	if w := obs.seen(); strings.Join(w, ",") != "zone-a "+reconcile.WaitRestart {
 		t.Fatalf("observer %v", w)
 	}
+	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{stale, live} })
 	vb.set(func(b *viewBackend) { delete(b.unlisted, "h2") })
 	f.e.Reconcile(context.Background())
 	if s := vb.startCalls(); len(s) != 0 {
@@ -189,7 +202,7 @@ func TestConfigureStartsOnlyOnAWholeZone(t *testing.T) {
 	t.Parallel()
 	f, vb, _ := viewFixture(t, "")
 	vb.set(func(b *viewBackend) {
-		b.copies = []backend.Observed{copyOf(b0(b), "h1", shutOffMigrated, "")}
+		b.copies = []backend.Observed{copyOf(b0(b), "h1", shutOffDestroyed, "")}
 		b.unlisted["h2"] = true
 	})
 	f.e.Reconcile(context.Background())
@@ -227,7 +240,7 @@ func TestConfigureStartsOnlyOnAWholeZone(t *testing.T) {
 func TestConfigureMayStartOnAWholeZone(t *testing.T) {
 	t.Parallel()
 	f, vb, _ := viewFixture(t, "")
-	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{copyOf(b0(b), "h1", shutOffMigrated, "")} })
+	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{copyOf(b0(b), "h1", shutOffDestroyed, "")} })
 	f.e.Reconcile(context.Background())
 	if _, err := f.e.Configure(context.Background(), ConfigureRequest{MachineID: "m000", ClusterID: "c1"}); err != nil {
 		t.Fatal(err)

@@ -32,10 +32,11 @@ type request struct {
 	// was encoded: written in the same transaction (see offeringTable).
 	offerings   []kv
 	offeringIDs []uint64
-	done        chan error // buffered (1): the committer never blocks on it
+	rebuilding  map[string]bool // lifecycle.Batch.Rebuilding
+	done        chan error      // buffered (1): the committer never blocks on it
 }
 
-func (r *request) records() int { return len(r.machines) + len(r.marks) }
+func (r *request) records() int { return len(r.machines) + len(r.marks) + len(r.rebuilding) }
 
 // Commit makes b durable. It returns nil only after the transaction that
 // holds b has been fsynced. Once enqueued, the batch is committed even if ctx
@@ -76,9 +77,10 @@ func (s *Bolt) encodeBatch(b lifecycle.Batch) (*request, error) {
 		return nil, err
 	}
 	req := &request{
-		machines: make([]kv, 0, len(b.Machines)),
-		marks:    make([]kv, 0, len(b.Marks)),
-		done:     make(chan error, 1),
+		machines:   make([]kv, 0, len(b.Machines)),
+		marks:      make([]kv, 0, len(b.Marks)),
+		rebuilding: b.Rebuilding,
+		done:       make(chan error, 1),
 	}
 	for i := range b.Machines {
 		m := &b.Machines[i]
@@ -167,6 +169,9 @@ func (s *Bolt) write(batch []*request) error {
 				if err := marks.Put(e.k, e.v); err != nil {
 					return putErr("fence mark", e.k, e.v, err)
 				}
+			}
+			if err := putRebuilding(tx.Bucket(bucketMeta), r.rebuilding); err != nil {
+				return fmt.Errorf("store: zones rebuilding: %w", err)
 			}
 		}
 		return nil

@@ -140,6 +140,9 @@ func copyState(stx *bolt.Tx, dst *bolt.DB, opts CompactOptions, res *CompactResu
 		if err := m.Put(keyStoreID, bytes.Clone(meta.Get(keyStoreID))); err != nil {
 			return err
 		}
+		if err := putRebuilding(m, readRebuilding(meta)); err != nil {
+			return err
+		}
 		return m.Put(keySchema, be64(schemaVersion))
 	})
 	if err != nil {

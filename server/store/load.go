@@ -28,6 +28,7 @@ func (s *Bolt) Load(ctx context.Context) (lifecycle.Snapshot, error) {
 		if err != nil {
 			return err
 		}
+		snap.Rebuilding = readRebuilding(tx.Bucket(bucketMeta))
 		machines := tx.Bucket(bucketMachines)
 		var raw []kv
 		err = machines.ForEach(func(k, v []byte) error {

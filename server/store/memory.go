@@ -21,6 +21,8 @@ type Memory struct {
 	id       uint64
 	machines map[string]lifecycle.Machine
 	marks    map[lifecycle.MarkKey]lifecycle.Mark
+	// rebuilding: the zones Batch.Rebuilding marked and did not clear.
+	rebuilding map[string]bool
 }
 
 var _ lifecycle.Store = (*Memory)(nil)
@@ -29,9 +31,10 @@ var _ lifecycle.Store = (*Memory)(nil)
 // so cursors from a previous process are recognised as foreign.
 func NewMemory() *Memory {
 	return &Memory{
-		id:       newStoreID(),
-		machines: make(map[string]lifecycle.Machine),
-		marks:    make(map[lifecycle.MarkKey]lifecycle.Mark),
+		id:         newStoreID(),
+		machines:   make(map[string]lifecycle.Machine),
+		marks:      make(map[lifecycle.MarkKey]lifecycle.Mark),
+		rebuilding: make(map[string]bool),
 	}
 }
 
@@ -46,9 +49,10 @@ func (s *Memory) Load(ctx context.Context) (lifecycle.Snapshot, error) {
 		return lifecycle.Snapshot{}, ErrClosed
 	}
 	snap := lifecycle.Snapshot{
-		StoreID:  s.id,
-		Machines: make([]lifecycle.Machine, 0, len(s.machines)),
-		Marks:    maps.Clone(s.marks), // Mark and MarkKey are plain values
+		StoreID:    s.id,
+		Machines:   make([]lifecycle.Machine, 0, len(s.machines)),
+		Marks:      maps.Clone(s.marks), // Mark and MarkKey are plain values
+		Rebuilding: maps.Clone(s.rebuilding),
 	}
 	for _, m := range s.machines {
 		snap.Machines = append(snap.Machines, m.Clone())
@@ -74,6 +78,7 @@ func (s *Memory) Commit(ctx context.Context, b lifecycle.Batch) error {
 		s.machines[m.ID] = m.Clone()
 	}
 	maps.Copy(s.marks, b.Marks)
+	applyRebuilding(s.rebuilding, b.Rebuilding)
 	return nil
 }
 

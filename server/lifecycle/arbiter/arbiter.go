@@ -96,6 +96,9 @@ func MayStart(m *record.Machine, v *View, host string) Verdict {
 		return refuse("the copy of %s on host %s is not the one its record names (host %s): never started", m.ID,
 			hostName(host), hostName(m.HostName))
 	}
+	if c, ok := v.copyOn(m.ID, host); ok && StaleSource(c) {
+		return refuse("the copy of %s on host %s is %s: a migration's source, the guest moved on; never started", m.ID, hostName(host), c.Run)
+	}
 	for _, c := range v.Copies(m.ID) {
 		if c.Placement.Host != host && c.Run.Up() {
 			return refuse("%s runs on host %s of zone %s, not its recorded host %s: the copy there is stale and is never started",
@@ -107,6 +110,26 @@ func MayStart(m *record.Machine, v *View, host string) Verdict {
 	}
 	c, _ := v.copyOn(m.ID, host)
 	return act(c)
+}
+
+// StaleSource reports whether a copy is a live migration's source that
+// handed the guest over: libvirt leaves it "shut off (migrated)" only once
+// the destination runs the guest (a failed migration resumes the source).
+// It is never the machine: starting it would run the node twice or roll
+// it back in time, adopting it would bring back a machine whose live copy
+// was deleted.
+func StaleSource(c backend.Observed) bool {
+	return c.Run.State == backend.RunShutoff && c.Run.Reason == "migrated"
+}
+
+// Adopt decides whether a SPECULATIVE record with no domain (a seed, or
+// rebuilt after a lost state file) takes copy o as its machine: never a
+// migration's stale source.
+func Adopt(m *record.Machine, o backend.Observed) Verdict {
+	if StaleSource(o) {
+		return refuse("the copy of %s on host %s is %s: a migration's stale source, never adopted", m.ID, hostName(o.Placement.Host), o.Run)
+	}
+	return act(o)
 }
 
 // Relocate decides whether machine m, recorded on one host, now lives in

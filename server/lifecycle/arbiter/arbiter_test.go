@@ -12,8 +12,9 @@ import (
 )
 
 var (
-	running = backend.RunState{State: backend.RunRunning}
-	shutoff = backend.RunState{State: backend.RunShutoff, Reason: "migrated"}
+	running  = backend.RunState{State: backend.RunRunning}
+	shutoff  = backend.RunState{State: backend.RunShutoff, Reason: "destroyed"}
+	migrated = backend.RunState{State: backend.RunShutoff, Reason: "migrated"}
 )
 
 func cp(id, host string, rs backend.RunState, cluster string) backend.Observed {
@@ -52,6 +53,7 @@ func TestMayStart(t *testing.T) {
 		{"no view yet", nil, Wait, "waits for a listing"},
 		{"the recorded host itself unlisted (the caller saw it)", zoneOf([]string{"b"}, []string{"a"}, nil), Act, ""},
 		{"a whole zone (one unnamed host)", FromInventory(backend.ZoneInventory{Zone: "z"}, time.Now()), Act, ""},
+		{"a migration's stale source, every host listed", zoneOf([]string{"a", "b"}, nil, nil, cp("m", "a", migrated, "")), Refuse, "a migration's source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := MayStart(idle("a"), tc.v, "a")
@@ -98,6 +100,16 @@ func TestRelocate(t *testing.T) {
 				t.Fatalf("got %s %q, want %s containing %q", v.Kind, v.Why, tc.want, tc.says)
 			}
 		})
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	m := &record.Machine{ID: "m", Zone: "z", State: record.Speculative}
+	if v := Adopt(m, cp("m", "a", migrated, "")); v.Kind != Refuse || !strings.Contains(v.Why, "stale source") {
+		t.Fatalf("adopt a stale source: %s %q", v.Kind, v.Why)
+	}
+	if v := Adopt(m, cp("m", "a", shutoff, "c1")); v.Kind != Act {
+		t.Fatalf("adopt a shut-off copy: %s %q", v.Kind, v.Why)
 	}
 }
 

@@ -113,11 +113,21 @@ func (p *pass) zone(ctx context.Context, zi backend.ZoneInventory) {
 
 // byMachine indexes a zone's listing. Two hosts of a zone may both hold
 // the machine's domain for a while (a migration cut by a restart): the
-// running copy is the machine.
+// running copy is the machine; of copies that do not run, never a
+// migration's stale source when another copy is there.
 func byMachine(obs []backend.Observed) map[string]backend.Observed {
 	out := make(map[string]backend.Observed, len(obs))
+	rank := func(o backend.Observed) int {
+		switch {
+		case o.Run.Up():
+			return 2
+		case arbiter.StaleSource(o):
+			return 0
+		}
+		return 1
+	}
 	for _, o := range obs {
-		if prev, dup := out[o.MachineID]; !dup || (!prev.Run.Up() && o.Run.Up()) {
+		if prev, dup := out[o.MachineID]; !dup || rank(o) > rank(prev) {
 			out[o.MachineID] = o
 		}
 	}
@@ -147,6 +157,10 @@ func (p *pass) machine(ctx context.Context, id string, seen map[string]backend.O
 		return
 	case strings.HasPrefix(what, "relocation wait"):
 		p.wait(m, WaitRelocation, zi)
+		return
+	case strings.HasPrefix(what, "adoption refuse"):
+		r.log.Warn("reconcile: a domain of a SPECULATIVE machine not adopted", "machine", id, "zone", m.Zone,
+			"host", o.Placement.Host, "why", strings.TrimPrefix(what, "adoption refuse: "))
 		return
 	case strings.HasPrefix(what, "relocation refuse"):
 		r.log.Warn("reconcile: machine's domain found on another host; not moved", "machine", id, "zone", m.Zone,

@@ -147,6 +147,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 		case cur.State == record.Speculative && found && (deleted(cur) || o.DeleteOperationID != ""):
 			what = "leftover"
 			return record.ErrUnchanged // removed by p.leftover (or its Delete resumed), never adopted
+		case cur.State == record.Speculative && found && arbiter.Adopt(cur, o).Kind != arbiter.Act:
+			what = "adoption refuse: " + arbiter.Adopt(cur, o).Why
+			return record.ErrUnchanged
 		case cur.State == record.Speculative && found:
 			what = "adopted"
 			n.State = record.Idle
@@ -196,7 +199,7 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 		return nil
 	})
 	if err != nil {
-		if what == "leftover" || strings.HasPrefix(what, "relocation ") {
+		if what == "leftover" || strings.HasPrefix(what, "relocation ") || strings.HasPrefix(what, "adoption ") {
 			return what
 		}
 		return ""

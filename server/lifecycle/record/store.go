@@ -16,6 +16,11 @@ var ErrTooLarge = errors.New("too large for the store")
 type Batch struct {
 	Machines []Machine
 	Marks    map[MarkKey]Mark
+	// Rebuilding marks (true) or clears (false) zones whose SPECULATIVE
+	// records were seeded without a listing of every host of the zone (a
+	// first start, a lost state file): until it is cleared, such a record
+	// proves nothing about where a domain may be, across restarts too.
+	Rebuilding map[string]bool
 }
 
 // Snapshot is everything a store holds, read once at startup.
@@ -25,6 +30,8 @@ type Snapshot struct {
 	StoreID  uint64
 	Machines []Machine
 	Marks    map[MarkKey]Mark
+	// Rebuilding are the zones marked and not cleared (Batch.Rebuilding).
+	Rebuilding map[string]bool
 }
 
 // Store persists the engine's state. Commit returns only once the batch is
