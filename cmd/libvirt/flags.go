@@ -113,7 +113,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.PricePerVCPUHour, "price-per-vcpu-hour", capacity.DefaultPricePerVCPUHour, "hourly price of one vCPU, for types without a --prices entry")
 	fs.Float64Var(&c.PricePerGiBHour, "price-per-gib-hour", capacity.DefaultPricePerGiBHour, "hourly price of one GiB of memory, for types without a --prices entry")
 
-	fs.StringVar(&c.State, "state", "", "state `file` (bbolt), with the admin API's host cordons beside it in FILE.cordons.json; empty keeps both in memory and LOSES them on exit")
+	fs.StringVar(&c.State, "state", "", "state `file` (bbolt), with the admin API's host cordons and down declarations beside it in FILE.cordons.json and FILE.down.json; empty keeps them in memory and LOSES them on exit")
 
 	fs.StringVar(&c.Image, "image", "", "golden image `volume` in --storage-pool that VM disks are copy-on-write overlays of")
 	fs.StringVar(&c.StoragePool, "storage-pool", "default", "libvirt storage `pool` holding the golden image and VM volumes")

@@ -112,6 +112,11 @@ func (d *daemon) openState(ctx context.Context) ([]lifecycle.Machine, error) {
 	}
 	d.be = be
 	d.onClose(func() { be.Close() })
+	// Before the engine's first pass: a host declared down must never be
+	// listed as a host whose copies count (issue 38).
+	if err := admin.ApplyPersistedDowns(be, admin.DownFileFor(d.cfg.State), d.log); err != nil {
+		return nil, fmt.Errorf("--state %s: %w", d.cfg.State, err)
+	}
 	seed, err := buildSeed(d.cfg, be.Zones())
 	if err != nil {
 		return nil, err

@@ -184,3 +184,28 @@ func hostState(h *adminv1.Host) string {
 	}
 	return stateUp
 }
+
+// ApplyPersistedDowns applies the down declarations kept in path to be,
+// before the engine starts: its first reconcile pass must already see a
+// host declared down as such (listed with nothing running, its domains
+// fenced), not as a host whose copies count. The admin service applies
+// them again when it is built (idempotent). A backend that cannot declare
+// hosts down ignores them (logged); a file that cannot be read is an
+// error naming it.
+func ApplyPersistedDowns(be backend.Backend, path string, log *slog.Logger) error {
+	downs, err := loadHostFile(path, downFile)
+	if err != nil {
+		return fmt.Errorf("admin down declarations %s: %w", path, err)
+	}
+	recs := downs.snapshot()
+	hd, ok := be.(backend.HostDownDeclarer)
+	if len(recs) == 0 || !ok {
+		return nil
+	}
+	for host, r := range recs {
+		if err := hd.SetDown(host, true, r.Reason); err != nil {
+			log.Warn("persisted down declaration not applied", "host", host, "by", r.By, "err", err)
+		}
+	}
+	return nil
+}
