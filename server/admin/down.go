@@ -146,12 +146,18 @@ func (s *Service) applyDowns() (applied int) {
 		s.log.Warn("the down file names hosts declared down but this backend cannot declare a host down; ignored", "hosts", len(recs))
 		return 0
 	}
+	return applyDownRecords(hd, recs, s.log)
+}
+
+// applyDownRecords declares each host of recs down on hd, with a WARN line
+// each, and returns how many it applied.
+func applyDownRecords(hd backend.HostDownDeclarer, recs map[string]hostRecord, log *slog.Logger) (applied int) {
 	for host, r := range recs {
 		if err := hd.SetDown(host, true, r.Reason); err != nil {
-			s.log.Warn("persisted down declaration not applied", "host", host, "by", r.By, "err", err)
+			log.Warn("persisted down declaration not applied", "host", host, "by", r.By, "err", err)
 			continue
 		}
-		s.log.Warn("host declared down (persisted)", "host", host, "by", r.By, "reason", r.Reason, "since", r.Since)
+		log.Warn("host declared down (persisted)", "host", host, "by", r.By, "reason", r.Reason, "since", r.Since)
 		applied++
 	}
 	return applied
@@ -197,15 +203,8 @@ func ApplyPersistedDowns(be backend.Backend, path string, log *slog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("admin down declarations %s: %w", path, err)
 	}
-	recs := downs.snapshot()
-	hd, ok := be.(backend.HostDownDeclarer)
-	if len(recs) == 0 || !ok {
-		return nil
-	}
-	for host, r := range recs {
-		if err := hd.SetDown(host, true, r.Reason); err != nil {
-			log.Warn("persisted down declaration not applied", "host", host, "by", r.By, "err", err)
-		}
+	if hd, ok := be.(backend.HostDownDeclarer); ok {
+		applyDownRecords(hd, downs.snapshot(), log)
 	}
 	return nil
 }
