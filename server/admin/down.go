@@ -146,18 +146,18 @@ func (s *Service) applyDowns() (applied int) {
 		s.log.Warn("the down file names hosts declared down but this backend cannot declare a host down; ignored", "hosts", len(recs))
 		return 0
 	}
-	return applyDownRecords(hd, recs, s.log)
+	return applyDownRecords(hd, recs, s.log, s.log.Warn, "host declared down (persisted)")
 }
 
-// applyDownRecords declares each host of recs down on hd, with a WARN line
-// each, and returns how many it applied.
-func applyDownRecords(hd backend.HostDownDeclarer, recs map[string]hostRecord, log *slog.Logger) (applied int) {
+// applyDownRecords declares each host of recs down on hd, saying so with
+// say(msg) each, and returns how many it applied.
+func applyDownRecords(hd backend.HostDownDeclarer, recs map[string]hostRecord, log *slog.Logger, say func(string, ...any), msg string) (applied int) {
 	for host, r := range recs {
 		if err := hd.SetDown(host, true, r.Reason); err != nil {
 			log.Warn("persisted down declaration not applied", "host", host, "by", r.By, "err", err)
 			continue
 		}
-		log.Warn("host declared down (persisted)", "host", host, "by", r.By, "reason", r.Reason, "since", r.Since)
+		say(msg, "host", host, "by", r.By, "reason", r.Reason, "since", r.Since)
 		applied++
 	}
 	return applied
@@ -204,7 +204,7 @@ func ApplyPersistedDowns(be backend.Backend, path string, log *slog.Logger) erro
 		return fmt.Errorf("admin down declarations %s: %w", path, err)
 	}
 	if hd, ok := be.(backend.HostDownDeclarer); ok {
-		applyDownRecords(hd, downs.snapshot(), log)
+		applyDownRecords(hd, downs.snapshot(), log, log.Info, "persisted down declaration applied before the engine's first pass")
 	}
 	return nil
 }
