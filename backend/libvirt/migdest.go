@@ -71,7 +71,7 @@ func (b *Backend) refusedHosts(src *host, to string, g guestfit.Guest) map[strin
 			candidates = append(candidates, h)
 		}
 	}
-	refused := map[string]string{}
+	refused, unchecked := map[string]string{}, map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, fitParallel)
@@ -79,28 +79,36 @@ func (b *Backend) refusedHosts(src *host, to string, g guestfit.Guest) map[strin
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			if why := h.refuses(g); why != "" {
-				mu.Lock()
-				refused[h.name] = why
-				mu.Unlock()
+			v := h.refuses(g)
+			mu.Lock()
+			defer mu.Unlock()
+			if v.Refused != "" {
+				refused[h.name] = v.Refused
+			} else if v.Unchecked != "" {
+				unchecked[h.name] = v.Unchecked
 			}
 		})
 	}
 	wg.Wait()
+	if len(unchecked) > 0 {
+		b.log.Info("migration: not everything about the guest could be checked on these hosts; the migration itself will tell",
+			"zone", src.zone, "guest", g.String(), "unchecked", unchecked)
+	}
 	return refused
 }
 
-// refuses says why h cannot run g ("" if it can), from its facts cached
-// for its current connection.
-func (h *host) refuses(g guestfit.Guest) string {
-	var why string
+// refuses judges whether h can run g, from its facts cached for its
+// current connection; a host whose capabilities cannot be read is refused
+// with the cause.
+func (h *host) refuses(g guestfit.Guest) guestfit.Verdict {
+	var v guestfit.Verdict
 	err := h.With(func(conn hostconn.Conn) error {
 		var err error
-		why, err = h.fit.Refuses(h.Link(), conn, g, h.DomainType().Type)
+		v, err = h.fit.Refuses(h.Link(), conn, g, h.DomainType().Type)
 		return err
 	})
 	if err != nil {
-		return fmt.Sprintf("its QEMU's capabilities could not be read: %v", err)
+		return guestfit.Verdict{Refused: fmt.Sprintf("its QEMU's capabilities could not be read: %v", err)}
 	}
-	return why
+	return v
 }

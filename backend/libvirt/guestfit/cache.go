@@ -31,11 +31,21 @@ type Cache struct {
 
 type cpuKey struct{ arch, machine, virtType string }
 
-// Refuses says why the host, reached on src over the connection link
-// (its time of connection), cannot run g under domain type virtType;
-// "" when it can. An error means its facts could not be read: the host
-// cannot be judged (the caller names it so, with the cause).
-func (c *Cache) Refuses(link time.Time, src Source, g Guest, virtType string) (string, error) {
+// Verdict is one host's answer for a guest.
+type Verdict struct {
+	// Refused says why the host cannot run the guest ("" if it can).
+	Refused string
+	// Unchecked names what could not be judged and why (the CPU, where
+	// the host does not answer domain capabilities): the migration call
+	// then decides, as it did before this check.
+	Unchecked string
+}
+
+// Refuses judges whether the host, reached on src over the connection
+// link (its time of connection), can run g under domain type virtType.
+// An error means its capabilities could not be read: the host cannot be
+// judged at all (the caller names it so, with the cause).
+func (c *Cache) Refuses(link time.Time, src Source, g Guest, virtType string) (Verdict, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if link.IsZero() || !link.Equal(c.link) {
@@ -44,21 +54,21 @@ func (c *Cache) Refuses(link time.Time, src Source, g Guest, virtType string) (s
 	if c.caps == nil {
 		caps, err := readCaps(src)
 		if err != nil {
-			return "", err
+			return Verdict{}, err
 		}
 		c.caps = caps
 	}
 	if why := MachinesOf(c.caps, g.Arch, virtType).refuses(g.Machine); why != "" {
-		return why, nil
+		return Verdict{Refused: why}, nil
 	}
 	if g.CPUMode == "" {
-		return "", nil
+		return Verdict{}, nil
 	}
 	cpus, err := c.cpusFor(src, cpuKey{g.Arch, g.Machine, virtType})
 	if err != nil {
-		return "", err
+		return Verdict{}, err
 	}
-	return cpus.refuses(g), nil
+	return Verdict{Refused: cpus.refuses(g), Unchecked: cpus.Unchecked}, nil
 }
 
 // cpusFor reads (once per connection and key) the domain capabilities
@@ -67,24 +77,44 @@ func (c *Cache) cpusFor(src Source, k cpuKey) (CPUs, error) {
 	if cpus, ok := c.cpus[k]; ok {
 		return cpus, nil
 	}
+	var cpus CPUs
 	x, err := src.GetDomainCapabilities("", k.arch, k.machine, k.virtType, 0)
-	if lerr, ok := errors.AsType[libvirt.Error](err); ok && lerr.Code == libvirt.ERR_NO_SUPPORT {
-		// A driver without domain capabilities (the test driver) cannot
-		// say; the migration call will, as it did before this check.
-		x, err = "<domainCapabilities/>", nil
-	}
-	if err != nil {
+	switch {
+	case unanswered(err):
+		// libvirt checks connect.write for domain capabilities (it may
+		// probe QEMU), which the shipped polkit rule rightly denies the
+		// provider on libssh hosts; the test driver has none. The CPU
+		// stays unjudged there; the machine type, from the
+		// capabilities (connect.read), is still checked.
+		cpus.Unchecked = "the CPU (domain capabilities: " + message(err) + ")"
+	case err != nil:
 		return CPUs{}, fmt.Errorf("read domain capabilities (%s, machine %s, %s): %w", orNone(k.arch), orNone(k.machine), k.virtType, err)
-	}
-	var dc libvirtxml.DomainCaps
-	if err := dc.Unmarshal(x); err != nil {
-		return CPUs{}, fmt.Errorf("parse domain capabilities: %w", err)
+	default:
+		var dc libvirtxml.DomainCaps
+		if err := dc.Unmarshal(x); err != nil {
+			return CPUs{}, fmt.Errorf("parse domain capabilities: %w", err)
+		}
+		cpus = CPUsOf(&dc)
 	}
 	if c.cpus == nil {
 		c.cpus = map[cpuKey]CPUs{}
 	}
-	c.cpus[k] = CPUsOf(&dc)
-	return c.cpus[k], nil
+	c.cpus[k] = cpus
+	return cpus, nil
+}
+
+// unanswered: the host will not say (no such API in its driver, or its
+// access control denies it), which no retry changes.
+func unanswered(err error) bool {
+	lerr, ok := errors.AsType[libvirt.Error](err)
+	return ok && (lerr.Code == libvirt.ERR_NO_SUPPORT || lerr.Code == libvirt.ERR_ACCESS_DENIED || lerr.Code == libvirt.ERR_OPERATION_DENIED)
+}
+
+func message(err error) string {
+	if lerr, ok := errors.AsType[libvirt.Error](err); ok {
+		return lerr.Message
+	}
+	return err.Error()
 }
 
 func readCaps(src Source) (*libvirtxml.Caps, error) {

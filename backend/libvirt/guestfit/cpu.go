@@ -14,6 +14,8 @@ type CPUs struct {
 	Known  bool
 	Modes  map[string]bool
 	Models map[string]string
+	// Unchecked: the host did not answer (see Cache.cpusFor), and why.
+	Unchecked string
 }
 
 // CPUsOf reads the CPU section of domain capabilities.

@@ -43,7 +43,7 @@ func qemuMachines(version string, older ...string) []libvirtxml.CapsGuestMachine
 }
 
 var (
-	qemu72  = capsXML(qemuMachines("7.2", "7.1", "7.0", "6.2", "2.12"))         // Debian 12
+	qemu72  = capsXML(qemuMachines("7.2", "7.1", "7.0", "6.2", "2.12"))        // Debian 12
 	qemu100 = capsXML(qemuMachines("10.0", "9.2", "9.1", "8.0", "7.2", "7.1")) // Debian 13
 )
 
@@ -185,8 +185,8 @@ func TestCacheReadsOncePerConnection(t *testing.T) {
 	link := time.Unix(100, 0)
 	g := Guest{Arch: "x86_64", Machine: "pc-i440fx-7.2", CPUMode: "custom", CPUModel: "qemu64"}
 	for range 3 {
-		if why, err := c.Refuses(link, src, g, "qemu"); why != "" || err != nil {
-			t.Fatalf("refuses = %q, %v", why, err)
+		if v, err := c.Refuses(link, src, g, "qemu"); v != (Verdict{}) || err != nil {
+			t.Fatalf("refuses = %+v, %v", v, err)
 		}
 	}
 	if src.capsCalls != 1 || src.domCalls != 1 || src.asked != "x86_64/pc-i440fx-7.2/qemu" {
@@ -196,16 +196,16 @@ func TestCacheReadsOncePerConnection(t *testing.T) {
 	// read (libvirt would fail it: no such machine).
 	g10 := g
 	g10.Machine = "pc-i440fx-10.0"
-	if why, err := c.Refuses(link, src, g10, "qemu"); err != nil || !strings.Contains(why, "pc-i440fx-10.0") {
-		t.Fatalf("10.0 on QEMU 7.2: %q, %v", why, err)
+	if v, err := c.Refuses(link, src, g10, "qemu"); err != nil || !strings.Contains(v.Refused, "pc-i440fx-10.0") {
+		t.Fatalf("10.0 on QEMU 7.2: %+v, %v", v, err)
 	}
 	if src.domCalls != 1 {
 		t.Fatalf("domain capabilities read for a refused machine type")
 	}
 	// A reconnect (a new daemon, perhaps upgraded) reads them again.
 	src.caps = qemu100
-	if why, err := c.Refuses(time.Unix(200, 0), src, g10, "qemu"); why != "" || err != nil {
-		t.Fatalf("after the upgrade: %q, %v", why, err)
+	if v, err := c.Refuses(time.Unix(200, 0), src, g10, "qemu"); v != (Verdict{}) || err != nil {
+		t.Fatalf("after the upgrade: %+v, %v", v, err)
 	}
 	if src.capsCalls != 2 || src.domCalls != 2 {
 		t.Fatalf("after a reconnect: caps %d, domcaps %d; want 2, 2", src.capsCalls, src.domCalls)
@@ -224,12 +224,30 @@ func TestCacheErrors(t *testing.T) {
 	if _, err := c2.Refuses(time.Unix(1, 0), &fakeSource{caps: qemu72, domErr: down}, g, "qemu"); !errors.Is(err, down) || !strings.Contains(err.Error(), "machine pc-i440fx-7.2") {
 		t.Errorf("domain capabilities error: %v", err)
 	}
-	// A driver without domain capabilities (libvirt's test driver) cannot
-	// judge the CPU: not a refusal.
-	var c3 Cache
-	unsupported := libvirt.Error{Code: libvirt.ERR_NO_SUPPORT, Message: "this function is not supported by the connection driver"}
-	if why, err := c3.Refuses(time.Unix(1, 0), &fakeSource{caps: qemu72, domErr: unsupported}, g, "qemu"); why != "" || err != nil {
-		t.Errorf("no domain capabilities: %q, %v", why, err)
+	// A host that will not answer domain capabilities (the test driver has
+	// none; polkit denies connect.write to the provider on libssh hosts)
+	// leaves the CPU unjudged, said so, not refused, and is asked once per
+	// connection; the machine type is still judged from the capabilities.
+	for _, cause := range []libvirt.Error{
+		{Code: libvirt.ERR_NO_SUPPORT, Message: "this function is not supported by the connection driver: virConnectGetDomainCapabilities"},
+		{Code: libvirt.ERR_ACCESS_DENIED, Message: "access denied: 'bigfleet' is not permitted to 'write' 'connect'"},
+	} {
+		var c3 Cache
+		src := &fakeSource{caps: qemu72, domErr: cause}
+		for range 2 {
+			v, err := c3.Refuses(time.Unix(1, 0), src, g, "qemu")
+			if v.Refused != "" || err != nil || !strings.Contains(v.Unchecked, cause.Message) {
+				t.Errorf("%s: %+v, %v", cause.Message, v, err)
+			}
+		}
+		if src.domCalls != 1 {
+			t.Errorf("%s: asked %d times on one connection", cause.Message, src.domCalls)
+		}
+		g10 := g
+		g10.Machine = "pc-i440fx-10.0"
+		if v, _ := c3.Refuses(time.Unix(1, 0), src, g10, "qemu"); v.Refused == "" {
+			t.Errorf("%s: the machine type went unjudged", cause.Message)
+		}
 	}
 }
 
