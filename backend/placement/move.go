@@ -65,6 +65,9 @@ func (p *Planner) ReserveMoveAmong(zoneName, machineID, from, to string, s Size,
 			return Decision{}, z.hostRefuses(dst, s)
 		}
 	} else if dst, _ = z.pick(p.policy, s, func(h *hostState) bool { return h == src || refused[h.Name] != "" }); dst == nil {
+		if len(refused) > 0 && !z.anyOther(src, refused) {
+			return Decision{}, fmt.Errorf("zone %s: no host other than %s can run machine %s%s: %w", zoneName, from, machineID, refusals(refused), backend.ErrNoCapacity)
+		}
 		return Decision{}, fmt.Errorf("no other host than %s: %w%s", from, z.noCapacity(s), refusals(refused))
 	}
 	v, m := dst.free()
@@ -148,18 +151,29 @@ func (z *zone) hostRefuses(h *hostState, s Size) error {
 		z.name, h.Name, s.VCPUs, s.MemoryMiB, why, backend.ErrNoCapacity)
 }
 
+// anyOther: a schedulable host other than src is not ruled out (so room,
+// not the machine's needs, is what is missing).
+func (z *zone) anyOther(src *hostState, refused map[string]string) bool {
+	for _, h := range z.hosts {
+		if h != src && h.schedulable() && refused[h.Name] == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // refusals lists the hosts ReserveMoveAmong ruled out, for its error.
 func refusals(refused map[string]string) string {
 	if len(refused) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("; ruled out for this machine:")
+	b.WriteString(" (ruled out:")
 	for i, h := range slices.Sorted(maps.Keys(refused)) {
 		if i > 0 {
 			b.WriteString(";")
 		}
 		fmt.Fprintf(&b, " host %s: %s", h, refused[h])
 	}
-	return b.String()
+	return b.String() + ")"
 }

@@ -40,9 +40,18 @@ func TestMoveAmongNamesEveryRefusal(t *testing.T) {
 		t.Errorf("named: %v", err)
 	}
 	_, err = p.ReserveMoveAmong("z", "m1", "a", "", s, out)
-	if !errors.Is(err, backend.ErrNoCapacity) || !strings.Contains(err.Error(),
-		"ruled out for this machine: host b: its QEMU does not support machine type pc-i440fx-10.0 (it offers pc-i440fx-7.2); host c: capabilities not read: down") {
+	if !errors.Is(err, backend.ErrNoCapacity) || err.Error() != "zone z: no host other than a can run machine m1 (ruled out: "+
+		"host b: its QEMU does not support machine type pc-i440fx-10.0 (it offers pc-i440fx-7.2); host c: capabilities not read: down): "+
+		backend.ErrNoCapacity.Error() {
 		t.Errorf("all ruled out: %v", err)
+	}
+	// With a host left that is not ruled out but has no room, the room is
+	// the refusal, and the ruled-out hosts are named too.
+	big := Size{VCPUs: 2, MemoryMiB: 6000}
+	_, err = p.ReserveMoveAmong("z", "m1", "a", "", big, map[string]string{"b": "its QEMU does not support machine type x"})
+	if !errors.Is(err, backend.ErrNoCapacity) || !strings.Contains(err.Error(), "no host fits 2 vCPU, 6000 MiB") ||
+		!strings.Contains(err.Error(), "(ruled out: host b: its QEMU does not support machine type x)") {
+		t.Errorf("room and ruled out: %v", err)
 	}
 	for _, h := range []string{"b", "c"} {
 		if u := usage(t, p, h); u.Machines != 0 || u.VCPUs != 0 {
