@@ -26,8 +26,10 @@ func TestLabMigrateSSH(t *testing.T) {
 	p := startLab(t, e, "lab-migssh", hosts, 2, nil, "lab2", "lab4")
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	older := p.createOn(t, "lab4", "lab2")
-	newer := p.createOn(t, "lab2", "lab4")
+	older := p.slotIn(t, "lab")
+	p.createOn(t, older, "lab4", "lab2")
+	newer := p.slotIn(t, "lab")
+	p.createOn(t, newer, "lab2", "lab4")
 	oldDom, newDom := refDomain(p.machine(t, older)), refDomain(p.machine(t, newer))
 
 	err := p.conn.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/MigrateMachine",
@@ -58,21 +60,4 @@ func TestLabMigrateSSH(t *testing.T) {
 		p.mutate(t, "Delete", &pb.DeleteRequest{MachineId: id})
 		p.await(t, id, 2*time.Minute, pb.MachineState_MACHINE_STATE_SPECULATIVE)
 	}
-}
-
-// createOn creates a machine on host by cordoning other for the Create,
-// and waits until it is IDLE there.
-func (p *labProvider) createOn(t *testing.T, host, other string) string {
-	t.Helper()
-	must(t, p.conn.Invoke(t.Context(), "/libvirtprovider.admin.v1.AdminService/CordonHost",
-		&adminv1.CordonHostRequest{Host: other, Reason: "it: create on " + host}, &adminv1.CordonHostResponse{}))
-	id := p.slotIn(t, "lab")
-	p.mutate(t, "Create", &pb.CreateRequest{MachineId: id})
-	m := p.await(t, id, 3*time.Minute, pb.MachineState_MACHINE_STATE_IDLE)
-	must(t, p.conn.Invoke(t.Context(), "/libvirtprovider.admin.v1.AdminService/UncordonHost",
-		&adminv1.UncordonHostRequest{Host: other}, &adminv1.UncordonHostResponse{}))
-	if refHost(m) != host {
-		t.Fatalf("machine %s created on %s, want %s", id, refHost(m), host)
-	}
-	return id
 }
