@@ -72,6 +72,11 @@ type faults struct {
 	// volXML, if set, rewrites a volume's XML as read (the test driver
 	// reports no timestamps: a golden image's identity is given here).
 	volXML func(name, xml string) string
+	// capsOf, if set, rewrites the capabilities of the host at uri as
+	// read (the test driver lists no machine types); domXML a domain's
+	// XML as read (the test driver's domains have no machine type).
+	capsOf func(uri, caps string) string
+	domXML func(name, xml string) string
 }
 
 func newFaults(t testing.TB) *faults {
@@ -178,7 +183,7 @@ func (f *faults) dial(uri string) (hostconn.Conn, error) {
 	if err := real.Ref(); err != nil {
 		return nil, err
 	}
-	fc := &faultConn{inner: hostconn.Wrap(real), f: f}
+	fc := &faultConn{uri: uri, inner: hostconn.Wrap(real), f: f}
 	fc.refs.Store(1) // the dial's
 	f.conns = append(f.conns, fc)
 	return fc, nil
@@ -225,6 +230,7 @@ var errClosed = libvirt.Error{Code: libvirt.ERR_INTERNAL_ERROR, Domain: libvirt.
 
 // faultConn is one dialled connection.
 type faultConn struct {
+	uri   string
 	inner hostconn.Conn
 	f     *faults
 	dead  atomic.Bool

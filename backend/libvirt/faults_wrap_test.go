@@ -53,6 +53,9 @@ func (c *faultConn) GetCapabilities() (string, error) {
 	if err == nil && c.f.caps != nil {
 		s = c.f.caps(s)
 	}
+	if err == nil && c.f.capsOf != nil {
+		s = c.f.capsOf(c.uri, s)
+	}
 	return s, err
 }
 
@@ -277,7 +280,11 @@ func (d *faultDomain) QemuAgentCommand(cmd string, timeout libvirt.DomainQemuAge
 }
 
 func (d *faultDomain) GetXMLDesc(flags libvirt.DomainXMLFlags) (string, error) {
-	return d.c.str("dom.GetXMLDesc", d.name, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+	x, err := d.c.str("dom.GetXMLDesc", d.name, func() (string, error) { return d.inner.GetXMLDesc(flags) })
+	if err == nil && d.c.f.domXML != nil {
+		x = d.c.f.domXML(d.name, x)
+	}
+	return x, err
 }
 
 func (d *faultDomain) AbortJob() error { return d.mutate("dom.AbortJob", d.inner.AbortJob) }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/guestfit"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
@@ -27,8 +28,9 @@ type host struct {
 	labels  map[string]string // from --hosts
 	plan    *placement.Planner
 
-	confirming atomic.Int32 // ConfirmGone lookups still inside libvirt
-	listing    sync.Mutex   // held by the host's listing (inventory.go)
+	fit        guestfit.Cache // what its QEMU offers a migrated guest, per connection (migdest.go)
+	confirming atomic.Int32   // ConfirmGone lookups still inside libvirt
+	listing    sync.Mutex     // held by the host's listing (inventory.go)
 }
 
 func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planner, onLate func(call string)) *host {

@@ -32,7 +32,7 @@ func (b *Backend) Migrate(ctx context.Context, spec backend.MigrateSpec) (backen
 		return backend.Placement{}, fmt.Errorf("migrate: %w", err)
 	}
 	size := placement.Size{VCPUs: max(spec.VCPU, 1), MemoryMiB: int64(max(spec.MemoryMiB, 64))}
-	dec, err := b.plan.ReserveMove(src.zone, spec.MachineID, src.name, spec.ToHost, size)
+	dec, err := b.reserveDestination(src, name, spec.MachineID, spec.ToHost, size)
 	if err != nil {
 		return backend.Placement{}, fmt.Errorf("migrate: %w", err)
 	}

@@ -2,6 +2,9 @@ package placement
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 )
@@ -20,6 +23,16 @@ import (
 // (else backend.ErrUnknownHost), differ from from, and fit (else
 // backend.ErrNoCapacity). A machine already moving keeps its destination.
 func (p *Planner) ReserveMove(zoneName, machineID, from, to string, s Size) (Decision, error) {
+	return p.ReserveMoveAmong(zoneName, machineID, from, to, s, nil)
+}
+
+// ReserveMoveAmong is ReserveMove with hosts ruled out: refused maps a
+// host's name to why it cannot run this machine (its QEMU lacks the
+// guest's machine type, say: a judgement about the machine, not the
+// host's room, so the caller makes it). A refused host is never chosen;
+// named, or when no other host is left, the error (wrapping
+// backend.ErrNoCapacity) names each refused host and why.
+func (p *Planner) ReserveMoveAmong(zoneName, machineID, from, to string, s Size, refused map[string]string) (Decision, error) {
 	z := p.zone(zoneName)
 	if z == nil {
 		return Decision{}, fmt.Errorf("zone %q: %w", zoneName, backend.ErrUnknownZone)
@@ -46,11 +59,16 @@ func (p *Planner) ReserveMove(zoneName, machineID, from, to string, s Size) (Dec
 			return Decision{}, fmt.Errorf("zone %s has no host %q: %w", zoneName, to, backend.ErrUnknownHost)
 		case dst == src:
 			return Decision{}, fmt.Errorf("machine %s is already on host %s: %w", machineID, to, backend.ErrNoCapacity)
+		case refused[to] != "":
+			return Decision{}, fmt.Errorf("zone %s: host %s cannot run machine %s: %s: %w", zoneName, to, machineID, refused[to], backend.ErrNoCapacity)
 		case !dst.fits(s):
 			return Decision{}, z.hostRefuses(dst, s)
 		}
-	} else if dst, _ = z.pick(p.policy, s, src); dst == nil {
-		return Decision{}, fmt.Errorf("no other host than %s: %w", from, z.noCapacity(s))
+	} else if dst, _ = z.pick(p.policy, s, func(h *hostState) bool { return h == src || refused[h.Name] != "" }); dst == nil {
+		if len(refused) > 0 && !z.anyOther(src, refused) {
+			return Decision{}, fmt.Errorf("zone %s: no host other than %s can run machine %s%s: %w", zoneName, from, machineID, refusals(refused), backend.ErrNoCapacity)
+		}
+		return Decision{}, fmt.Errorf("no other host than %s: %w%s", from, z.noCapacity(s), refusals(refused))
 	}
 	v, m := dst.free()
 	if dst.incoming == nil {
@@ -131,4 +149,31 @@ func (z *zone) hostRefuses(h *hostState, s Size) error {
 	}
 	return fmt.Errorf("zone %s: host %s cannot take %d vCPU, %d MiB: it %s: %w",
 		z.name, h.Name, s.VCPUs, s.MemoryMiB, why, backend.ErrNoCapacity)
+}
+
+// anyOther: a schedulable host other than src is not ruled out (so room,
+// not the machine's needs, is what is missing).
+func (z *zone) anyOther(src *hostState, refused map[string]string) bool {
+	for _, h := range z.hosts {
+		if h != src && h.schedulable() && refused[h.Name] == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// refusals lists the hosts ReserveMoveAmong ruled out, for its error.
+func refusals(refused map[string]string) string {
+	if len(refused) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" (ruled out:")
+	for i, h := range slices.Sorted(maps.Keys(refused)) {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " host %s: %s", h, refused[h])
+	}
+	return b.String() + ")"
 }

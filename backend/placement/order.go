@@ -83,12 +83,16 @@ func (z *zone) fix(h *hostState) {
 // pick returns the host the policy chooses for s, and how many hosts it
 // looked at (for the reason). Spread: the first fitting host in order.
 // Pack: the fitting host with the least free memory, ties broken by the
-// same order (fewest machines, then name). skip (the machine's current
-// host, for a migration) never wins.
-func (z *zone) pick(pol Policy, s Size, skip *hostState) (*hostState, int) {
+// same order (fewest machines, then name). A host skip reports (the
+// machine's current host and the ruled-out ones, for a migration; nil:
+// none) never wins.
+func (z *zone) pick(pol Policy, s Size, skip func(*hostState) bool) (*hostState, int) {
+	if skip == nil {
+		skip = func(*hostState) bool { return false }
+	}
 	if pol != Pack {
 		for i, h := range z.hosts {
-			if h != skip && h.fits(s) {
+			if !skip(h) && h.fits(s) {
 				return h, i + 1
 			}
 		}
@@ -104,7 +108,7 @@ func (z *zone) pick(pol Policy, s Size, skip *hostState) (*hostState, int) {
 		if best != nil && h.key() != best.key() {
 			break // the group of the least fitting free memory is done
 		}
-		if h != skip && h.fits(s) {
+		if !skip(h) && h.fits(s) {
 			best = h // earlier in order within the group wins
 		}
 	}

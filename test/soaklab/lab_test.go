@@ -33,8 +33,9 @@ type labHost struct {
 // zones is the soak's layout: two zones of two hosts, each zone holding
 // libvirt 9.0 and 11.3: za is lab1 (9.0) and lab3 (11.3) over qemu+tls,
 // zb is lab4 (9.0) and lab2 (11.3) over qemu+libssh. Live migrations run
-// in za; in zb they are refused by design (deploy/host-setup's polkit rule
-// denies domain.migrate to the SSH account), which exercises a refused
+// in both (deploy/host-setup's polkit rule grants domain.migrate on the
+// provider's domains); a machine defined on 11.3 (pc-i440fx-10.0) is
+// refused the 9.0 host before any work, which exercises a refused
 // migration: the VM stays where it was, never FAILED.
 var zones = map[string]string{"lab1": "za", "lab3": "za", "lab2": "zb", "lab4": "zb"}
 
