@@ -47,6 +47,9 @@ type Backend struct {
 	zoned map[string][]*host // zone → its hosts, in order
 	plan  *placement.Planner // capacity, cordon and bookings of every host
 	down  downHosts          // hosts declared down (down.go)
+	// leftover: volumes failed migrations left on their destination
+	// (leftovers.go).
+	leftover leftovers
 
 	// reconcileSoon asks the engine for a reconcile pass
 	// (backend.ReconcileRequester): an abandoned call's late success.

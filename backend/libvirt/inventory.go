@@ -212,6 +212,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 		return zi
 	}
 	h.observeSizes(zi.Machines, sizes)
+	b.sweepLeftovers(h, zi.Machines)
 	return zi
 }
 

@@ -90,6 +90,7 @@ func (b *Backend) migrateTo(ctx context.Context, src, dst *host, name, machineID
 			if err != nil {
 				if rerr := m.undo.run(b.log.With("domain", name, "host", dst.name)); rerr != nil {
 					err = fmt.Errorf("%w (destination cleanup incomplete: %v)", err, rerr)
+					b.leftover.add(dst.name, name, machineID) // leftovers.go
 				}
 			}
 			return err
