@@ -166,6 +166,9 @@ func (p *Planner) Forget(zoneName, machineID string) {
 		z.fix(h)
 		delete(z.where, machineID)
 	}
+	if mv := z.moves[machineID]; mv != nil && mv.ended != 0 {
+		delete(z.moves, machineID) // a stale listing must not keep it booked on the destination
+	}
 }
 
 // HostOf names the host a machine is booked on in the zone, if any.
