@@ -31,7 +31,7 @@ func (p *Planner) Reserve(zoneName, machineID string, s Size) (Decision, error) 
 	}
 	best, _ := z.pick(p.policy, s, nil)
 	if best == nil {
-		return Decision{}, z.noCapacity(s)
+		return Decision{}, z.refuse(s)
 	}
 	v, m := best.free() // before this booking, for the reason
 	best.reserved[machineID] = s
@@ -80,6 +80,27 @@ func (p *Planner) why(h *hostState, s Size, freeV int, freeM int64, total int) s
 	}
 	return fmt.Sprintf("%s: host %s has the %s free memory after overcommit of the zone's %d hosts (%d vCPU, %d MiB free before this %d vCPU, %d MiB)",
 		p.policy, h.Name, what, total, freeV, freeM, s.VCPUs, s.MemoryMiB)
+}
+
+// refuse is Reserve's refusal. While a migration is in flight its machine
+// is booked on both of its hosts, and the source's room comes back when
+// it ends, a moment later: the refusal is then also transient, so the
+// engine tries the Create again within its deadline rather than failing a
+// slot the zone is about to have room for. With no move in flight it is
+// final.
+func (z *zone) refuse(s Size) error {
+	err := z.noCapacity(s)
+	moving := 0
+	for _, mv := range z.moves {
+		if mv.ended == 0 {
+			moving++
+		}
+	}
+	if moving == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; %d migration(s) in flight in the zone give back room on their source hosts when they end: %w",
+		err, moving, backend.ErrTransient)
 }
 
 // noCapacity explains a refusal: the request, the best schedulable host's

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -113,5 +114,30 @@ func TestMoveFailedAfterPassageListed(t *testing.T) {
 	}
 	if _, err := p.Reserve("z", "n", Size{VCPUs: 2, MemoryMiB: 256}); !errors.Is(err, backend.ErrNoCapacity) {
 		t.Fatalf("2 vCPU fit a zone with 1 free on each host: %v", err)
+	}
+}
+
+// A Create that finds no room while a move is in flight is not failed for
+// good: the move gives back its source's room when it ends, so the
+// refusal is transient (the engine tries again within the Create's
+// deadline) and says why. Once no move is in flight the refusal is final.
+func TestNoRoomDuringMoveIsTransient(t *testing.T) {
+	t.Parallel()
+	p := demoZone(t)
+	if _, err := p.ReserveMove("z", "m", "sys", "ses", one); err != nil { // m booked on both: the zone is full
+		t.Fatal(err)
+	}
+	_, err := p.Reserve("z", "n", one)
+	if !errors.Is(err, backend.ErrNoCapacity) || !backend.IsTransient(err) ||
+		!strings.Contains(err.Error(), "1 migration(s) in flight") {
+		t.Fatalf("no room during a move: %v, want a transient ErrNoCapacity naming the move", err)
+	}
+	p.FinishMove("z", "m", "ses", true)
+	if d, err := p.Reserve("z", "n", one); err != nil || d.Host != "sys" {
+		t.Fatalf("after the move: %+v, %v", d, err)
+	}
+	_, err = p.Reserve("z", "o", one)
+	if !errors.Is(err, backend.ErrNoCapacity) || backend.IsTransient(err) {
+		t.Fatalf("a full zone with no move in flight: %v, want a final ErrNoCapacity", err)
 	}
 }
