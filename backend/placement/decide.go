@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -84,23 +85,32 @@ func (p *Planner) why(h *hostState, s Size, freeV int, freeM int64, total int) s
 
 // refuse is Reserve's refusal. While a migration is in flight its machine
 // is booked on both of its hosts, and the source's room comes back when
-// it ends, a moment later: the refusal is then also transient, so the
-// engine tries the Create again within its deadline rather than failing a
-// slot the zone is about to have room for. With no move in flight it is
-// final.
+// it ends, a moment later. If that room would take s, the refusal is also
+// transient, so the engine tries the Create again within its deadline
+// rather than failing a slot the zone is about to have room for.
+// Otherwise it is final.
 func (z *zone) refuse(s Size) error {
 	err := z.noCapacity(s)
-	moving := 0
-	for _, mv := range z.moves {
-		if mv.ended == 0 {
-			moving++
+	var freeing []string
+	for id, mv := range z.moves {
+		if mv.ended == 0 && mv.from.fitsWithout(s, mv.to.incoming[id]) {
+			freeing = append(freeing, mv.from.Name)
 		}
 	}
-	if moving == 0 {
+	if len(freeing) == 0 {
 		return err
 	}
-	return fmt.Errorf("%w; %d migration(s) in flight in the zone give back room on their source hosts when they end: %w",
-		err, moving, backend.ErrTransient)
+	slices.Sort(freeing)
+	return fmt.Errorf("%w; a migration in flight off host %s gives back room that fits when it ends: %w",
+		err, strings.Join(slices.Compact(freeing), ", "), backend.ErrTransient)
+}
+
+// fitsWithout reports whether s would fit on h once gone is no longer
+// booked there.
+func (h *hostState) fitsWithout(s, gone Size) bool {
+	h.add(gone, -1)
+	defer h.add(gone, +1)
+	return h.fits(s)
 }
 
 // noCapacity explains a refusal: the request, the best schedulable host's

@@ -129,7 +129,7 @@ func TestNoRoomDuringMoveIsTransient(t *testing.T) {
 	}
 	_, err := p.Reserve("z", "n", one)
 	if !errors.Is(err, backend.ErrNoCapacity) || !backend.IsTransient(err) ||
-		!strings.Contains(err.Error(), "1 migration(s) in flight") {
+		!strings.Contains(err.Error(), "a migration in flight off host sys gives back room") {
 		t.Fatalf("no room during a move: %v, want a transient ErrNoCapacity naming the move", err)
 	}
 	p.FinishMove("z", "m", "ses", true)
@@ -139,5 +139,14 @@ func TestNoRoomDuringMoveIsTransient(t *testing.T) {
 	_, err = p.Reserve("z", "o", one)
 	if !errors.Is(err, backend.ErrNoCapacity) || backend.IsTransient(err) {
 		t.Fatalf("a full zone with no move in flight: %v, want a final ErrNoCapacity", err)
+	}
+	// A move whose source would still not fit the request: final at once.
+	p.Forget("z", "n")
+	if _, err := p.ReserveMove("z", "m", "ses", "sys", one); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Reserve("z", "big", Size{VCPUs: 3, MemoryMiB: 256})
+	if !errors.Is(err, backend.ErrNoCapacity) || backend.IsTransient(err) {
+		t.Fatalf("3 vCPU on hosts of 2 during a move: %v, want a final ErrNoCapacity", err)
 	}
 }
