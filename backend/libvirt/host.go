@@ -77,14 +77,19 @@ func (h *host) toPlanner(sz hostconn.Size) {
 	})
 }
 
-// observeSizes hands placement the sizes of our machines a listing found
-// on the host (the VMs' sizes as their metadata records them).
-func (h *host) observeSizes(machines []backend.Observed, sizes map[string]placement.Size) {
+// listingStarts is called before the host's domains are listed: placement
+// must know what happened since, or a listing that saw a migrating
+// machine on its source would book it back there after the move ended.
+func (h *host) listingStarts() placement.Listing { return h.plan.ListingStarts(h.name) }
+
+// observeSizes hands placement the sizes of our machines the listing l
+// found on the host (the VMs' sizes as their metadata records them).
+func (h *host) observeSizes(l placement.Listing, machines []backend.Observed, sizes map[string]placement.Size) {
 	seen := make(map[string]placement.Size, len(machines))
 	for _, o := range machines {
 		seen[o.MachineID] = sizes[o.MachineID]
 	}
-	h.plan.Observe(h.name, seen)
+	h.plan.ObserveListing(l, seen)
 }
 
 // capacityStatus fills the HostStatus fields of the host's name, labels,

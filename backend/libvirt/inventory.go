@@ -187,6 +187,7 @@ func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventor
 func (b *Backend) listHost(h *host) backend.ZoneInventory {
 	zi := backend.ZoneInventory{Zone: h.zone}
 	sizes := map[string]placement.Size{}
+	started := h.listingStarts()
 	err := h.With(func(conn hostconn.Conn) error {
 		doms, err := conn.ListAllDomains(0)
 		if err != nil {
@@ -211,7 +212,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 		zi.Err, zi.Machines = err, nil
 		return zi
 	}
-	h.observeSizes(zi.Machines, sizes)
+	h.observeSizes(started, zi.Machines, sizes)
 	b.sweepLeftovers(h, zi.Machines)
 	return zi
 }

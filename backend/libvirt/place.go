@@ -80,6 +80,12 @@ func (b *Backend) placeErr(spec backend.MachineSpec, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, backend.ErrNoCapacity) && backend.IsTransient(err):
+		// A migration in flight gives back room that fits: the engine
+		// tries again, and the refusal is no operator's concern yet.
+		b.log.Info("create waits: no room until a migration in flight ends", "zone", spec.Zone, "machine", spec.MachineID,
+			"op", spec.OperationID, "vcpu", spec.VCPU, "memory_mib", spec.MemoryMiB, "err", err)
+		return err
 	case errors.Is(err, backend.ErrNoCapacity):
 		// last_error reads "create failed: zone z: no host fits ...".
 		b.log.Warn("create refused: no host of the zone has room", "zone", spec.Zone, "machine", spec.MachineID,

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -31,7 +32,7 @@ func (p *Planner) Reserve(zoneName, machineID string, s Size) (Decision, error) 
 	}
 	best, _ := z.pick(p.policy, s, nil)
 	if best == nil {
-		return Decision{}, z.noCapacity(s)
+		return Decision{}, z.refuse(s)
 	}
 	v, m := best.free() // before this booking, for the reason
 	best.reserved[machineID] = s
@@ -80,6 +81,36 @@ func (p *Planner) why(h *hostState, s Size, freeV int, freeM int64, total int) s
 	}
 	return fmt.Sprintf("%s: host %s has the %s free memory after overcommit of the zone's %d hosts (%d vCPU, %d MiB free before this %d vCPU, %d MiB)",
 		p.policy, h.Name, what, total, freeV, freeM, s.VCPUs, s.MemoryMiB)
+}
+
+// refuse is Reserve's refusal. While a migration is in flight its machine
+// is booked on both of its hosts, and the source's room comes back when
+// it ends, a moment later. If that room would take s, the refusal is also
+// transient, so the engine tries the Create again within its deadline
+// rather than failing a slot the zone is about to have room for.
+// Otherwise it is final.
+func (z *zone) refuse(s Size) error {
+	err := z.noCapacity(s)
+	var freeing []string
+	for id, mv := range z.moves {
+		if mv.ended == 0 && mv.from.fitsWithout(s, mv.to.incoming[id]) {
+			freeing = append(freeing, mv.from.Name)
+		}
+	}
+	if len(freeing) == 0 {
+		return err
+	}
+	slices.Sort(freeing)
+	return fmt.Errorf("%w; a migration in flight off host %s gives back room that fits when it ends: %w",
+		err, strings.Join(slices.Compact(freeing), ", "), backend.ErrTransient)
+}
+
+// fitsWithout reports whether s would fit on h once gone is no longer
+// booked there.
+func (h *hostState) fitsWithout(s, gone Size) bool {
+	h.add(gone, -1)
+	defer h.add(gone, +1)
+	return h.fits(s)
 }
 
 // noCapacity explains a refusal: the request, the best schedulable host's
@@ -165,6 +196,9 @@ func (p *Planner) Forget(zoneName, machineID string) {
 		h.drop(machineID)
 		z.fix(h)
 		delete(z.where, machineID)
+	}
+	if mv := z.moves[machineID]; mv != nil && mv.ended != 0 {
+		delete(z.moves, machineID) // a stale listing must not keep it booked on the destination
 	}
 }
 

@@ -15,6 +15,80 @@ import (
 // destination's books, so concurrent Creates and migrations never
 // oversubscribe it, but it does not move where[]: until the migration
 // succeeds the machine is on its source.
+//
+// Listings see the move differently from the planner, and the books must
+// not follow them blindly (issue 38, "capacity after a migration"):
+//   - while the move runs, a listing of the destination shows the copy in
+//     passage (paused, incoming). It is the incoming booking, not a second
+//     machine: it stays booked once, as incoming, and where[] stays on the
+//     source, which FinishMove needs to find.
+//   - a listing that began before the move ended shows the machine where
+//     it was: still on the source, not yet on the destination. Landing
+//     after FinishMove, it would book the machine back on the source and
+//     off the destination until the next pass, and a Create in the room
+//     the move freed would be refused meanwhile. So a listing carries the
+//     zone's clock from when it began (ListingStarts), and what it says of
+//     a machine whose move ended since is not taken.
+// The move is kept until a listing of each of its hosts began after its
+// end; then listings are the truth again, and a copy still on the source
+// (a real duplicate, reconcile's to judge) is counted where it is.
+
+// move is one migration of a machine between two hosts of a zone.
+type move struct {
+	from, to *hostState
+	ended    uint64 // the zone's clock at its success; 0 while in flight
+	// fromListed, toListed: a listing of that host began after the end.
+	fromListed, toListed bool
+}
+
+// Listing is a host's listing, begun when ListingStarts handed it out.
+type Listing struct {
+	host string
+	at   uint64
+}
+
+// ListingStarts is called before a host is listed; its Listing goes with
+// the listing's result to ObserveListing.
+func (p *Planner) ListingStarts(host string) Listing {
+	l := Listing{host: host}
+	p.withHost(host, func(z *zone, _ *hostState) { l.at = z.clock })
+	return l
+}
+
+// booked is what a listing of h that began at l books on h: the listed
+// machines less the copies in passage and the machines that moved off h
+// after l began, plus those that moved onto h after it began.
+func (z *zone) booked(h *hostState, l Listing, listed map[string]Size) map[string]Size {
+	out := make(map[string]Size, len(listed))
+	for id, s := range listed {
+		mv := z.moves[id]
+		switch {
+		case mv == nil:
+		case mv.ended == 0 && mv.to == h:
+			continue // the copy in passage: booked once, as incoming
+		case mv.ended > l.at && mv.from == h:
+			continue // seen before it left
+		}
+		out[id] = s
+	}
+	for id, mv := range z.moves {
+		switch {
+		case mv.ended == 0:
+		case mv.ended > l.at:
+			if s, ok := h.observed[id]; ok && mv.to == h {
+				out[id] = s // arrived after the listing began
+			}
+		case mv.from == h:
+			mv.fromListed = true
+		case mv.to == h:
+			mv.toListed = true
+		}
+		if mv.fromListed && mv.toListed {
+			delete(z.moves, id)
+		}
+	}
+	return out
+}
 
 // ReserveMove picks a destination for machineID, now on host from, and
 // books s there as incoming, in one step under the zone's mutex. to names
@@ -77,6 +151,7 @@ func (p *Planner) ReserveMoveAmong(zoneName, machineID, from, to string, s Size,
 	dst.incoming[machineID] = s
 	dst.add(s, +1)
 	z.fix(dst)
+	z.moves[machineID] = &move{from: src, to: dst}
 	why := p.why(dst, s, v, m, len(z.hosts))
 	if to != "" {
 		why = fmt.Sprintf("named: host %s fits (%d vCPU, %d MiB free after overcommit before this %d vCPU, %d MiB)",
@@ -104,16 +179,36 @@ func (p *Planner) FinishMove(zoneName, machineID, to string, ok bool) {
 		delete(dst.incoming, machineID)
 		dst.add(s, -1)
 	}
-	if ok {
-		if src := z.where[machineID]; src != nil && src != dst {
-			src.drop(machineID)
-			z.fix(src)
+	mv := z.moves[machineID]
+	if mv != nil && (mv.to != dst || mv.ended != 0) {
+		mv = nil // not this move's end
+	}
+	if !ok {
+		if mv != nil {
+			delete(z.moves, machineID)
 		}
-		if _, seen := dst.observed[machineID]; !seen && moving {
-			dst.observed[machineID] = s
-			dst.add(s, +1)
-		}
-		z.where[machineID] = dst
+		z.fix(dst)
+		return
+	}
+	// The source is the move's, not where[]: a listing may have taken the
+	// machine off the source's books already (its domain left) while the
+	// move was still in flight.
+	src := z.where[machineID]
+	if mv != nil {
+		src = mv.from
+	}
+	if src != nil && src != dst {
+		src.drop(machineID)
+		z.fix(src)
+	}
+	if _, seen := dst.observed[machineID]; !seen && moving {
+		dst.observed[machineID] = s
+		dst.add(s, +1)
+	}
+	z.where[machineID] = dst
+	if mv != nil {
+		z.clock++
+		mv.ended = z.clock
 	}
 	z.fix(dst)
 }

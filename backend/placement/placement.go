@@ -155,6 +155,8 @@ type zone struct {
 	mu    sync.Mutex
 	hosts []*hostState
 	where map[string]*hostState // machine id → host holding its booking
+	moves map[string]*move      // migrations in flight or whose end listings may not show yet (move.go)
+	clock uint64                // counts ended moves; a Listing remembers it (move.go)
 }
 
 // Planner keeps every zone. Hosts are added at start and never removed.
@@ -185,7 +187,7 @@ func (p *Planner) AddHost(h Host) error {
 	}
 	z := p.zones[h.Zone]
 	if z == nil {
-		z = &zone{name: h.Zone, where: map[string]*hostState{}}
+		z = &zone{name: h.Zone, where: map[string]*hostState{}, moves: map[string]*move{}}
 		p.zones[h.Zone] = z
 	}
 	z.mu.Lock()
@@ -246,11 +248,20 @@ func (p *Planner) Get(name string) (Host, Usage, bool) {
 	return hh, u, ok
 }
 
-// Observe replaces a host's inventory: the sizes of our machines found
-// there. A reservation whose machine is now seen is dropped (the machine
-// counts once, as observed).
+// Observe replaces a host's inventory with a listing taken now: the sizes
+// of our machines found there. A reservation whose machine is now seen is
+// dropped (the machine counts once, as observed).
 func (p *Planner) Observe(name string, machines map[string]Size) bool {
-	return p.withHost(name, func(z *zone, h *hostState) {
+	return p.ObserveListing(p.ListingStarts(name), machines)
+}
+
+// ObserveListing replaces a host's inventory with a listing that began at
+// l. The books follow the migrations (move.go, booked): a copy in passage
+// is not booked a second time, and a move that ended after l began is not
+// undone by what the listing saw before it.
+func (p *Planner) ObserveListing(l Listing, machines map[string]Size) bool {
+	return p.withHost(l.host, func(z *zone, h *hostState) {
+		machines = z.booked(h, l, machines)
 		for id, s := range h.observed {
 			h.add(s, -1)
 			if z.where[id] == h {
@@ -262,10 +273,6 @@ func (p *Planner) Observe(name string, machines map[string]Size) bool {
 			if r, ok := h.reserved[id]; ok {
 				h.add(r, -1)
 				delete(h.reserved, id)
-			}
-			if r, ok := h.incoming[id]; ok { // a migration's copy: counts once
-				h.add(r, -1)
-				delete(h.incoming, id)
 			}
 			if other := z.where[id]; other != nil && other != h {
 				// Reserved elsewhere (a stale reservation): the host
