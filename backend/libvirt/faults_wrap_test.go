@@ -323,6 +323,11 @@ func (p *faultPool) volume(op, name string, call func() (hostconn.Volume, error)
 	return &faultVolume{inner: v, c: p.c, name: name}, nil
 }
 
+func (p *faultPool) VolumeNames() (names []string, err error) {
+	err = p.c.do("pool.VolumeNames", p.name, func() (err error) { names, err = p.inner.VolumeNames(); return err })
+	return names, err
+}
+
 func (p *faultPool) LookupStorageVolByName(name string) (hostconn.Volume, error) {
 	return p.volume("pool.LookupStorageVolByName", name, func() (hostconn.Volume, error) { return p.inner.LookupStorageVolByName(name) })
 }

@@ -188,6 +188,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 	zi := backend.ZoneInventory{Zone: h.zone}
 	sizes := map[string]placement.Size{}
 	started := h.listingStarts()
+	var vols []string // the pool's volume names (nil: not read)
 	err := h.With(func(conn hostconn.Conn) error {
 		doms, err := conn.ListAllDomains(0)
 		if err != nil {
@@ -206,6 +207,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 			}
 		}
 		h.ReadSize(conn)
+		vols = b.volumeNames(conn)
 		return nil
 	})
 	if err != nil {
@@ -213,6 +215,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 		return zi
 	}
 	h.observeSizes(started, zi.Machines, sizes)
+	b.findLeftovers(h, zi.Machines, vols)
 	b.sweepLeftovers(h, zi.Machines)
 	return zi
 }

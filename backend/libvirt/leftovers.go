@@ -9,15 +9,18 @@ import (
 )
 
 // A migration that fails removes what it made on the destination (its
-// overlay and seed volumes). When the destination drops in the middle
-// (its daemon killed, its link cut) that cleanup cannot reach it, and the
-// volumes would stay there, owned by no domain, until another migration
-// of the same machine to that host or its Delete (the lab soak's orphan).
-// The backend remembers them and deletes them after the host's next
-// listing that shows no domain of that name, unless a Create of the
-// machine is booked there meanwhile (its own volumes may be in the
-// making). The memory is this process's: a restart forgets it, as it
-// forgets the failed migration.
+// overlay and seed volumes); one that succeeds removes the source's. When
+// a host drops in the middle (its daemon killed, its link cut), or the
+// provider dies between libvirt's handover and that step, the volumes stay
+// there, owned by no domain, until another migration of the same machine
+// to that host or its Delete (the lab soak's orphans). So after each
+// listing of a host, the volumes of a machine the zone books on another
+// host (placement.Planner.Elsewhere: not booked here, no migration in
+// flight here), with no domain of that name here, are remembered, as are
+// those a failed cleanup reported; they are deleted once checked again
+// (no domain of that name, nothing booked here), never a volume of a
+// domain that exists. Remembered ones a restart forgets are found again
+// by the next listing.
 
 // leftovers are, per host, the domains whose migration volumes a failed
 // cleanup left, with their machine.
@@ -89,6 +92,42 @@ func (b *Backend) sweepable(h *host, listed []backend.Observed, domain, machineI
 			return false
 		}
 	}
-	at, booked := b.plan.HostOf(h.zone, machineID)
-	return !booked || at != h.name
+	return b.plan.NotHere(h.zone, h.name, machineID)
+}
+
+// volumeNames reads the pool's volume names on conn (nil when it cannot:
+// no leftover is looked for this listing).
+func (b *Backend) volumeNames(conn hostconn.Conn) []string {
+	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
+	if err != nil {
+		return nil
+	}
+	defer pool.Free()
+	names, err := pool.VolumeNames()
+	if err != nil {
+		return nil
+	}
+	return names
+}
+
+// findLeftovers remembers the volumes on h of machines the zone books on
+// another host, whose domain is not on h (see above).
+func (b *Backend) findLeftovers(h *host, listed []backend.Observed, vols []string) {
+	if len(vols) == 0 {
+		return
+	}
+	have := make(map[string]bool, len(vols))
+	for _, v := range vols {
+		have[v] = true
+	}
+	for _, o := range listed {
+		delete(have, meta.OverlayName(o.Placement.Domain))
+		delete(have, meta.SeedName(o.Placement.Domain))
+	}
+	for id := range b.plan.Elsewhere(h.zone, h.name) {
+		name := meta.DomainName(b.cfg.Provider, id)
+		if have[meta.OverlayName(name)] || have[meta.SeedName(name)] {
+			b.leftover.add(h.name, name, id)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -48,5 +49,32 @@ func TestLeftoverMigrationVolumesSwept(t *testing.T) {
 	}
 	if got := b.leftover.take(pl.Host); len(got) != 0 {
 		t.Fatalf("entries left: %v", got)
+	}
+}
+
+// The volumes of a machine that lives on another host of the zone, with
+// no domain of that name here (a migration's source whose cleanup the
+// provider's death cut, the lab soak's orphan), are found by the next
+// listing and deleted; the machine's own volumes where it lives stay.
+func TestOrphanVolumesOfAMachineElsewhereSwept(t *testing.T) {
+	t.Parallel()
+	b, pl := poolWithMachine(t)
+	other := map[string]string{"a": "b", "b": "a"}[pl.Host]
+	c := hostConn(t, b, other)
+	p, err := c.LookupStoragePoolByName(b.cfg.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	overlay := meta.OverlayName(pl.Domain)
+	if _, err := volume.CreatePlain(lvp(p), overlay, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	b.Inventory(context.Background())
+	if volumeExists(t, c, b.cfg.Pool, overlay) {
+		t.Fatalf("the orphan %s on %s survived a listing", overlay, other)
+	}
+	if !volumeExists(t, hostConn(t, b, pl.Host), b.cfg.Pool, overlay) {
+		t.Fatalf("the machine's own overlay on %s was deleted", pl.Host)
 	}
 }

@@ -278,3 +278,7 @@ func (v *boundVolume) GetXMLDesc(flags uint32) (string, error) {
 func (v *boundVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
 	return do(v.h, v.cs, v.inner, "volume Delete "+v.name, 0, func() error { return v.inner.Delete(flags) })
 }
+
+func (p *boundPool) VolumeNames() ([]string, error) {
+	return bounded(p.h, p.cs, p.inner, "pool VolumeNames "+p.name, 0, p.inner.VolumeNames)
+}

@@ -90,6 +90,8 @@ type Pool interface {
 	GetInfo() (*libvirt.StoragePoolInfo, error)
 	LookupStorageVolByName(name string) (Volume, error)
 	StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error)
+	// VolumeNames names every volume of the pool (one RPC).
+	VolumeNames() ([]string, error)
 }
 
 // Volume is one storage volume handle.
@@ -262,6 +264,22 @@ func (p *lvStoragePool) LookupStorageVolByName(name string) (Volume, error) {
 
 func (p *lvStoragePool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error) {
 	return volumeOrNil(p.p.StorageVolCreateXML(xml, flags))
+}
+
+func (p *lvStoragePool) VolumeNames() ([]string, error) {
+	vols, err := p.p.ListAllStorageVolumes(0)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(vols))
+	for i := range vols {
+		n, err := vols[i].GetName()
+		_ = vols[i].Free()
+		if err == nil {
+			names = append(names, n)
+		}
+	}
+	return names, nil
 }
 
 // Unwrap returns the connection a host's call bounds wrap (Acquire's
