@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -125,5 +126,31 @@ func TestRemoveCopyRecordsNoIntent(t *testing.T) {
 	}
 	if md := readMeta(t, b, pl.Domain); md.Delete.Begun() {
 		t.Fatalf("a copy's removal recorded a Delete intent: %+v", md.Delete)
+	}
+}
+
+// A transient domain (running, with no persistent config: undefined under
+// it, or started from XML) has its Delete intent written to its live
+// definition; the Delete completes. test-pool's TestPoolCordon ended FAILED
+// with "record intent: … transient domains do not have any persistent
+// config" before meta.Write fell back to the live definition.
+func TestDeleteOfATransientDomain(t *testing.T) {
+	t.Parallel()
+	b, _ := newTestBackend(t, nil)
+	c := testConn(t, b, "z1")
+	pl := mustCreate(t, b, "m1")
+	dom, err := c.LookupDomainByName(pl.Domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dom.Free()
+	if err := dom.Undefine(); err != nil { // still running: now transient
+		t.Fatal(err)
+	}
+	if err := b.Delete(context.Background(), backend.DeleteSpec{MachineID: "m1", OperationID: "op-del", Zone: "z1", Placement: pl}); err != nil {
+		t.Fatalf("Delete of a transient domain: %v", err)
+	}
+	if domainExists(t, c, pl.Domain) {
+		t.Fatal("the transient domain is still there")
 	}
 }

@@ -34,7 +34,13 @@ func Write(dom hostconn.Domain, md Metadata) error {
 	if active, err := dom.IsActive(); err == nil && active {
 		flags |= libvirt.DOMAIN_AFFECT_LIVE
 	}
-	return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, s, Prefix, NS, flags)
+	err = dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, s, Prefix, NS, flags)
+	if err != nil && flags&libvirt.DOMAIN_AFFECT_LIVE != 0 && hostconn.IsCode(err, libvirt.ERR_OPERATION_INVALID) {
+		// A transient domain (started from XML, never defined) has no
+		// persistent config: its live definition is all there is.
+		return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, s, Prefix, NS, libvirt.DOMAIN_AFFECT_LIVE)
+	}
+	return err
 }
 
 func isNoMetadata(err error) bool { return hostconn.IsCode(err, libvirt.ERR_NO_DOMAIN_METADATA) }
