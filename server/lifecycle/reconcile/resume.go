@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -36,19 +35,7 @@ func (p *pass) resumeDelete(m *record.Machine, o backend.Observed) {
 	if !ok {
 		return
 	}
-	p.queue(hostKey(o.Placement.Zone, o.Placement.Host), func(ctx context.Context, sick bool) error {
-		if sick {
-			return nil
-		}
-		return r.gated(ctx, n.ID, func(ctx context.Context) error {
-			if cur, ok := r.eng.Get(n.ID); !ok || !deleted(cur) || cur.OperationID != n.OperationID {
-				return nil // a Create since: the domain is judged again next pass
-			}
-			err := r.be.Delete(ctx, backend.DeleteSpec{MachineID: n.ID, OperationID: n.OperationID, Zone: n.Zone, Placement: o.Placement})
-			r.recordResumed(n, o, err)
-			return err
-		})
-	})
+	p.queueDelete(n, o, r.recordResumed)
 }
 
 // takeOverDelete makes m the record of the Delete o carries: still

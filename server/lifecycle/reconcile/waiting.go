@@ -76,6 +76,14 @@ func (p *pass) leftover(m *record.Machine, o backend.Observed, zi backend.ZoneIn
 		p.wait(m, WaitLeftoverRemoval, zi)
 		return
 	}
+	p.queueDelete(m, o, p.r.recordLeftover)
+}
+
+// queueDelete queues the Delete of copy o of the machine whose record m
+// is a Delete's (deleted), on o's host, through the machine's call gate,
+// only while the record is still that Delete's; done is told the
+// outcome.
+func (p *pass) queueDelete(m *record.Machine, o backend.Observed, done func(*record.Machine, backend.Observed, error)) {
 	r := p.r
 	p.queue(hostKey(o.Placement.Zone, o.Placement.Host), func(ctx context.Context, sick bool) error {
 		if sick {
@@ -86,7 +94,7 @@ func (p *pass) leftover(m *record.Machine, o backend.Observed, zi backend.ZoneIn
 				return nil // a Create since: the copy is judged again next pass
 			}
 			err := r.be.Delete(ctx, backend.DeleteSpec{MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone, Placement: o.Placement})
-			r.recordLeftover(m, o, err)
+			done(m, o, err)
 			return err
 		})
 	})
