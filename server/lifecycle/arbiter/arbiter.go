@@ -148,6 +148,8 @@ func Relocate(m *record.Machine, v *View, o backend.Observed) Verdict {
 	case m.State == record.Configured && o.ClusterID != m.Cluster:
 		return refuse("the copy of %s on host %s is bound to cluster %q, not the machine's %q: not the node", m.ID,
 			o.Placement.Host, o.ClusterID, m.Cluster)
+	case v == nil:
+		return Verdict{Kind: Wait, Why: fmt.Sprintf("moving %s waits for a listing of zone %s", m.ID, m.Zone)}
 	}
 	switch v.State(m.HostName) {
 	case Down:
@@ -167,6 +169,9 @@ func Relocate(m *record.Machine, v *View, o backend.Observed) Verdict {
 // exists elsewhere. Refuse means the declaration does not explain it
 // (its host is not declared down); the caller's usual rules apply.
 func Gone(m *record.Machine, v *View) Verdict {
+	if v == nil {
+		return refuse("zone %s has no view yet", m.Zone)
+	}
 	why, down := v.DownReason(m.HostName)
 	if !down {
 		return refuse("host %s of zone %s is not declared down", hostName(m.HostName), v.Zone)

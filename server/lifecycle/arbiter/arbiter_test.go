@@ -126,6 +126,12 @@ func TestGone(t *testing.T) {
 	if g := Gone(idle("a"), v); g.Kind != Refuse {
 		t.Fatalf("a copy elsewhere: %s %s", g.Kind, g.Why)
 	}
+	if g := Gone(idle("a"), nil); g.Kind != Refuse {
+		t.Fatalf("no view: %s", g.Kind)
+	}
+	if vd := Relocate(idle("a"), nil, cp("m", "b", running, "")); vd.Kind != Wait {
+		t.Fatalf("relocate without a view: %s", vd.Kind)
+	}
 	if !errors.Is(refuse("x").Err(), ErrRefused) {
 		t.Fatal("refuse's error")
 	}

@@ -143,12 +143,13 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 	var what string
 	n, err := r.eng.Update(id, unchanged, func(cur, n *record.Machine) error {
 		now := r.cfg.Now()
+		adopt := arbiter.Adopt(cur, o)
 		switch {
 		case cur.State == record.Speculative && found && (deleted(cur) || o.DeleteOperationID != ""):
 			what = "leftover"
 			return record.ErrUnchanged // removed by p.leftover (or its Delete resumed), never adopted
-		case cur.State == record.Speculative && found && arbiter.Adopt(cur, o).Kind != arbiter.Act:
-			what = "adoption refuse: " + arbiter.Adopt(cur, o).Why
+		case cur.State == record.Speculative && found && adopt.Kind != arbiter.Act:
+			what = "adoption refuse: " + adopt.Why
 			return record.ErrUnchanged
 		case cur.State == record.Speculative && found:
 			what = "adopted"
@@ -185,7 +186,7 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 			what = "vanished"
 			n.State = record.Failed
 			n.LastError = fmt.Sprintf("VM %q vanished from host %q: found missing by reconcile", cur.Domain, cur.Zone)
-			if g := arbiter.Gone(cur, v); v != nil && g.Kind == arbiter.Act {
+			if g := arbiter.Gone(cur, v); g.Kind == arbiter.Act {
 				n.LastError = g.Why // its only copy was on a host declared down
 			}
 			n.History = record.AppendHistory(n.History, record.Transition{OperationID: n.OperationID, Kind: record.OpReconcile,
