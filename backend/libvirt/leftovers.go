@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -113,16 +114,19 @@ func (b *Backend) volumeNames(conn hostconn.Conn) []string {
 // findLeftovers remembers the volumes on h of machines the zone books on
 // another host, whose domain is not on h (see above).
 func (b *Backend) findLeftovers(h *host, listed []backend.Observed, vols []string) {
-	if len(vols) == 0 {
-		return
-	}
-	have := make(map[string]bool, len(vols))
+	prefix := meta.NamePrefix(b.cfg.Provider)
+	have := map[string]bool{}
 	for _, v := range vols {
-		have[v] = true
+		if strings.HasPrefix(v, prefix) {
+			have[v] = true
+		}
 	}
 	for _, o := range listed {
 		delete(have, meta.OverlayName(o.Placement.Domain))
 		delete(have, meta.SeedName(o.Placement.Domain))
+	}
+	if len(have) == 0 {
+		return // every volume of ours here is a listed domain's: the usual case
 	}
 	for id := range b.plan.Elsewhere(h.zone, h.name) {
 		name := meta.DomainName(b.cfg.Provider, id)
