@@ -67,7 +67,7 @@ func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, 
 	}
 	var errs []error
 	for _, o := range hs {
-		if o == h || b.isDown(o) != nil {
+		if _, down := b.down.reason(o.name); o == h || down {
 			continue
 		}
 		err := b.deleteMachineOn(ctx, o, name, spec)
@@ -103,7 +103,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	}
 	var errs []error
 	for _, h := range hs {
-		if b.isDown(h) != nil {
+		if _, down := b.down.reason(h.name); down {
 			continue // its domains are the fenced rejoin's
 		}
 		if err := b.deleteMachineOn(ctx, h, name, spec); err != nil {

@@ -86,7 +86,7 @@ func (b *Backend) isDown(h *host) error {
 // it, others fail naming the declaration), never a reason to refuse a
 // whole zone or wait for it.
 func (b *Backend) ready(h *host) error {
-	if b.isDown(h) != nil {
+	if _, down := b.down.reason(h.name); down {
 		return nil
 	}
 	return h.Ready()
