@@ -298,6 +298,15 @@ type HostDownDeclarer interface {
 	SetDown(host string, down bool, reason string) error // ErrUnknownHost
 }
 
+// HostLinker is implemented by backends with hosts whose link state is
+// known without a call: each host's name, zone, URI, whether it is
+// connected (and the last error) and its down declaration, as Hosts
+// reports them but without a round trip to any host. Watchers that look
+// often (the fence command's, hostfence) use it.
+type HostLinker interface {
+	HostLinks() []HostStatus
+}
+
 // HostMaintainer is implemented by backends whose zones hold several
 // hosts: a cordoned host gets no new placements (its machines stay).
 type HostMaintainer interface {

@@ -34,6 +34,7 @@ type Metrics struct {
 	duplicates  *prometheus.CounterVec
 	recoveries  *prometheus.CounterVec
 	waiting     *prometheus.CounterVec
+	fenceRuns   *prometheus.CounterVec
 	hot         map[string]*atomic.Pointer[rpcSeries] // rpcmetrics.go
 	hostCache   atomic.Pointer[HostCache]             // hostmetrics.go; nil: no host gauges
 }
@@ -102,16 +103,25 @@ func NewMetrics(counts CountsFunc) *Metrics {
 			Name: "migration_recoveries_total",
 			Help: "Live migrations interrupted by a provider stop that reconcile recovered from libvirt's state, by zone and outcome: completed (the destination ran the guest; the source's copy was removed), resumed (the paused source was resumed), running (a running copy was kept).",
 		}, []string{"zone", "outcome"}),
+		fenceRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fence_command_runs_total",
+			Help: "Runs of --fence-command for hosts unreachable past --host-down-after, by host and result: ok (the host was declared down), failed (the command failed or passed --fence-timeout), declare-failed (it succeeded but the declaration could not be saved).",
+		}, []string{"host", "result"}),
 		hot: newHotSeries(),
 	}
 	m.Registry.MustRegister(m.rpcs, m.rpcLatency, m.panics, m.transitions, m.commits, m.commitSize,
-		m.notRunning, m.restarts, m.gaveUp, m.duplicates, m.recoveries, m.waiting,
+		m.notRunning, m.restarts, m.gaveUp, m.duplicates, m.recoveries, m.waiting, m.fenceRuns,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if counts != nil {
 		m.Registry.MustRegister(&machinesCollector{counts: counts})
 	}
 	return m
+}
+
+// ObserveFence counts one run of the fence command (hostfence.Config.Observe).
+func (m *Metrics) ObserveFence(host, result string) {
+	m.fenceRuns.WithLabelValues(host, result).Inc()
 }
 
 // TransitionFinished implements lifecycle.Observer.

@@ -82,7 +82,13 @@ type config struct {
 	AdminClients string // --admin-clients
 	AdminAddr    string // --admin-addr
 	AdminTLSCA   string // --admin-tls-ca
+
+	FenceCommand  string        // --fence-command
+	HostDownAfter time.Duration // --host-down-after
+	FenceTimeout  time.Duration // --fence-timeout
 }
+
+const defaultFenceTimeout = 2 * time.Minute
 
 // newFlagSet declares every flag with its default and a description an
 // operator can act on. Names follow the reference provider so existing
@@ -151,6 +157,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.AdminClients, "admin-clients", "", "comma-separated `patterns` of verified client certificates that may write (with --admin-write), matched against DNS/URI/email SANs (CN only without SANs): exact, or *.domain for one more DNS label; empty allows nobody")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "", "`address` serving only the admin API and page (with --tls-cert/--tls-key, and --admin-tls-ca or --tls-ca); empty serves them on --addr")
 	fs.StringVar(&c.AdminTLSCA, "admin-tls-ca", "", "PEM CA bundle `file` that --admin-addr verifies client certificates against (default --tls-ca)")
+	fs.StringVar(&c.FenceCommand, "fence-command", "", "absolute `path` of the operator's fence command (an IPMI or Redfish power-off), run as PATH ZONE HOST for a host unreachable for --host-down-after; exit 0 declares the host down (as libvirtctl down does). Never run while no other host answers")
+	fs.DurationVar(&c.HostDownAfter, "host-down-after", 0, "how long a host must be unreachable before --fence-command runs for it (at least 10s); 0: hosts are declared down only by an operator")
+	fs.DurationVar(&c.FenceTimeout, "fence-timeout", defaultFenceTimeout, "bound on one run of --fence-command; a command past it is killed and counts as failed")
 	return fs
 }
 
@@ -224,6 +233,7 @@ func (c *config) validate() error {
 	}
 	errs = append(errs, c.validateCallerIdentity()...)
 	errs = append(errs, c.validateAdmin()...)
+	errs = append(errs, c.validateFence()...)
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("%v", err)
 	}

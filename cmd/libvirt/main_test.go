@@ -112,6 +112,16 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{fake, "--admin-tls-ca=/ca.pem"}, "--admin-tls-ca needs --admin-addr"},
 		{[]string{fake, "--admin-addr=127.0.0.1:0", "--admin-tls-ca=/ca.pem"}, "--admin-tls-ca requires --tls-cert and --tls-key"},
 		{[]string{fake, "--addr=127.0.0.1:9", "--admin-addr=127.0.0.1:9"}, "--admin-addr must differ from --addr"},
+		// The fence command and its delay go together (issue 38).
+		{[]string{fake, "--fence-command=/bin/true"}, "--fence-command needs --host-down-after"},
+		{[]string{fake, "--host-down-after=1m"}, "--host-down-after needs --fence-command"},
+		{[]string{fake, "--fence-command=/bin/true", "--host-down-after=2s"}, "--host-down-after 2s: want at least 10s"},
+		{[]string{fake, "--fence-command=fence.sh", "--host-down-after=1m"}, "--fence-command fence.sh: want an absolute path"},
+		{[]string{fake, "--fence-command=/does/not/exist", "--host-down-after=1m"}, "--fence-command /does/not/exist: stat"},
+		{[]string{fake, "--fence-command=/etc/passwd", "--host-down-after=1m"}, "--fence-command /etc/passwd: not executable"},
+		{[]string{fake, "--fence-command=/tmp", "--host-down-after=1m"}, "--fence-command /tmp: not a regular file"},
+		{[]string{fake, "--fence-command=/bin/true", "--host-down-after=1m", "--fence-timeout=0s"}, "--fence-timeout must be positive"},
+		{[]string{fake, "--fence-timeout=1m"}, "--fence-timeout needs --fence-command"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -44,6 +44,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err := d.buildHandler(); err != nil {
 		return err
 	}
+	if err := d.startFencer(ctx); err != nil {
+		return err
+	}
 	if err := d.listen(ctx); err != nil {
 		return err
 	}

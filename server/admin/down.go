@@ -71,6 +71,28 @@ func (s *Service) downWrite(ctx context.Context, action, host, reason string, do
 	return h, nil
 }
 
+// DeclareDown declares host down on the provider's own authority, with
+// by as the declarer (hostfence.By for a fence command that succeeded):
+// persisted, applied and logged as DeclareHostDown's are, and counted in
+// admin_writes_total under the label by. No caller is checked: the
+// process itself asserts it, after positive evidence.
+func (s *Service) DeclareDown(ctx context.Context, host, reason, by string) error {
+	rec := hostRecord{Host: host, Reason: strings.TrimSpace(reason), By: by, Since: s.now().UTC()}
+	prev, err := s.setDown(host, true, rec)
+	if err != nil {
+		s.writes.WithLabelValues(actionDown, "error", by).Inc()
+		return err
+	}
+	s.onCordon()
+	s.writes.WithLabelValues(actionDown, "ok", by).Inc()
+	h, err := s.host(ctx, host)
+	if err != nil || h == nil {
+		h = &adminv1.Host{Name: host}
+	}
+	s.logDown(h, true, rec, prev)
+	return nil
+}
+
 // logDown writes the WARN line of a declaration or its end.
 func (s *Service) logDown(h *adminv1.Host, down bool, rec, prev hostRecord) {
 	zone := h.GetZone()
