@@ -365,6 +365,9 @@ cmd_check_clean() {
 cmd_status() {
 	local h p
 	[ -s "$STATE/env" ] || { echo "lab is down"; return 0; }
+	for h in $(ls "$STATE/hosts" 2>/dev/null | sed -n 's/\.off$//p'); do
+		printf '%-6s OFF (fault poweroff; poweron or heal boots it)\n' "$h"
+	done
 	for h in $(hosts_up); do
 		p=$(cat "$STATE/hosts/$h.pid")
 		if kill -0 "$p" 2>/dev/null; then

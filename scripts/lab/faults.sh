@@ -54,6 +54,30 @@ fault_reboot() {
 	libvirt_objects "$h"
 }
 
+# poweroff: the host is off for good until poweron (or heal): every process
+# of it dies (daemons and guests) and its address drops every packet, as a
+# powered-off machine's would (no refusal, only silence). Its disk stays:
+# poweron boots it with its defined domains shut off.
+fault_poweroff() {
+	local h=$1
+	stop_host "$h"
+	touch "$STATE/hosts/$h.off"
+	ipt "$h" -A BFLAB -i eth0 -j DROP
+	ipt "$h" -A BFLAB -o eth0 -j DROP
+}
+
+fault_poweron() {
+	local h=$1 i
+	i=$(index_of "$h")
+	[ -e "$STATE/hosts/$h.off" ] || { log "$h: not powered off"; return 0; }
+	ensure_netns "$h" "$i"
+	ipt "$h" -F BFLAB
+	start_host "$h" "$i"
+	wait_host "$h"
+	libvirt_objects "$h"
+	rm -f "$STATE/hosts/$h.off"
+}
+
 # rotate-client-cert: a new key and certificate for the provider's Secret of
 # HOST, replaced in place (the ..data swap of a Secret update). SUBJECT
 # defaults to the allowed DN; another one tests a rotation the host refuses.
@@ -82,6 +106,7 @@ fault_swap_hostkey() {
 cmd_fault() {
 	local h=${1:?host} kind=${2:?kind}
 	index_of "$h" >/dev/null
+	if [ "$kind" = poweron ]; then fault_poweron "$h"; log "$h: poweron"; return 0; fi
 	[ -s "$STATE/hosts/$h.pid" ] || die "host $h is not up"
 	case "$kind" in
 	partition)
@@ -94,17 +119,19 @@ cmd_fault() {
 	kill-daemon) in_host "$h" bigfleet-lab-daemon kill ;;
 	start-daemon) in_host "$h" bigfleet-lab-daemon start ;;
 	reboot) fault_reboot "$h" ;;
+	poweroff) fault_poweroff "$h" ;;
 	rotate-client-cert) fault_rotate "$h" "${3:-}" ;;
 	swap-hostkey) fault_swap_hostkey "$h" ;;
-	*) die "unknown fault $kind (partition|delay MS|loss PCT|freeze|thaw|kill-daemon|start-daemon|reboot|rotate-client-cert [SUBJECT]|swap-hostkey)" ;;
+	*) die "unknown fault $kind (partition|delay MS|loss PCT|freeze|thaw|kill-daemon|start-daemon|reboot|poweroff|poweron|rotate-client-cert [SUBJECT]|swap-hostkey)" ;;
 	esac
 	log "$h: $kind ${3:-}"
 }
 
-# heal: no network fault, libvirtd running and not stopped, the original
-# SSH host key back.
+# heal: powered on, no network fault, libvirtd running and not stopped, the
+# original SSH host key back.
 cmd_heal() {
 	local h=$1
+	[ -e "$STATE/hosts/$h.off" ] && fault_poweron "$h"
 	[ -s "$STATE/hosts/$h.pid" ] || die "host $h is not up"
 	ipt "$h" -F BFLAB
 	stop_netdelay "$h"
