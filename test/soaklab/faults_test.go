@@ -17,7 +17,8 @@ import (
 )
 
 // The fault kinds: five on a lab host's network or daemon, two on the
-// host as a whole, four on the provider.
+// host as a whole (four with the host-off kinds of hostoff_test.go), four
+// on the provider.
 const (
 	partition  soakkit.FaultKind = "partition"
 	delay      soakkit.FaultKind = "delay"
@@ -40,6 +41,18 @@ var menu = []struct {
 	{provKill, 2}, {provTerm, 1}, {lostState, 1},
 }
 
+// hostOffMenu is drawn from in the long run only; the short run injects
+// each once, at a fixed burst (forcedAt), to keep its time.
+var hostOffMenu = []struct {
+	kind   soakkit.FaultKind
+	weight int
+}{{hostOffAdmin, 1}, {hostOffFenced, 1}}
+
+// forcedAt is the short run's host-off faults, by burst.
+var forcedAt = map[int]soakkit.FaultKind{2: hostOffAdmin, 4: hostOffFenced}
+
+func isHostOff(k soakkit.FaultKind) bool { return k == hostOffAdmin || k == hostOffFenced }
+
 func onProvider(k soakkit.FaultKind) bool { return k == provKill || k == provTerm || k == lostState }
 
 // runBursts injects faults in bursts until the run is done: each burst
@@ -61,11 +74,16 @@ func (s *soak) runBursts(t *testing.T) {
 		provider := false
 		n := s.p.Burst[0] + rng.IntN(s.p.Burst[1]-s.p.Burst[0]+1)
 		offset := time.Duration(0)
-		for range n {
-			k, host := s.draw(rng, busy, provider)
+		hostOff := false
+		for i := range n {
+			k, host := s.draw(rng, busy, provider, hostOff)
+			if f, ok := forcedAt[burst]; ok && s.p.Minutes == 0 && i == 0 {
+				k, host = f, s.hosts[rng.IntN(len(s.hosts))].Name
+			}
 			if k == "" {
 				break
 			}
+			hostOff = hostOff || isHostOff(k)
 			busy[host], provider = true, provider || onProvider(k)
 			hold := s.p.Hold[0] + time.Duration(rng.Int64N(int64(s.p.Hold[1]-s.p.Hold[0])+1))
 			arg := map[soakkit.FaultKind]int{delay: 100 + rng.IntN(1400), loss: 5 + rng.IntN(36)}[k]
@@ -93,21 +111,28 @@ func (s *soak) done() bool {
 }
 
 // draw picks a kind by weight and a host for it among those not busy in
-// this burst ("" for the provider); the second provider fault of a burst
-// is drawn again.
-func (s *soak) draw(rng *rand.Rand, busy map[string]bool, provider bool) (soakkit.FaultKind, string) {
+// this burst ("" for the provider); the second provider fault or host-off
+// fault of a burst is drawn again.
+func (s *soak) draw(rng *rand.Rand, busy map[string]bool, provider, hostOff bool) (soakkit.FaultKind, string) {
+	kinds := menu
+	if s.p.Minutes > 0 {
+		kinds = append(slices.Clone(menu), hostOffMenu...)
+	}
 	total := 0
-	for _, m := range menu {
+	for _, m := range kinds {
 		total += m.weight
 	}
 	for range 20 {
 		r := rng.IntN(total)
 		var k soakkit.FaultKind
-		for _, m := range menu {
+		for _, m := range kinds {
 			if r -= m.weight; r < 0 {
 				k = m.kind
 				break
 			}
+		}
+		if isHostOff(k) && hostOff {
+			continue // one host off at a time
 		}
 		if onProvider(k) {
 			if provider {
@@ -160,6 +185,8 @@ func (s *soak) inject(k soakkit.FaultKind, host string, hold time.Duration, arg 
 		return s.hostFault(host, hold, string(k), fmt.Sprint(arg))
 	case killDaemon:
 		return s.hostFault(host, min(hold, 10*time.Second), string(k))
+	case hostOffAdmin, hostOffFenced:
+		return s.hostOff(k, host, hold)
 	case reboot, rotateCert:
 		_, err := s.lab.run(3*time.Minute, "fault", host, string(k))
 		return string(k), err
@@ -216,10 +243,11 @@ func (s *soak) markRestart() {
 	s.mu.Unlock()
 }
 
-// settle waits until the provider serves and reaches every host again (a
-// rebooted host's libvirtd, a rotated certificate), then lets reconcile run
-// two passes.
+// settle brings back the hosts the fence command powered off, waits until
+// the provider serves and reaches every host again (a rebooted host's
+// libvirtd, a rotated certificate), then lets reconcile run two passes.
 func (s *soak) settle(when string) {
+	s.bringBackFenced(when)
 	deadline := time.Now().Add(3 * time.Minute)
 	var dark []string
 	for {

@@ -75,6 +75,10 @@ func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 	if why := s.crashed(op, m, from); why != "" {
 		return why
 	}
+	_, host, _ := refParts(m)
+	if why := s.offExplains(host, le, from); why != "" {
+		return why
+	}
 	configure := op == nil || op.Kind == "Configure"
 	if !configure || !strings.Contains(le, "interrupted by a provider restart") {
 		return ""

@@ -82,6 +82,10 @@ type soak struct {
 	nfault atomic.Int64
 	// refused counts the stale tokens probed after restarts and refused.
 	refused atomic.Int64
+	// fenced is the fence command's record (hostoff_test.go); nfenced
+	// counts the hosts it fenced outside a host-off fault.
+	fenced  string
+	nfenced atomic.Int64
 
 	mu        sync.Mutex
 	bound     map[string]soakkit.Binding // machines BigFleet saw CONFIGURED, not drained since
@@ -191,13 +195,18 @@ func (s *soak) startProvider(t *testing.T) error {
 		return err
 	}
 	s.state = filepath.Join(dir, "state.db")
+	fence, err := s.writeFence(dir)
+	if err != nil {
+		return err
+	}
 	args := append([]string{"--addr=" + addr, "--metrics-addr=", "--provider=" + s.p.Provider, "--hosts=" + hostsPath,
 		"--instance-types=" + types, "--offerings=" + offers, "--state=" + s.state,
 		"--reconcile-interval=" + reconcileEvery.String(), "--log-format=text", "--log-level=info",
 		"--create-timeout=" + createTimeout.String(), "--configure-timeout=" + configureTimeout.String(),
 		"--drain-timeout=" + drainTimeout.String(), "--delete-timeout=" + deleteTimeout.String(),
 		"--migrate-timeout=" + migrateTimeout.String(),
-		"--shutdown-timeout=" + s.p.ShutdownTimeout.String(), "--drain-margin=10s"}, s.lab.Args...)
+		"--shutdown-timeout=" + s.p.ShutdownTimeout.String(), "--drain-margin=10s",
+		"--fence-command=" + fence, "--host-down-after=" + hostDownAfter.String()}, s.lab.Args...)
 	args = append(args, tlsFlags...)
 	if s.admin, err = dial(addr, cfgs[uris[0]]); err != nil {
 		return err
@@ -309,6 +318,7 @@ func (s *soak) report(t *testing.T) {
 	}
 	s.logf("operations by outcome: %s", s.led.Outcomes())
 	s.logf("fence probes after provider restarts: %d stale tokens refused", s.refused.Load())
+	s.logf("hosts fenced by the fence command outside a host-off fault: %d", s.nfenced.Load())
 	details := s.led.Details()
 	for _, d := range details {
 		fmt.Println(d)
