@@ -78,7 +78,7 @@ func (s *soak) runBursts(t *testing.T) {
 		for i := range n {
 			k, host := s.draw(rng, busy, provider, hostOff)
 			if f, ok := forcedAt[burst]; ok && s.p.Minutes == 0 && i == 0 {
-				k, host = f, s.hosts[rng.IntN(len(s.hosts))].Name
+				k, host = f, s.hostWithMachine(rng)
 			}
 			if k == "" {
 				break

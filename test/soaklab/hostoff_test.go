@@ -5,6 +5,7 @@ package soaklab
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/internal/soakkit"
 )
@@ -35,7 +37,7 @@ const (
 // run's holds, so there mainly host-off-fenced makes it fence; the long
 // run's longer outages can trip it too (any fenced host is brought back
 // by settle).
-const hostDownAfter = 25 * time.Second
+const hostDownAfter = 15 * time.Second
 
 // writeFence writes the provider's fence command: the lab powers the host
 // off and the time and host are appended to the soak's record of fences.
@@ -45,6 +47,25 @@ func (s *soak) writeFence(dir string) (string, error) {
 	script := fmt.Sprintf("#!/bin/sh\n# the soak's fence command (--fence-command): an IPMI power-off of the lab host\n"+
 		"echo \"$(date +%%s) $2\" >>%s\nexec %s fault \"$2\" poweroff\n", s.fenced, s.lab.Script)
 	return path, os.WriteFile(path, []byte(script), 0o755)
+}
+
+// hostWithMachine is a host holding one of the soak's machines (IDLE or
+// CONFIGURED), so that a host-off fault costs a machine; any host when
+// none does.
+func (s *soak) hostWithMachine(rng *rand.Rand) string {
+	ms, _ := soakkit.List(s.admin)
+	var with []string
+	for _, id := range s.ids {
+		if m := ms[id]; m != nil && (m.GetState() == pb.MachineState_MACHINE_STATE_IDLE || m.GetState() == pb.MachineState_MACHINE_STATE_CONFIGURED) {
+			if _, h, _ := refParts(m); h != "" {
+				with = append(with, h)
+			}
+		}
+	}
+	if len(with) == 0 {
+		return s.hosts[rng.IntN(len(s.hosts))].Name
+	}
+	return with[rng.IntN(len(with))]
 }
 
 // fencedBetween: the fence command powered host off between from and to.
