@@ -37,6 +37,7 @@ type Engine interface {
 	Reconcile(ctx context.Context) lifecycle.ReconcileReport
 	Release(ctx context.Context, id string) (lifecycle.Ack, error)
 	Migrate(ctx context.Context, id, toHost string) (lifecycle.MigrateResult, error)
+	ClearMark(ctx context.Context, id, shard, by string) (lifecycle.ClearedMark, error)
 	Watch(buffer int) (ch <-chan lifecycle.Machine, lost func() bool, cancel func())
 	Backend() backend.Backend
 }
@@ -169,7 +170,7 @@ func New(opts Options) (*Service, error) {
 		Help: "Admin API write attempts by action, result (ok, denied, error) and caller identity (the --admin-clients pattern that matched, or anonymous, or unlisted).",
 	}, []string{"action", "result", "identity"})
 	// Export zeros, so rate() works from the start.
-	for _, a := range []string{actionRelease, actionReconcile, actionCordon, actionUncordon, actionDown, actionUp} {
+	for _, a := range []string{actionRelease, actionReconcile, actionCordon, actionUncordon, actionDown, actionUp, actionFenceClear} {
 		for _, id := range []string{labelAnonymous, labelUnlisted} {
 			s.writes.WithLabelValues(a, "denied", id)
 		}

@@ -17,20 +17,19 @@ import (
 // commit: a crash in between leaves the state's mark, which a retry
 // clears, never a cleared state whose host would restore the mark. Only
 // a machine in a stable state is cleared: a running transition may be
-// writing its metadata. It returns the mark removed and the machine as
-// it is afterwards.
-func (e *Engine) ClearMark(ctx context.Context, id, shard, by string) (Mark, Machine, error) {
+// writing its metadata.
+func (e *Engine) ClearMark(ctx context.Context, id, shard, by string) (ClearedMark, error) {
 	if err := validateID("machine_id", id); err != nil {
-		return Mark{}, Machine{}, err
+		return ClearedMark{}, err
 	}
 	if shard == "" {
-		return Mark{}, Machine{}, errorf(CodeInvalid, "shard_id is required (ListFenceMarks names the shards with marks)")
+		return ClearedMark{}, errorf(CodeInvalid, "shard_id is required (ListFenceMarks names the shards with marks)")
 	}
 	unlock := e.locks.Lock(id)
 	defer unlock()
 	cur, known := e.idx.Get(id)
 	if !known {
-		return Mark{}, Machine{}, errorf(CodeNotFound, "machine %q not found", id)
+		return ClearedMark{}, errorf(CodeNotFound, "machine %q not found", id)
 	}
 	key := MarkKey{ShardID: shard, MachineID: id}
 	m, durable := e.marks.Get(key)
@@ -39,23 +38,35 @@ func (e *Engine) ClearMark(ctx context.Context, id, shard, by string) (Mark, Mac
 			// A newcomer's refused call left it in memory only (keepMark):
 			// nothing durable to change.
 			e.unknown.Delete(key)
-			return m, cur.Clone(), nil
+			return e.cleared(m, cur), nil
 		}
-		return Mark{}, Machine{}, errorf(CodeNotFound, "shard %s holds no fence mark on machine %q", quoteClipped(shard), id)
+		return ClearedMark{}, errorf(CodeNotFound, "shard %s holds no fence mark on machine %q", quoteClipped(shard), id)
 	}
 	if err := e.clearable(cur); err != nil {
-		return Mark{}, Machine{}, err
+		return ClearedMark{}, err
 	}
 	if mc := e.can.MarkClearer; mc != nil && cur.Domain != "" {
 		if err := mc.ClearMark(ctx, id, cur.Placement(), shard); err != nil {
-			return Mark{}, Machine{}, errorf(CodeUnavailable, "machine %q: the mark is unchanged: %v", id, err)
+			return ClearedMark{}, errorf(CodeUnavailable, "machine %q: the mark is unchanged: %v", id, err)
 		}
 	}
 	n, err := e.commitClear(ctx, cur, key, m, by)
 	if err != nil {
-		return Mark{}, Machine{}, err
+		return ClearedMark{}, err
 	}
-	return m, n.Clone(), nil
+	return e.cleared(m, n), nil
+}
+
+// ClearedMark is what ClearMark did.
+type ClearedMark struct {
+	Mark    Mark    // the mark removed
+	Machine Machine // the machine afterwards
+	// ShardsLeft is how many shards still hold durable marks on it.
+	ShardsLeft int
+}
+
+func (e *Engine) cleared(m Mark, n *Machine) ClearedMark {
+	return ClearedMark{Mark: m, Machine: n.Clone(), ShardsLeft: e.marks.ShardsOn(n.ID)}
 }
 
 // clearable refuses a machine whose metadata a transition or a migration
