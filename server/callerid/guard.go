@@ -150,20 +150,19 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 
 func (g *Guard) check(ctx context.Context, procedure, shard string, peer connect.Peer) error {
 	method := shortName(procedure)
-	cert, id := g.identity(ctx)
-	return g.verdict(ctx, method, Decide(method, !reads[method], shard, cert, id), peer)
+	cert, id := certOf(ctx)
+	return g.verdict(ctx, method, Decide(method, !reads[method], shard, cert != nil, id), peer)
 }
 
 func shortName(procedure string) string { return procedure[strings.LastIndexByte(procedure, '/')+1:] }
 
-// identity is the call's verified certificate's identity, and whether
-// there was one.
-func (g *Guard) identity(ctx context.Context) (bool, Identity) {
+// certOf is the call's verified certificate (nil: none) and its identity.
+func certOf(ctx context.Context) (*x509.Certificate, Identity) {
 	cert, ok := ctx.Value(certKey{}).(*x509.Certificate)
 	if !ok {
-		return false, Identity{}
+		return nil, Identity{}
 	}
-	return true, Of(cert)
+	return cert, Of(cert)
 }
 
 // verdict logs, counts and keeps a refusal and returns its error; nil r
@@ -199,12 +198,8 @@ func (i adminInterceptor) check(ctx context.Context, procedure string, peer conn
 	if i.isWrite(method) {
 		return nil
 	}
-	cert, ok := ctx.Value(certKey{}).(*x509.Certificate)
-	var id Identity
-	if ok {
-		id = Of(cert)
-	}
-	return i.g.verdict(ctx, method, DecideAdminRead(method, ok, id, ok && i.listed(cert)), peer)
+	cert, id := certOf(ctx)
+	return i.g.verdict(ctx, method, DecideAdminRead(method, cert != nil, id, cert != nil && i.listed(cert)), peer)
 }
 
 func (i adminInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
