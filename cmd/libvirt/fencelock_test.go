@@ -153,6 +153,11 @@ func TestFenceClearOverTheWire(t *testing.T) {
 		t.Fatalf("a new shard's Configure at the bound: %v; want ResourceExhausted", code)
 	}
 	before := marks()
+	if b := before.GetBusiest(); len(before.GetShards()) != limit || before.GetRefusedAtLimit() != 1 ||
+		len(b) != 1 || b[0].GetMachineId() != id || int(b[0].GetShards()) != limit {
+		t.Errorf("at the bound: %d shards, %d refused, busiest %v; want %d, 1, %s with %d",
+			len(before.GetShards()), before.GetRefusedAtLimit(), b, limit, id, limit)
+	}
 	clear := &adminv1.ClearFenceMarkRequest{MachineId: id, ShardId: "filler-07"}
 	for name, sans := range map[string][]string{
 		"readonly":                 {"bigfleet://readonly"},
@@ -197,6 +202,8 @@ func TestFenceClearOverTheWire(t *testing.T) {
 	for _, want := range []string{
 		`admin_writes_total{action="fence-clear",identity="uri:bigfleet://admin",result="ok"} 1`,
 		`admin_writes_total{action="fence-clear",identity="unlisted",result="denied"} 3`,
+		"fence_shard_limit_refused_total 1",
+		fmt.Sprintf("fence_shards_per_machine_limit %d", limit),
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
