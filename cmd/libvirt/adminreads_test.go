@@ -130,26 +130,33 @@ var adminIdentities = []struct {
 // TestAdminReadsFollowCallerIdentity is issue 39's table: each admin read
 // × each certificate × each client stack, on --addr and on a separate
 // --admin-addr, under --caller-identity=bigfleet (the default under
-// mTLS). Refusals are PermissionDenied with CapacityProvider's message
-// shape, WARN line, metric and refusal list.
+// mTLS), and with --admin-write on (whose default --admin-clients,
+// uri:bigfleet://admin, may read too: the table must not change).
+// Refusals are PermissionDenied with CapacityProvider's message shape,
+// WARN line, metric and refusal list.
 func TestAdminReadsFollowCallerIdentity(t *testing.T) {
 	t.Parallel()
-	for _, separate := range []bool{false, true} {
-		name := map[bool]string{false: "on --addr", true: "on --admin-addr"}[separate]
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		separate, write bool
+	}{{"on --addr", false, false}, {"on --admin-addr", true, false}, {"on --addr with --admin-write", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			adminReadsTable(t, separate)
+			adminReadsTable(t, tc.separate, tc.write)
 		})
 	}
 }
 
-func adminReadsTable(t *testing.T, separate bool) {
+func adminReadsTable(t *testing.T, separate, write bool) {
 	ca := newTestCA(t, "bigfleet-ca")
 	srv := ca.issue(t, "server")
 	args := []string{"--use-fake-backend", "--seed-count=2", "--metrics-addr=127.0.0.1:0",
 		"--tls-cert=" + srv.certFile, "--tls-key=" + srv.keyFile, "--tls-ca=" + ca.file}
 	if separate {
 		args = append(args, "--admin-addr=127.0.0.1:0")
+	}
+	if write {
+		args = append(args, "--admin-write")
 	}
 	p := startProvider(t, args...)
 	serving := p.logLines("serving")
@@ -204,7 +211,7 @@ func adminReadsTable(t *testing.T, separate bool) {
 			fmt.Fprintf(&table, "| %s | %s | %s |\n", ident.name, s.name, strings.Join(codes, " | "))
 		}
 	}
-	t.Logf("admin reads over the wire (%s):\n%s", map[bool]string{false: "--addr", true: "--admin-addr"}[separate], table.String())
+	t.Logf("admin reads over the wire (%s):\n%s", t.Name(), table.String())
 
 	warns := p.logLines("caller identity refused")
 	if len(warns) != refused {
