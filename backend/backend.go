@@ -222,6 +222,15 @@ type ZoneInventory struct {
 	Fenced []Observed
 }
 
+// MarkClearer is implemented by backends that record fence marks with
+// their machines (FenceMark). ClearMark removes shardID's mark from the
+// metadata of the machine's domain at p (nothing to do when it holds
+// none): without it, a mark an operator cleared from the state would
+// come back from the host after a lost state file.
+type MarkClearer interface {
+	ClearMark(ctx context.Context, machineID string, p Placement, shardID string) error
+}
+
 // FencedDestroyer is implemented by backends that declare hosts down
 // (HostDownDeclarer). DestroyFenced destroys our domain of machineID at
 // pl, on a host that is still declared down, with its volumes: a copy

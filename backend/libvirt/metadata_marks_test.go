@@ -104,3 +104,35 @@ func TestMarksWrittenBeforeTheWork(t *testing.T) {
 		t.Fatalf("after a failed Drain: marks %v, binding %q", got.Marks, got.ClusterID)
 	}
 }
+
+// TestClearMark (issue 39): the admin API's fence clear removes one
+// shard's mark from the domain's metadata, leaving the other marks and
+// the binding; clearing a shard without a mark there changes nothing.
+func TestClearMark(t *testing.T) {
+	t.Parallel()
+	b, _ := newTestBackend(t, nil)
+	withFakeAgent(b)
+	ctx := context.Background()
+	c := testConn(t, b, "z1")
+	s := spec("m1")
+	s.Marks = map[string]backend.FenceMark{"s1": {Epoch: 5, Sequence: 1}, "invented": {Epoch: 1, Sequence: 1}}
+	pl, err := b.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Configure(ctx, configureSpec(pl, "m1", "c1", []byte("blob"))); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second clear finds nothing to remove
+		if err := b.ClearMark(ctx, "m1", pl, "invented"); err != nil {
+			t.Fatal(err)
+		}
+		md := readMD(t, c, pl.Domain)
+		if want := map[string]backend.FenceMark{"s1": {Epoch: 5, Sequence: 1}}; !maps.Equal(md.Marks, want) || md.ClusterID != "c1" {
+			t.Fatalf("after the clear: marks %v, cluster %q; want %v and c1", md.Marks, md.ClusterID, want)
+		}
+	}
+	if err := b.ClearMark(ctx, "m2", backend.Placement{Zone: "z1", Domain: pl.Domain}, "s1"); err == nil {
+		t.Error("a clear naming another machine's domain succeeded")
+	}
+}

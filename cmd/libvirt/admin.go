@@ -68,6 +68,9 @@ func (c *config) adminCA() string {
 // --state, so a restart keeps a host under maintenance out of placement
 // and a fenced host declared down; without --state they live in memory,
 // like the state itself. onCordon runs after each cordon or down change.
+// guard (nil unless --caller-identity=bigfleet) holds the admin reads to
+// bigfleet://admin and bigfleet://readonly, on --addr and --admin-addr
+// alike: both mount this one service.
 func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler, onCordon func(), guard *callerid.Guard) (*admin.Service, error) {
 	clients, err := admin.ParseClients(cfg.adminClients())
 	if err != nil {
@@ -76,7 +79,7 @@ func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *s
 	adm, err := admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite, Clients: clients,
 		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: page,
 		CordonFile: admin.CordonFileFor(cfg.State), DownFile: admin.DownFileFor(cfg.State), OnCordon: onCordon,
-		CallerMode: cfg.callerMode(), Refusals: refusalsOf(guard)})
+		CallerMode: cfg.callerMode(), Refusals: refusalsOf(guard), Guard: guard})
 	if err != nil && cfg.State != "" {
 		// admin.New names the file it could not read.
 		return nil, fmt.Errorf("--state %s: %w", cfg.State, err)

@@ -101,7 +101,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate `file` for --addr; with --tls-key enables TLS 1.3")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key `file` matching --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle `file`; clients must present a certificate it signed (mTLS)")
-	fs.StringVar(&c.CallerIdentity, "caller-identity", "", "under mTLS, who may call what (BigFleet ADR-0048): bigfleet binds each call to its certificate's bigfleet:// URI SAN (a shard mutates only with its own shard_id; readonly and admin only read); any lets every certificate the CA signed make any call (a mesh that terminates TLS, a migration period). Default: bigfleet under mTLS; plaintext and server-only TLS carry no identity")
+	fs.StringVar(&c.CallerIdentity, "caller-identity", "", "under mTLS, who may call what (BigFleet ADR-0048): bigfleet binds each call to its certificate's bigfleet:// URI SAN (a shard mutates only with its own shard_id; readonly and admin only read; the admin API's reads need admin or readonly, or a certificate --admin-clients lists); any lets every certificate the CA signed make any call (a mesh that terminates TLS, a migration period). Default: bigfleet under mTLS; plaintext and server-only TLS carry no identity")
 	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", tlsreload.DefaultInterval, "how often the TLS files are re-read; changed files apply to new connections")
 
 	fs.StringVar(&c.Provider, "provider", "libvirt", "provider `name` reported as HostRef.provider; must stay stable for a state file")

@@ -335,50 +335,6 @@ func TestNoCertificateFencesAnotherShard(t *testing.T) {
 	}
 }
 
-// TestShardMarkBoundOverTheWire: where identities are not bound (here
-// plaintext), 10,000 invented shard ids aimed at one machine leave at most
-// the bound of marks; the rest are ResourceExhausted and counted, and the
-// admin listing shows the machine at the bound.
-func TestShardMarkBoundOverTheWire(t *testing.T) {
-	t.Parallel()
-	p := startProvider(t, "--use-fake-backend", "--seed-count=1", "--metrics-addr=127.0.0.1:0", "--state="+t.TempDir()+"/state.db")
-	if s := p.logLines("serving"); len(s) != 1 || !strings.HasPrefix(s[0]["caller_identity"].(string), "off (no client certificates") {
-		t.Errorf("serving log = %v; want caller_identity off in plaintext", s)
-	}
-	c := dial(t, p.addr)
-	id := c.list(t).GetMachines()[0].GetId()
-	const invented = 10_000
-	exhausted := 0
-	for i := range invented {
-		code := grpcCaller(c)(t.Context(), "Delete", requestFor("Delete", id, fmt.Sprintf("invented-%05d", i), 1, 1))
-		switch code {
-		case connect.CodeResourceExhausted:
-			exhausted++
-		case connect.CodeAborted: // a mark recorded; Delete on SPECULATIVE is out of position
-		default:
-			t.Fatalf("invented shard %d: %v", i, code)
-		}
-	}
-	marks := new(adminv1.ListFenceMarksResponse)
-	if err := c.admin(t, "ListFenceMarks", &adminv1.ListFenceMarksRequest{}, marks); err != nil {
-		t.Fatal(err)
-	}
-	limit := int(marks.GetShardsPerMachineLimit())
-	if limit <= 0 || len(marks.GetShards()) != limit || exhausted != invented-limit || marks.GetRefusedAtLimit() != int64(exhausted) {
-		t.Errorf("%d shards hold marks, limit %d, %d refused (listed %d); want the limit and %d refused",
-			len(marks.GetShards()), limit, exhausted, marks.GetRefusedAtLimit(), invented-limit)
-	}
-	if b := marks.GetBusiest(); len(b) != 1 || b[0].GetMachineId() != id || int(b[0].GetShards()) != limit {
-		t.Errorf("busiest = %v; want %s with %d shards", b, id, limit)
-	}
-	metrics := get(t, "http://"+p.logLines("metrics server listening")[0]["metrics_addr"].(string)+"/metrics", nil)
-	for _, want := range []string{fmt.Sprintf("fence_shard_limit_refused_total %d", exhausted), fmt.Sprintf("fence_shards_per_machine_limit %d", limit)} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %q", want)
-		}
-	}
-}
-
 // TestAdminWritesDefaultToBigFleetAdmin: with --admin-write and no
 // --admin-clients, BigFleet's admin identity (a URI SAN) may write; a
 // shard, a DNS SAN spelling the URI and a CN spelling it may not.

@@ -305,9 +305,9 @@ func callerDesc(cfg config) string {
 	case callerOff:
 		return "off (no client certificates on this transport: every caller may make every call)"
 	case callerAny:
-		return "any (--caller-identity=any: every certificate the CA signed may make every call)"
+		return "any (--caller-identity=any: every certificate the CA signed may make every call, admin reads included; admin writes still need --admin-write and --admin-clients)"
 	}
-	return "bigfleet (each call bound to its certificate's bigfleet:// URI SAN)"
+	return "bigfleet (each call bound to its certificate's bigfleet:// URI SAN; admin reads need bigfleet://admin or bigfleet://readonly)"
 }
 
 // minRPCDrain is the floor of the RPC drain after transitions used the

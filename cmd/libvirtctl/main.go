@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -64,6 +66,7 @@ func commands() []command {
 		{name: "uncordon", args: "HOST", ids: 1, help: "admin write: placements may go to HOST again", run: cmdUncordon},
 		{name: "down", args: "HOST", ids: 1, help: "admin write: declare HOST down, off or fenced for sure (--reason TEXT, required); survives a restart", flags: downFlags, run: cmdDown},
 		{name: "up", args: "HOST", ids: 1, help: "admin write: end HOST's down declaration", run: cmdUp},
+		{name: "fence clear", args: "ID", ids: 1, help: "admin write: remove shard --shard's fence mark on machine ID (a machine at its shards-per-machine bound)", flags: fenceClearFlags, run: cmdFenceClear},
 		{name: "migrate", args: "ID", ids: 1, help: "admin write: live-migrate an IDLE or CONFIGURED machine to another host of its zone (--to HOST)", flags: migrateFlags, run: cmdMigrate},
 	}
 }
@@ -85,8 +88,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var cmd *command
 	for _, c := range commands() {
-		if c.name == rest[0] {
-			cmd = &c
+		// A command of two words ("fence clear") takes two arguments.
+		if name, n := commandName(rest, c.name); name != "" {
+			cmd, rest = &c, append([]string{name}, rest[n:]...)
 			break
 		}
 	}
@@ -123,6 +127,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return cmd.run(ctx, c, o, id, stdout)
 }
 
+// commandName returns name and how many of args it spans when args start
+// with it, else "".
+func commandName(args []string, name string) (string, int) {
+	words := strings.Fields(name)
+	if len(args) < len(words) || !slices.Equal(args[:len(words)], words) {
+		return "", 0
+	}
+	return name, len(words)
+}
+
 // parseInterspersed lets flags follow positional arguments
 // ("get m-1 -o json"), which the flag package alone stops at.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -144,7 +158,7 @@ func printUsage(w io.Writer, global *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: libvirtctl [flags] COMMAND [ID] [flags]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %-4s %s\n", c.name, c.args, c.help)
+		fmt.Fprintf(w, "  %-11s %-4s %s\n", c.name, c.args, c.help)
 	}
 	fmt.Fprintln(w, "\nflags (valid before or after the command):")
 	global.SetOutput(w)
@@ -152,9 +166,9 @@ func printUsage(w io.Writer, global *flag.FlagSet) {
 	fmt.Fprintln(w, "\nlifecycle calls also take --shard, --epoch, --seq (fencing token);")
 	fmt.Fprintln(w, "\ncertificates (under mTLS with --caller-identity=bigfleet, BigFleet ADR-0048):")
 	fmt.Fprintln(w, "  create, configure, drain, delete  URI SAN bigfleet://shard/<id>; the token's shard is that id")
-	fmt.Fprintln(w, "  list, get, history, watch, summary, hosts, drain-list, marks")
-	fmt.Fprintln(w, "                                    any of bigfleet://shard/<id>, bigfleet://readonly, bigfleet://admin")
-	fmt.Fprintln(w, "  release, reconcile, cordon, uncordon, down, up, migrate")
+	fmt.Fprintln(w, "  list, get, history, watch, summary, hosts, drain-list, marks (the admin API)")
+	fmt.Fprintln(w, "                                    bigfleet://readonly or bigfleet://admin (or a name on --admin-clients)")
+	fmt.Fprintln(w, "  release, reconcile, cordon, uncordon, down, up, migrate, fence clear")
 	fmt.Fprintln(w, "                                    a name on the provider's --admin-clients (default bigfleet://admin)")
 	fmt.Fprintln(w, "run 'libvirtctl COMMAND -h' for a command's own flags.")
 }

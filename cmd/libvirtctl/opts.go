@@ -27,6 +27,7 @@ type opts struct {
 	metadata               map[string]string
 	grace                  int64
 	marksShard             string
+	clearShard             string
 	reason                 string
 	toHost                 string
 }
@@ -76,6 +77,10 @@ func watchFlags(fs *flag.FlagSet, o *opts) {
 
 func marksFlags(fs *flag.FlagSet, o *opts) {
 	fs.StringVar(&o.marksShard, "shard", "", "only this shard's marks")
+}
+
+func fenceClearFlags(fs *flag.FlagSet, o *opts) {
+	fs.StringVar(&o.clearShard, "shard", "", "the shard whose mark is removed (required; marks lists them)")
 }
 
 func cordonFlags(fs *flag.FlagSet, o *opts) {

@@ -37,6 +37,7 @@ type Engine interface {
 	Reconcile(ctx context.Context) lifecycle.ReconcileReport
 	Release(ctx context.Context, id string) (lifecycle.Ack, error)
 	Migrate(ctx context.Context, id, toHost string) (lifecycle.MigrateResult, error)
+	ClearMark(ctx context.Context, id, shard, by string) (lifecycle.ClearedMark, error)
 	Watch(buffer int) (ch <-chan lifecycle.Machine, lost func() bool, cancel func())
 	Backend() backend.Backend
 }
@@ -83,6 +84,12 @@ type Options struct {
 	// and Refusals lists its latest refusals (nil: none).
 	CallerMode string
 	Refusals   func() []callerid.Rejection
+	// Guard, when set (--caller-identity=bigfleet), holds every read to
+	// the caller's certificate: bigfleet://admin or bigfleet://readonly,
+	// refused like CapacityProvider calls (the same log line, metric and
+	// refusal list). nil: reads are open to whoever reaches the listener.
+	// Writes keep their own gate (AllowWrite, Clients) either way.
+	Guard *callerid.Guard
 }
 
 // CordonFileFor is the cordon file of a provider whose state file is
@@ -120,6 +127,7 @@ type Service struct {
 
 	callerMode string
 	refusals   func() []callerid.Rejection
+	guard      *callerid.Guard
 	stop       chan struct{}
 	stopOnce   sync.Once
 }
@@ -144,7 +152,7 @@ func New(opts Options) (*Service, error) {
 	}
 	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, log: opts.Logger,
 		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, downs: downs, onCordon: opts.OnCordon, now: opts.Now, stop: make(chan struct{}),
-		callerMode: opts.CallerMode, refusals: opts.Refusals}
+		callerMode: opts.CallerMode, refusals: opts.Refusals, guard: opts.Guard}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -162,7 +170,7 @@ func New(opts Options) (*Service, error) {
 		Help: "Admin API write attempts by action, result (ok, denied, error) and caller identity (the --admin-clients pattern that matched, or anonymous, or unlisted).",
 	}, []string{"action", "result", "identity"})
 	// Export zeros, so rate() works from the start.
-	for _, a := range []string{actionRelease, actionReconcile, actionCordon, actionUncordon, actionDown, actionUp} {
+	for _, a := range []string{actionRelease, actionReconcile, actionCordon, actionUncordon, actionDown, actionUp, actionFenceClear} {
 		for _, id := range []string{labelAnonymous, labelUnlisted} {
 			s.writes.WithLabelValues(a, "denied", id)
 		}
@@ -193,7 +201,16 @@ func (s *Service) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
 // server.Options.Mount. The page is served at exactly "/" and its assets
 // under "/ui/", so unknown RPC paths still get 404, never HTML.
 func (s *Service) Mount(mux *http.ServeMux, interceptors connect.HandlerOption) {
-	path, h := adminv1connect.NewAdminServiceHandler(s, interceptors, connect.WithReadMaxBytes(1<<20))
+	opts := []connect.HandlerOption{interceptors, connect.WithReadMaxBytes(1 << 20)}
+	if s.guard != nil {
+		// Innermost, as on CapacityProvider: after the request id, before
+		// the method.
+		opts = append(opts, connect.WithInterceptors(s.guard.AdminInterceptor(IsWrite, s.listed)))
+	}
+	path, h := adminv1connect.NewAdminServiceHandler(s, opts...)
+	if s.guard != nil {
+		h = s.guard.Middleware(h)
+	}
 	mux.Handle(path, withCaller(h))
 	if s.ui != nil {
 		mux.Handle("GET /{$}", s.ui)

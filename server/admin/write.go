@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 
 	"connectrpc.com/connect"
@@ -23,6 +24,27 @@ const (
 	labelAnonymous = Anonymous
 	labelUnlisted  = "unlisted"
 )
+
+// writeMethods are the admin service's writes: gated by accessOf
+// (--admin-write, --admin-clients). Every other method is a read, which
+// under --caller-identity=bigfleet needs bigfleet://admin or
+// bigfleet://readonly (Options.Guard).
+var writeMethods = map[string]bool{"ReleaseMachine": true, "TriggerReconcile": true, "CordonHost": true,
+	"UncordonHost": true, "DeclareHostDown": true, "DeclareHostUp": true, "MigrateMachine": true,
+	"ClearFenceMark": true}
+
+// IsWrite reports whether method (its short name) is an admin write.
+func IsWrite(method string) bool { return writeMethods[method] }
+
+// listed reports whether c is a certificate the service lets write: those
+// may read too, whatever their bigfleet:// URI SANs (Options.Guard).
+func (s *Service) listed(c *x509.Certificate) bool {
+	if !s.write {
+		return false
+	}
+	p, _ := s.clients.match(namesOf(c))
+	return p != ""
+}
 
 // noTarget is the log target of a write about no one machine or host (it
 // keeps the key the log had before writes had other targets).

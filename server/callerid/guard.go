@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,9 +61,9 @@ func New(opts Options) (*Guard, error) {
 	}
 	g.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "identity_rejected_total",
-		Help: "CapacityProvider calls refused with PermissionDenied because the caller's client certificate does not allow them (BigFleet ADR-0048), by method and reason.",
+		Help: "CapacityProvider and admin-read calls refused with PermissionDenied because the caller's client certificate does not allow them (BigFleet ADR-0048, ADR-0060), by method and reason.",
 	}, []string{"method", "reason"})
-	for _, m := range methods {
+	for _, m := range append(append([]string(nil), methods...), AdminReads...) {
 		for _, r := range Reasons {
 			g.rejected.WithLabelValues(m, string(r))
 		}
@@ -76,6 +77,12 @@ func New(opts Options) (*Guard, error) {
 }
 
 var methods = []string{"Create", "Configure", "Drain", "Delete", "Get", "List"}
+
+// AdminReads are the admin service's read methods, for the metric's
+// method label (AdminInterceptor checks every method that is not a write,
+// listed here or not; an unlisted one is counted as "other").
+var AdminReads = []string{"GetFleetSummary", "ListHosts", "ListMachines", "GetMachine",
+	"GetMachineHistory", "ListFenceMarks", "WatchMachines", "ListIdentityRefusals", "WhoAmI"}
 
 // reads are the methods any BigFleet identity may call; every other
 // method (the four mutations, and any method added later until it is
@@ -142,13 +149,25 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 }
 
 func (g *Guard) check(ctx context.Context, procedure, shard string, peer connect.Peer) error {
-	method := procedure[strings.LastIndexByte(procedure, '/')+1:]
+	method := shortName(procedure)
+	cert, id := certOf(ctx)
+	return g.verdict(ctx, method, Decide(method, !reads[method], shard, cert != nil, id), peer)
+}
+
+func shortName(procedure string) string { return procedure[strings.LastIndexByte(procedure, '/')+1:] }
+
+// certOf is the call's verified certificate (nil: none) and its identity.
+func certOf(ctx context.Context) (*x509.Certificate, Identity) {
 	cert, ok := ctx.Value(certKey{}).(*x509.Certificate)
-	var id Identity
-	if ok {
-		id = Of(cert)
+	if !ok {
+		return nil, Identity{}
 	}
-	r := Decide(method, !reads[method], shard, ok, id)
+	return cert, Of(cert)
+}
+
+// verdict logs, counts and keeps a refusal and returns its error; nil r
+// lets the call through.
+func (g *Guard) verdict(ctx context.Context, method string, r *Refusal, peer connect.Peer) error {
 	if r == nil {
 		return nil
 	}
@@ -156,6 +175,53 @@ func (g *Guard) check(ctx context.Context, procedure, shard string, peer connect
 	// The observer (outermost) turns this into PermissionDenied through
 	// server.WireError, the one place wire codes are made.
 	return &lifecycle.Error{Code: lifecycle.CodePermission, Msg: r.Msg}
+}
+
+// AdminInterceptor holds the admin service's reads to DecideAdminRead.
+// isWrite names the methods it lets through unchecked: the writes, which
+// the admin service gates itself (--admin-write, --admin-clients). Every
+// other method, including one added later, counts as a read. listed says
+// whether a verified certificate is one the service lets write. Mount it
+// with Middleware, like Interceptor.
+func (g *Guard) AdminInterceptor(isWrite func(method string) bool, listed func(*x509.Certificate) bool) connect.Interceptor {
+	return adminInterceptor{g: g, isWrite: isWrite, listed: listed}
+}
+
+type adminInterceptor struct {
+	g       *Guard
+	isWrite func(string) bool
+	listed  func(*x509.Certificate) bool
+}
+
+func (i adminInterceptor) check(ctx context.Context, procedure string, peer connect.Peer) error {
+	method := shortName(procedure)
+	if i.isWrite(method) {
+		return nil
+	}
+	cert, id := certOf(ctx)
+	return i.g.verdict(ctx, method, DecideAdminRead(method, cert != nil, id, cert != nil && i.listed(cert)), peer)
+}
+
+func (i adminInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if err := i.check(ctx, req.Spec().Procedure, req.Peer()); err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+func (i adminInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i adminInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := i.check(ctx, conn.Spec().Procedure, conn.Peer()); err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
 }
 
 func (g *Guard) refused(ctx context.Context, method string, r *Refusal, peer connect.Peer) {
@@ -171,12 +237,7 @@ func (g *Guard) refused(ctx context.Context, method string, r *Refusal, peer con
 }
 
 func knownMethod(m string) bool {
-	for _, k := range methods {
-		if k == m {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(methods, m) || slices.Contains(AdminReads, m)
 }
 
 // Recent returns the latest refusals, newest first (for the admin page).

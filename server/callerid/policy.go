@@ -18,11 +18,14 @@ const (
 	ReasonReadOnly      Reason = "role_may_not_mutate" // readonly or admin calling a mutation
 	ReasonEmptyShard    Reason = "empty_shard_id"
 	ReasonShardMismatch Reason = "shard_mismatch"
+	// ReasonNotOperator: a shard reading the admin service, which is for
+	// bigfleet://admin and bigfleet://readonly only.
+	ReasonNotOperator Reason = "role_may_not_read_admin"
 )
 
 // Reasons lists every Reason, for exporting zero counters.
 var Reasons = []Reason{ReasonNoCertificate, ReasonNoSAN, ReasonSeveral, ReasonMalformed,
-	ReasonReadOnly, ReasonEmptyShard, ReasonShardMismatch}
+	ReasonReadOnly, ReasonEmptyShard, ReasonShardMismatch, ReasonNotOperator}
 
 // Refusal is a call the binding refused.
 type Refusal struct {
@@ -72,6 +75,38 @@ func Decide(method string, mutation bool, shard string, cert bool, id Identity) 
 	return r
 }
 
+// DecideAdminRead applies the same binding to a read of the provider's
+// admin service (issue 39): machines with their clusters, shard metadata
+// and addresses, every shard's fence marks. Those are for BigFleet's
+// operators and dashboards, so only bigfleet://admin and
+// bigfleet://readonly may read them, and the operators the provider lets
+// write (listed: the certificate matches --admin-clients' typed
+// patterns); a shard reads its machines through CapacityProvider. Zero or
+// malformed BigFleet identities are refused as on CapacityProvider, and
+// several are refused even when listed (ADR-0048: exactly one). It returns
+// nil when the call may proceed.
+func DecideAdminRead(method string, cert bool, id Identity, listed bool) *Refusal {
+	r := &Refusal{Presented: presented(cert, id), Needed: adminReadNeed}
+	switch {
+	case !cert:
+		r.Reason = ReasonNoCertificate
+	case id.Role == RoleSeveral:
+		r.Reason = ReasonSeveral
+	case id.Role == RoleMalformed:
+		r.Reason = ReasonMalformed
+	case id.Role == RoleAdmin, id.Role == RoleReadonly, listed:
+		return nil
+	case id.Role == RoleNone:
+		r.Reason = ReasonNoSAN
+	default: // a shard
+		r.Reason = ReasonNotOperator
+	}
+	r.Msg = message(method, r)
+	return r
+}
+
+const adminReadNeed = "a URI SAN bigfleet://admin or bigfleet://readonly (or a certificate --admin-clients lists)"
+
 const readNeed = "a URI SAN bigfleet://shard/<shard_id>, bigfleet://readonly or bigfleet://admin"
 
 func shardNeed(shard string) string {
@@ -104,6 +139,8 @@ func message(method string, r *Refusal) string {
 		why = " (not a BigFleet role)"
 	case ReasonReadOnly:
 		why = " (which may call Get and List only)"
+	case ReasonNotOperator:
+		why = " (a shard reads its machines through CapacityProvider; the admin service is for operators)"
 	case ReasonEmptyShard:
 		why = " (an empty shard_id is refused when callers are bound to their certificates)"
 	}

@@ -97,7 +97,7 @@ type Engine struct {
 	idx   *index.Index
 
 	marks   *fence.Table      // durable: machines that exist
-	unknown *fence.Unknown    // in memory, bounded: ids that do not exist
+	unknown *fence.Unknown    // in memory, bounded: ids that do not exist, newcomers' refused calls
 	listed  *reconcile.Listed // zones listed since start (listing.go)
 	views   *arbiter.Views    // each zone's latest listing, for the arbiter
 	// rebuilding are the zones whose SPECULATIVE records were seeded

@@ -14,28 +14,48 @@ import (
 // checked for those (InvalidArgument, and the mark stays). It must run with
 // the machine's lock held; known says whether the machine exists, which
 // decides where its mark lives. It returns the mark to set when the token
-// passes (nil when there is no token) or the error: the only place
-// CodeFenced is produced.
-func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, *Error) {
+// passes (nil when there is no token), whether the shard is a newcomer
+// (it holds no durable mark on the machine, see keepMark), or the error:
+// the only place CodeFenced is produced.
+func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, bool, *Error) {
 	if t.ShardID == "" {
-		return nil, nil
+		return nil, false, nil
 	}
 	key := MarkKey{ShardID: t.ShardID, MachineID: machineID}
-	m, seen := e.markOf(key, known)
+	m, seen, durable := e.markOf(key, known)
 	if seen && !fence.NewerThanMark(m, t.Epoch, t.Sequence) {
-		return nil, errorf(CodeFenced,
+		return nil, false, errorf(CodeFenced,
 			"stale fencing token for machine %q: shard %s (epoch %d, sequence %d) is not newer than (epoch %d, sequence %d)",
 			machineID, quoteClipped(t.ShardID), t.Epoch, t.Sequence, m.Epoch, m.Sequence)
 	}
 	if err := validateToken(t); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if known && !seen {
+	if known && !durable {
 		if err := e.roomForShard(machineID, t.ShardID); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return &Mark{Epoch: t.Epoch, Sequence: t.Sequence}, nil
+	return &Mark{Epoch: t.Epoch, Sequence: t.Sequence}, !durable, nil
+}
+
+// keepMark decides where the mark of a token that passed the fence goes
+// once the call's outcome is known, and returns the mark to commit with
+// it (nil: none). A shard that holds a durable mark on the machine moves
+// it whatever the outcome (the contract: a token that passes advances the
+// mark even if the operation then fails). A newcomer whose call is then
+// refused (the machine's state, NotFound, a host not available) gets its
+// mark in the bounded in-memory set only, like a mark on an unknown id
+// (issue 39): a stale replay is still FailedPrecondition while it is kept,
+// but the refusal leaves nothing in the store or the domain's metadata
+// and does not count against ShardsPerMachine, so refused calls from
+// invented shard ids can never lock a real shard out of a machine.
+func (e *Engine) keepMark(id string, t Token, mark *Mark, newcomer bool, refused bool) *Mark {
+	if mark == nil || !newcomer || !refused {
+		return mark
+	}
+	e.unknown.Put(MarkKey{ShardID: t.ShardID, MachineID: id}, *mark)
+	return nil
 }
 
 // roomForShard refuses a shard's first contact with a machine whose marks
@@ -68,17 +88,26 @@ func (e *Engine) BusiestMachines(n int, keep func(machineID string) bool) []Shar
 	return e.marks.Busiest(n, keep)
 }
 
-// markOf finds the mark of key: durable for a machine that exists, in the
-// bounded in-memory set for one that does not (see unknownMarks).
-func (e *Engine) markOf(key MarkKey, known bool) (Mark, bool) {
-	if !known {
-		return e.unknown.Get(key)
+// markOf finds the mark of key, and whether it is durable: for a machine
+// that exists its durable mark, else one in the bounded in-memory set
+// (see unknownMarks and keepMark); for one that does not, the in-memory
+// set only.
+func (e *Engine) markOf(key MarkKey, known bool) (m Mark, seen, durable bool) {
+	if known {
+		if m, ok := e.marks.Get(key); ok {
+			return m, true, true
+		}
 	}
-	return e.marks.Get(key)
+	m, seen = e.unknown.Get(key)
+	return m, seen, false
 }
 
+// setMark makes m the durable mark; an in-memory one of the same key
+// (a newcomer's refused call, keepMark) is superseded by it.
 func (e *Engine) setMark(machineID, shardID string, m Mark) {
-	e.marks.Set(MarkKey{ShardID: shardID, MachineID: machineID}, m)
+	k := MarkKey{ShardID: shardID, MachineID: machineID}
+	e.marks.Set(k, m)
+	e.unknown.Delete(k)
 }
 
 // adoptUnknownMarks moves loaded marks of machine ids the engine does not

@@ -16,6 +16,17 @@ import (
 // (22,-1) after (21,1) is newer and accepted).
 type fenceModel struct {
 	marks map[[2]string][2]int64
+	// durable are the marks a restart keeps: those of an existing machine
+	// whose shard had a call accepted there (a newcomer's refused call
+	// leaves its mark in memory only, issue 39).
+	durable map[[2]string]bool
+}
+
+// outcome records whether the engine accepted the call the model judged.
+func (m *fenceModel) outcome(id string, t Token, known, accepted bool) {
+	if t.ShardID != "" && known && accepted {
+		m.durable[[2]string{t.ShardID, id}] = true
+	}
 }
 
 type verdict int
@@ -44,10 +55,10 @@ func (m *fenceModel) call(id string, t Token) verdict {
 }
 
 // restart forgets what the provider keeps only in memory: marks for machine
-// ids that do not exist.
+// ids that do not exist, and newcomers' marks from refused calls.
 func (m *fenceModel) restart(known map[string]bool) {
 	for k := range m.marks {
-		if !known[k[1]] {
+		if !known[k[1]] || !m.durable[k] {
 			delete(m.marks, k)
 		}
 	}
@@ -92,7 +103,7 @@ func TestFenceAgainstModel(t *testing.T) {
 	known := map[string]bool{"m000": true, "m001": true, "m002": true}
 	ids := []string{"m000", "m001", "m002", "ghost-a", "ghost-b"}
 	shards := []string{"s1", "s2", "s3"}
-	model := &fenceModel{marks: map[[2]string][2]int64{}}
+	model := &fenceModel{marks: map[[2]string][2]int64{}, durable: map[[2]string]bool{}}
 	counts := map[verdict]int{}
 	negative := map[verdict]int{} // tokens with a negative part, by verdict
 	maxPassed := 0
@@ -127,6 +138,7 @@ func TestFenceAgainstModel(t *testing.T) {
 		case 2:
 			_, err = f.e.Delete(t.Context(), DeleteRequest{MachineID: id, Token: tk})
 		}
+		model.outcome(id, tk, known[id], err == nil)
 		got := codeOf(err)
 		bad := false
 		switch want {

@@ -50,6 +50,9 @@ func (s *memStore) Commit(_ context.Context, b Batch) error {
 		s.machines[m.ID] = m.Clone()
 	}
 	maps.Copy(s.marks, b.Marks)
+	for _, k := range b.DropMarks {
+		delete(s.marks, k)
+	}
 	for z, on := range b.Rebuilding {
 		if on {
 			s.rebuild[z] = true

@@ -53,7 +53,7 @@ func (e *Engine) hasNewerMark(id string, recorded map[string]backend.FenceMark) 
 		return false
 	}
 	for shard, r := range recorded {
-		if m, seen := e.markOf(MarkKey{ShardID: shard, MachineID: id}, true); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
+		if m, seen := e.marks.Get(MarkKey{ShardID: shard, MachineID: id}); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
 			return true
 		}
 	}
@@ -69,7 +69,7 @@ func (e *Engine) raiseMarks(id string, recorded map[string]backend.FenceMark) in
 	b := Batch{Marks: map[MarkKey]Mark{}}
 	for shard, r := range recorded {
 		k := MarkKey{ShardID: shard, MachineID: id}
-		if m, seen := e.markOf(k, true); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
+		if m, seen := e.marks.Get(k); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
 			b.Marks[k] = Mark{Epoch: r.Epoch, Sequence: r.Sequence}
 		}
 	}

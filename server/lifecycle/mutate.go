@@ -147,8 +147,9 @@ func (e *Engine) mutate(ctx context.Context, id string, t Token, invalid *Error,
 // values, before not-found and before the idempotent-retry short-circuit),
 // then the machine's own rules. An InvalidArgument changes nothing, not
 // even the mark. The fence mark and the new record are committed together
-// before the ack; the mark of a machine id that does not exist is kept in
-// memory only (see unknownMarks).
+// before the ack; the mark of a machine id that does not exist, and that
+// of a newcomer whose call is refused, are kept in memory only (see
+// unknownMarks and keepMark).
 func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Error,
 	decide func(*Machine) decision, start func(*Machine)) (Ack, error) {
 	if err := firstErr(validateID("machine_id", id), invalid); err != nil {
@@ -162,7 +163,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 	}
 	defer e.runs.Done(acceptingKey) // after start has registered the run it launched
 	cur, known := e.idx.Get(id)
-	mark, ferr := e.fence(id, t, known)
+	mark, newcomer, ferr := e.fence(id, t, known)
 	if ferr != nil {
 		return Ack{}, ferr
 	}
@@ -184,6 +185,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t Token, invalid *Er
 		// its marks can answer yet, and no mark is recorded either.
 		d, mark = decision{err: e.notListed(cur)}, nil
 	}
+	mark = e.keepMark(id, t, mark, newcomer, d.err != nil)
 	if err := e.commit(ctx, id, t.ShardID, mark, d.next); err != nil {
 		return Ack{}, err
 	}

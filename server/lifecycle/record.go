@@ -63,6 +63,8 @@ const (
 	OpReconcile = record.OpReconcile
 	OpRelease   = record.OpRelease
 	OpMigrate   = record.OpMigrate
+	// OpFenceClear: see record.OpFenceClear.
+	OpFenceClear = record.OpFenceClear
 
 	HistoryLimit = record.HistoryLimit
 

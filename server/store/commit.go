@@ -28,6 +28,7 @@ const bulkRecords = 1024
 type request struct {
 	machines []kv
 	marks    []kv
+	drop     [][]byte // fence mark keys to delete (Batch.DropMarks)
 	// offerings its records refer to that were not known durable when it
 	// was encoded: written in the same transaction (see offeringTable).
 	offerings   []kv
@@ -36,7 +37,9 @@ type request struct {
 	done        chan error      // buffered (1): the committer never blocks on it
 }
 
-func (r *request) records() int { return len(r.machines) + len(r.marks) + len(r.rebuilding) }
+func (r *request) records() int {
+	return len(r.machines) + len(r.marks) + len(r.drop) + len(r.rebuilding)
+}
 
 // Commit makes b durable. It returns nil only after the transaction that
 // holds b has been fsynced. Once enqueued, the batch is committed even if ctx
@@ -93,6 +96,9 @@ func (s *Bolt) encodeBatch(b lifecycle.Batch) (*request, error) {
 	}
 	for k, m := range b.Marks {
 		req.marks = append(req.marks, kv{markKey(k), markValue(m)})
+	}
+	for _, k := range b.DropMarks {
+		req.drop = append(req.drop, markKey(k))
 	}
 	return req, nil
 }
@@ -168,6 +174,11 @@ func (s *Bolt) write(batch []*request) error {
 			for _, e := range r.marks {
 				if err := marks.Put(e.k, e.v); err != nil {
 					return putErr("fence mark", e.k, e.v, err)
+				}
+			}
+			for _, k := range r.drop {
+				if err := marks.Delete(k); err != nil {
+					return fmt.Errorf("store: delete fence mark: %w", err)
 				}
 			}
 			if err := putRebuilding(tx.Bucket(bucketMeta), r.rebuilding); err != nil {

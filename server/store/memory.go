@@ -78,6 +78,9 @@ func (s *Memory) Commit(ctx context.Context, b lifecycle.Batch) error {
 		s.machines[m.ID] = m.Clone()
 	}
 	maps.Copy(s.marks, b.Marks)
+	for _, k := range b.DropMarks {
+		delete(s.marks, k)
+	}
 	applyRebuilding(s.rebuilding, b.Rebuilding)
 	return nil
 }

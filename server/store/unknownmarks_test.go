@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
@@ -13,7 +14,7 @@ import (
 // TestUnknownIDMarksNeverReachTheFile runs the engine on a real state file:
 // 100 NotFound calls with fresh tokens at invented ids store no mark and do
 // not grow the file, while a stale replay is still fenced, and a known
-// machine's mark is durable across a reopen.
+// machine's mark, set by an accepted call, is durable across a reopen.
 func TestUnknownIDMarksNeverReachTheFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -24,6 +25,7 @@ func TestUnknownIDMarksNeverReachTheFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		e.Start(t.Context()) // lists the zone: an accepted Create needs it
 		return e, st
 	}
 	e, st := open()
@@ -38,8 +40,17 @@ func TestUnknownIDMarksNeverReachTheFile(t *testing.T) {
 		}
 		return 0
 	}
-	if code(del("m0", 1)) != lifecycle.CodeAborted { // SPECULATIVE: no Delete, but the mark advances
-		t.Fatal("delete of a SPECULATIVE machine must be Aborted")
+	// An accepted call makes the known machine's mark durable (a refused
+	// first contact would keep it in memory only, issue 39).
+	if _, err := e.Create(ctx, lifecycle.CreateRequest{MachineID: "m0", Token: lifecycle.Token{ShardID: "s", Epoch: 1, Sequence: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // the Create's own commits
+		if m, err := e.Get(ctx, "m0"); err == nil && m.State == lifecycle.Idle {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("m0 is %v, %v; want IDLE", m.State, err)
+		}
 	}
 	size := fileSize(t, path)
 	commits := st.Stats().Commits

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
@@ -72,6 +74,73 @@ func TestFenceSurvivesLostState(t *testing.T) {
 	if md.ClusterID != "" || !maps.Equal(md.Marks, map[string]backend.FenceMark{shard: {Epoch: 6}}) {
 		t.Fatalf("after the epoch-6 Drain: cluster %q marks %v", md.ClusterID, md.Marks)
 	}
+	p.settle(t, id)
+	assertNothingLeft(t, e, name)
+}
+
+// TestRefusedNewcomersLeaveNoMarkOnTheHost (issue 39) on real libvirt:
+// invented shard ids whose calls on a machine are refused (Aborted for
+// its state) leave no mark in the domain's metadata, so a provider that
+// loses its state file and rebuilds from the host restores only the real
+// shard's mark, and the real shard drives the machine on to the end.
+// Before the fix each refused newcomer's mark went to the store and, with
+// the next transition, into the metadata, and 32 of them refused the real
+// shard's first call (ResourceExhausted), after the restart too.
+func TestRefusedNewcomersLeaveNoMarkOnTheHost(t *testing.T) {
+	e := loadEnv(t)
+	const name = "it-newcomer"
+	const shard = "shard-real"
+	sweepAtEnd(t, e, name)
+	state := filepath.Join(t.TempDir(), "state.db")
+	cfg := provCfg{Name: name, State: state, Slots: 1}
+	p := startProvider(t, e, cfg)
+	id := p.ids(t)[0]
+	domain := meta.DomainName(name, id)
+	invented := 0
+	refuse := func(n int, req func(shard string) (string, proto.Message)) {
+		t.Helper()
+		for range n {
+			invented++
+			method, r := req(fmt.Sprintf("invented-%05d", invented))
+			if err := p.call(t.Context(), method, r, new(pb.TransitionAck)); status.Code(err) != codes.Aborted {
+				t.Fatalf("invented shard %d's %s: %v; want Aborted", invented, method, err)
+			}
+		}
+	}
+	drainIdle := func(s string) (string, proto.Message) {
+		return "Drain", &pb.DrainRequest{MachineId: id, ShardId: s, ShardEpoch: 1, SequenceNumber: 1}
+	}
+	otherCluster := func(s string) (string, proto.Message) {
+		return "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-other", BootstrapBlob: []byte("x"),
+			ShardId: s, ShardEpoch: 1, SequenceNumber: 1}
+	}
+	real := func(step int64) map[string]backend.FenceMark {
+		return map[string]backend.FenceMark{shard: {Epoch: 5, Sequence: step}}
+	}
+
+	p.accept(t, "Create", &pb.CreateRequest{MachineId: id, ShardId: shard, ShardEpoch: 5, SequenceNumber: 1})
+	p.awaitOneOf(t, id, 3*time.Minute, stIdle)
+	refuse(2000, drainIdle)
+	p.accept(t, "Configure", &pb.ConfigureRequest{MachineId: id, ClusterId: "c-real", BootstrapBlob: []byte("real"),
+		ShardId: shard, ShardEpoch: 5, SequenceNumber: 2})
+	p.awaitOneOf(t, id, 3*time.Minute, stConfigured)
+	if got := domainMetadata(t, e, domain).Marks; !maps.Equal(got, real(2)) {
+		t.Fatalf("marks recorded by the real shard's Configure after 2000 refused newcomers: %v; want %v", got, real(2))
+	}
+	refuse(2000, otherCluster)
+
+	p.stop(t)
+	must(t, os.Remove(state))
+	p = startProvider(t, e, cfg)
+	p.awaitOneOf(t, id, time.Minute, stConfigured)
+	refuse(2000, otherCluster)
+	p.accept(t, "Drain", &pb.DrainRequest{MachineId: id, GracePeriodSeconds: 2, ShardId: shard, ShardEpoch: 5, SequenceNumber: 3})
+	p.awaitOneOf(t, id, 2*time.Minute, stIdle)
+	if got := domainMetadata(t, e, domain).Marks; !maps.Equal(got, real(3)) {
+		t.Fatalf("marks after the state file was lost and the real shard drained: %v; want %v", got, real(3))
+	}
+	p.accept(t, "Delete", &pb.DeleteRequest{MachineId: id, ShardId: shard, ShardEpoch: 5, SequenceNumber: 4})
+	p.awaitOneOf(t, id, 2*time.Minute, stSpeculative)
 	p.settle(t, id)
 	assertNothingLeft(t, e, name)
 }

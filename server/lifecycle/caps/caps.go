@@ -28,6 +28,8 @@ type Capabilities struct {
 	// FencedDestroyer destroys a stale copy on a host declared down
 	// (reconcile's fenced rejoin).
 	FencedDestroyer backend.FencedDestroyer
+	// MarkClearer removes a fence mark from a machine's domain (admin).
+	MarkClearer backend.MarkClearer
 	// Migrator live-migrates a machine (admin).
 	Migrator backend.Migrator
 	// Abandoner cleans a guest after a Configure cut by a restart.
@@ -52,6 +54,7 @@ func Of(be backend.Backend) Capabilities {
 	c.CopyRemover, _ = be.(backend.CopyRemover)
 	c.MigrationRecoverer, _ = be.(backend.MigrationRecoverer)
 	c.Migrator, _ = be.(backend.Migrator)
+	c.MarkClearer, _ = be.(backend.MarkClearer)
 	c.FencedDestroyer, _ = be.(backend.FencedDestroyer)
 	c.Abandoner, _ = be.(backend.Abandoner)
 	c.GuestAddresser, _ = be.(backend.GuestAddresser)

@@ -65,6 +65,22 @@ func (t *Table) setLocked(k MarkKey, m Mark) {
 	t.marks[k] = m
 }
 
+// Delete removes k's mark, if there is one.
+func (t *Table) Delete(k MarkKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.marks[k]; !ok {
+		return
+	}
+	delete(t.marks, k)
+	shards := slices.DeleteFunc(t.byMachine[k.MachineID], func(s string) bool { return s == k.ShardID })
+	if len(shards) == 0 {
+		delete(t.byMachine, k.MachineID)
+	} else {
+		t.byMachine[k.MachineID] = shards
+	}
+}
+
 // ShardsOn is how many distinct shards hold marks on machine id.
 func (t *Table) ShardsOn(id string) int {
 	t.mu.RLock()

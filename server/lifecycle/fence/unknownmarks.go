@@ -23,8 +23,12 @@ const DefaultUnknownMarkLimit = 10_000
 // every call on it is NotFound, which changes nothing. So forgetting such
 // a mark (on eviction or restart) can only turn a later stale replay from
 // FailedPrecondition into NotFound: still refused, still nothing changed.
-// The set of known ids is fixed for the engine's life (the seed), so a
-// mark never has to move between here and the durable marks.
+//
+// The engine keeps here too the mark of a shard's refused first calls on
+// a machine that exists (issue 39): that call changed nothing either, and
+// a durable mark would let invented shard ids fill the machine's
+// ShardsPerMachine bound. Such a mark is deleted once the shard's mark
+// becomes durable.
 type Unknown struct {
 	mu    sync.Mutex
 	limit int
@@ -71,6 +75,16 @@ func (u *Unknown) Put(k MarkKey, m Mark) {
 		oldest := u.order.Back()
 		u.order.Remove(oldest)
 		delete(u.byKey, oldest.Value.(*unknownMark).key)
+	}
+}
+
+// Delete forgets k's mark, if it is kept.
+func (u *Unknown) Delete(k MarkKey) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if el, ok := u.byKey[k]; ok {
+		u.order.Remove(el)
+		delete(u.byKey, k)
 	}
 }
 

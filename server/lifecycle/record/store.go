@@ -21,6 +21,9 @@ type Batch struct {
 	// first start, a lost state file): until it is cleared, such a record
 	// proves nothing about where a domain may be, across restarts too.
 	Rebuilding map[string]bool
+	// DropMarks are fence marks to delete (an operator's clear, issue 39),
+	// applied after Marks.
+	DropMarks []MarkKey
 }
 
 // Snapshot is everything a store holds, read once at startup.

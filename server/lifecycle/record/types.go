@@ -62,6 +62,9 @@ const (
 	// OpMigrate is never a machine's OpKind: a live migration keeps the
 	// machine's state and operation id, and only appears in its history.
 	OpMigrate OpKind = "migrate"
+	// OpFenceClear is never a machine's OpKind either: an operator's
+	// removal of a shard's fence mark (issue 39), in its history only.
+	OpFenceClear OpKind = "fence-clear"
 )
 
 // HostRef is where a machine's VM lives; zero means "no host".

@@ -1391,8 +1391,10 @@ func (x *GetMachineResponse) GetMachine() *AdminMachine {
 type Transition struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// create, configure, drain, delete, release, reconcile or migrate (a
-	// live migration: from_state = to_state, the hosts in note).
+	// create, configure, drain, delete, release, reconcile, migrate (a
+	// live migration: from_state = to_state, the hosts in note) or
+	// fence-clear (ClearFenceMark: from_state = to_state, the shard, its
+	// mark and the operator in note).
 	Kind      string                `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	FromState v1alpha1.MachineState `protobuf:"varint,3,opt,name=from_state,json=fromState,proto3,enum=bigfleet.v1alpha1.MachineState" json:"from_state,omitempty"`
 	// The state it ended in (or its target while running).
@@ -2883,6 +2885,129 @@ func (x *MigrateMachineResponse) GetTook() *durationpb.Duration {
 	return nil
 }
 
+type ClearFenceMarkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MachineId     string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	ShardId       string                 `protobuf:"bytes,2,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearFenceMarkRequest) Reset() {
+	*x = ClearFenceMarkRequest{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearFenceMarkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearFenceMarkRequest) ProtoMessage() {}
+
+func (x *ClearFenceMarkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearFenceMarkRequest.ProtoReflect.Descriptor instead.
+func (*ClearFenceMarkRequest) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ClearFenceMarkRequest) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *ClearFenceMarkRequest) GetShardId() string {
+	if x != nil {
+		return x.ShardId
+	}
+	return ""
+}
+
+type ClearFenceMarkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The mark removed.
+	Cleared *FenceMark `protobuf:"bytes,1,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	// The machine afterwards (its history holds the clear).
+	Machine *AdminMachine `protobuf:"bytes,2,opt,name=machine,proto3" json:"machine,omitempty"`
+	// How many shards still hold marks on the machine, and the bound.
+	ShardsLeft            int32 `protobuf:"varint,3,opt,name=shards_left,json=shardsLeft,proto3" json:"shards_left,omitempty"`
+	ShardsPerMachineLimit int32 `protobuf:"varint,4,opt,name=shards_per_machine_limit,json=shardsPerMachineLimit,proto3" json:"shards_per_machine_limit,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ClearFenceMarkResponse) Reset() {
+	*x = ClearFenceMarkResponse{}
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearFenceMarkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearFenceMarkResponse) ProtoMessage() {}
+
+func (x *ClearFenceMarkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearFenceMarkResponse.ProtoReflect.Descriptor instead.
+func (*ClearFenceMarkResponse) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ClearFenceMarkResponse) GetCleared() *FenceMark {
+	if x != nil {
+		return x.Cleared
+	}
+	return nil
+}
+
+func (x *ClearFenceMarkResponse) GetMachine() *AdminMachine {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
+func (x *ClearFenceMarkResponse) GetShardsLeft() int32 {
+	if x != nil {
+		return x.ShardsLeft
+	}
+	return 0
+}
+
+func (x *ClearFenceMarkResponse) GetShardsPerMachineLimit() int32 {
+	if x != nil {
+		return x.ShardsPerMachineLimit
+	}
+	return 0
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2891,7 +3016,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +3028,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3041,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 type WhoAmIResponse struct {
@@ -2928,8 +3053,8 @@ type WhoAmIResponse struct {
 	// True when no verified client certificate was presented.
 	Anonymous bool `protobuf:"varint,2,opt,name=anonymous,proto3" json:"anonymous,omitempty"`
 	// Whether the writes (ReleaseMachine, TriggerReconcile, CordonHost,
-	// UncordonHost, DeclareHostDown, DeclareHostUp, MigrateMachine) would be
-	// allowed.
+	// UncordonHost, DeclareHostDown, DeclareHostUp, MigrateMachine,
+	// ClearFenceMark) would be allowed.
 	MayWrite bool `protobuf:"varint,3,opt,name=may_write,json=mayWrite,proto3" json:"may_write,omitempty"`
 	// Why not, when may_write is false.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -2939,7 +3064,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3076,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_libvirtprovider_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3089,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WhoAmIResponse) GetIdentity() string {
@@ -3208,7 +3333,17 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\tfrom_host\x18\x02 \x01(\tR\bfromHost\x12\x17\n" +
 	"\ato_host\x18\x03 \x01(\tR\x06toHost\x12\x1c\n" +
 	"\tplacement\x18\x04 \x01(\tR\tplacement\x12-\n" +
-	"\x04took\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04took\"\x0f\n" +
+	"\x04took\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04took\"Q\n" +
+	"\x15ClearFenceMarkRequest\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x19\n" +
+	"\bshard_id\x18\x02 \x01(\tR\ashardId\"\xf3\x01\n" +
+	"\x16ClearFenceMarkResponse\x12=\n" +
+	"\acleared\x18\x01 \x01(\v2#.libvirtprovider.admin.v1.FenceMarkR\acleared\x12@\n" +
+	"\amachine\x18\x02 \x01(\v2&.libvirtprovider.admin.v1.AdminMachineR\amachine\x12\x1f\n" +
+	"\vshards_left\x18\x03 \x01(\x05R\n" +
+	"shardsLeft\x127\n" +
+	"\x18shards_per_machine_limit\x18\x04 \x01(\x05R\x15shardsPerMachineLimit\"\x0f\n" +
 	"\rWhoAmIRequest\"\x7f\n" +
 	"\x0eWhoAmIResponse\x12\x1a\n" +
 	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x1c\n" +
@@ -3220,7 +3355,7 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1b\n" +
 	"\x17WATCH_EVENT_TYPE_SYNCED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1e\n" +
-	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xf9\x0e\n" +
+	"\x1aWATCH_EVENT_TYPE_HEARTBEAT\x10\x042\xee\x0f\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetFleetSummary\x120.libvirtprovider.admin.v1.GetFleetSummaryRequest\x1a1.libvirtprovider.admin.v1.GetFleetSummaryResponse\"\x03\x90\x02\x01\x12i\n" +
 	"\tListHosts\x12*.libvirtprovider.admin.v1.ListHostsRequest\x1a+.libvirtprovider.admin.v1.ListHostsResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -3237,7 +3372,8 @@ const file_libvirtprovider_admin_v1_admin_proto_rawDesc = "" +
 	"\fUncordonHost\x12-.libvirtprovider.admin.v1.UncordonHostRequest\x1a..libvirtprovider.admin.v1.UncordonHostResponse\"\x03\x90\x02\x02\x12{\n" +
 	"\x0fDeclareHostDown\x120.libvirtprovider.admin.v1.DeclareHostDownRequest\x1a1.libvirtprovider.admin.v1.DeclareHostDownResponse\"\x03\x90\x02\x02\x12u\n" +
 	"\rDeclareHostUp\x12..libvirtprovider.admin.v1.DeclareHostUpRequest\x1a/.libvirtprovider.admin.v1.DeclareHostUpResponse\"\x03\x90\x02\x02\x12s\n" +
-	"\x0eMigrateMachine\x12/.libvirtprovider.admin.v1.MigrateMachineRequest\x1a0.libvirtprovider.admin.v1.MigrateMachineResponse\x12\x8a\x01\n" +
+	"\x0eMigrateMachine\x12/.libvirtprovider.admin.v1.MigrateMachineRequest\x1a0.libvirtprovider.admin.v1.MigrateMachineResponse\x12s\n" +
+	"\x0eClearFenceMark\x12/.libvirtprovider.admin.v1.ClearFenceMarkRequest\x1a0.libvirtprovider.admin.v1.ClearFenceMarkResponse\x12\x8a\x01\n" +
 	"\x14ListIdentityRefusals\x125.libvirtprovider.admin.v1.ListIdentityRefusalsRequest\x1a6.libvirtprovider.admin.v1.ListIdentityRefusalsResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\x06WhoAmI\x12'.libvirtprovider.admin.v1.WhoAmIRequest\x1a(.libvirtprovider.admin.v1.WhoAmIResponse\"\x03\x90\x02\x01BKZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1;adminv1b\x06proto3"
 
@@ -3254,7 +3390,7 @@ func file_libvirtprovider_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_libvirtprovider_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_libvirtprovider_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(WatchEventType)(0),                  // 0: libvirtprovider.admin.v1.WatchEventType
 	(*StateZoneCount)(nil),               // 1: libvirtprovider.admin.v1.StateZoneCount
@@ -3300,50 +3436,52 @@ var file_libvirtprovider_admin_v1_admin_proto_goTypes = []any{
 	(*DeclareHostUpResponse)(nil),        // 41: libvirtprovider.admin.v1.DeclareHostUpResponse
 	(*MigrateMachineRequest)(nil),        // 42: libvirtprovider.admin.v1.MigrateMachineRequest
 	(*MigrateMachineResponse)(nil),       // 43: libvirtprovider.admin.v1.MigrateMachineResponse
-	(*WhoAmIRequest)(nil),                // 44: libvirtprovider.admin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),               // 45: libvirtprovider.admin.v1.WhoAmIResponse
-	nil,                                  // 46: libvirtprovider.admin.v1.Host.LabelsEntry
-	(v1alpha1.MachineState)(0),           // 47: bigfleet.v1alpha1.MachineState
-	(*timestamppb.Timestamp)(nil),        // 48: google.protobuf.Timestamp
-	(*v1alpha1.Machine)(nil),             // 49: bigfleet.v1alpha1.Machine
-	(*durationpb.Duration)(nil),          // 50: google.protobuf.Duration
+	(*ClearFenceMarkRequest)(nil),        // 44: libvirtprovider.admin.v1.ClearFenceMarkRequest
+	(*ClearFenceMarkResponse)(nil),       // 45: libvirtprovider.admin.v1.ClearFenceMarkResponse
+	(*WhoAmIRequest)(nil),                // 46: libvirtprovider.admin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),               // 47: libvirtprovider.admin.v1.WhoAmIResponse
+	nil,                                  // 48: libvirtprovider.admin.v1.Host.LabelsEntry
+	(v1alpha1.MachineState)(0),           // 49: bigfleet.v1alpha1.MachineState
+	(*timestamppb.Timestamp)(nil),        // 50: google.protobuf.Timestamp
+	(*v1alpha1.Machine)(nil),             // 51: bigfleet.v1alpha1.Machine
+	(*durationpb.Duration)(nil),          // 52: google.protobuf.Duration
 }
 var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
-	47, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
-	48, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
+	49, // 0: libvirtprovider.admin.v1.StateZoneCount.state:type_name -> bigfleet.v1alpha1.MachineState
+	50, // 1: libvirtprovider.admin.v1.ReconcileSummary.time:type_name -> google.protobuf.Timestamp
 	3,  // 2: libvirtprovider.admin.v1.ReconcileSummary.zones:type_name -> libvirtprovider.admin.v1.ZoneOutcome
 	1,  // 3: libvirtprovider.admin.v1.GetFleetSummaryResponse.counts:type_name -> libvirtprovider.admin.v1.StateZoneCount
 	2,  // 4: libvirtprovider.admin.v1.GetFleetSummaryResponse.last_reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
-	48, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
-	48, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
-	46, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
+	50, // 5: libvirtprovider.admin.v1.GetFleetSummaryResponse.server_time:type_name -> google.protobuf.Timestamp
+	50, // 6: libvirtprovider.admin.v1.Host.last_reconcile_time:type_name -> google.protobuf.Timestamp
+	48, // 7: libvirtprovider.admin.v1.Host.labels:type_name -> libvirtprovider.admin.v1.Host.LabelsEntry
 	8,  // 8: libvirtprovider.admin.v1.Host.cordon:type_name -> libvirtprovider.admin.v1.HostCordon
 	9,  // 9: libvirtprovider.admin.v1.Host.capacity:type_name -> libvirtprovider.admin.v1.HostCapacity
 	7,  // 10: libvirtprovider.admin.v1.Host.down:type_name -> libvirtprovider.admin.v1.HostDown
-	48, // 11: libvirtprovider.admin.v1.HostDown.since:type_name -> google.protobuf.Timestamp
-	48, // 12: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
+	50, // 11: libvirtprovider.admin.v1.HostDown.since:type_name -> google.protobuf.Timestamp
+	50, // 12: libvirtprovider.admin.v1.HostCordon.since:type_name -> google.protobuf.Timestamp
 	6,  // 13: libvirtprovider.admin.v1.ListHostsResponse.hosts:type_name -> libvirtprovider.admin.v1.Host
-	49, // 14: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
-	48, // 15: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
-	50, // 16: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
-	48, // 17: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
-	47, // 18: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
+	51, // 14: libvirtprovider.admin.v1.AdminMachine.machine:type_name -> bigfleet.v1alpha1.Machine
+	50, // 15: libvirtprovider.admin.v1.AdminMachine.state_since:type_name -> google.protobuf.Timestamp
+	52, // 16: libvirtprovider.admin.v1.AdminMachine.time_in_state:type_name -> google.protobuf.Duration
+	50, // 17: libvirtprovider.admin.v1.AdminMachine.operation_deadline:type_name -> google.protobuf.Timestamp
+	49, // 18: libvirtprovider.admin.v1.ListMachinesRequest.states:type_name -> bigfleet.v1alpha1.MachineState
 	12, // 19: libvirtprovider.admin.v1.ListMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
 	12, // 20: libvirtprovider.admin.v1.GetMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	47, // 21: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
-	47, // 22: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
-	48, // 23: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
-	48, // 24: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
-	50, // 25: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
+	49, // 21: libvirtprovider.admin.v1.Transition.from_state:type_name -> bigfleet.v1alpha1.MachineState
+	49, // 22: libvirtprovider.admin.v1.Transition.to_state:type_name -> bigfleet.v1alpha1.MachineState
+	50, // 23: libvirtprovider.admin.v1.Transition.started:type_name -> google.protobuf.Timestamp
+	50, // 24: libvirtprovider.admin.v1.Transition.ended:type_name -> google.protobuf.Timestamp
+	52, // 25: libvirtprovider.admin.v1.Transition.duration:type_name -> google.protobuf.Duration
 	17, // 26: libvirtprovider.admin.v1.GetMachineHistoryResponse.transitions:type_name -> libvirtprovider.admin.v1.Transition
 	20, // 27: libvirtprovider.admin.v1.ShardMarks.marks:type_name -> libvirtprovider.admin.v1.FenceMark
 	21, // 28: libvirtprovider.admin.v1.ListFenceMarksResponse.shards:type_name -> libvirtprovider.admin.v1.ShardMarks
 	24, // 29: libvirtprovider.admin.v1.ListFenceMarksResponse.busiest:type_name -> libvirtprovider.admin.v1.MachineShardCount
 	27, // 30: libvirtprovider.admin.v1.ListIdentityRefusalsResponse.refusals:type_name -> libvirtprovider.admin.v1.IdentityRefusal
-	48, // 31: libvirtprovider.admin.v1.IdentityRefusal.time:type_name -> google.protobuf.Timestamp
+	50, // 31: libvirtprovider.admin.v1.IdentityRefusal.time:type_name -> google.protobuf.Timestamp
 	0,  // 32: libvirtprovider.admin.v1.WatchMachinesResponse.type:type_name -> libvirtprovider.admin.v1.WatchEventType
 	12, // 33: libvirtprovider.admin.v1.WatchMachinesResponse.machines:type_name -> libvirtprovider.admin.v1.AdminMachine
-	48, // 34: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
+	50, // 34: libvirtprovider.admin.v1.WatchMachinesResponse.server_time:type_name -> google.protobuf.Timestamp
 	12, // 35: libvirtprovider.admin.v1.ReleaseMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
 	2,  // 36: libvirtprovider.admin.v1.TriggerReconcileResponse.reconcile:type_name -> libvirtprovider.admin.v1.ReconcileSummary
 	6,  // 37: libvirtprovider.admin.v1.CordonHostResponse.host:type_name -> libvirtprovider.admin.v1.Host
@@ -3351,44 +3489,48 @@ var file_libvirtprovider_admin_v1_admin_proto_depIdxs = []int32{
 	6,  // 39: libvirtprovider.admin.v1.DeclareHostDownResponse.host:type_name -> libvirtprovider.admin.v1.Host
 	6,  // 40: libvirtprovider.admin.v1.DeclareHostUpResponse.host:type_name -> libvirtprovider.admin.v1.Host
 	12, // 41: libvirtprovider.admin.v1.MigrateMachineResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
-	50, // 42: libvirtprovider.admin.v1.MigrateMachineResponse.took:type_name -> google.protobuf.Duration
-	4,  // 43: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
-	10, // 44: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
-	13, // 45: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
-	15, // 46: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
-	18, // 47: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
-	22, // 48: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
-	28, // 49: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
-	30, // 50: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
-	32, // 51: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
-	34, // 52: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
-	36, // 53: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
-	38, // 54: libvirtprovider.admin.v1.AdminService.DeclareHostDown:input_type -> libvirtprovider.admin.v1.DeclareHostDownRequest
-	40, // 55: libvirtprovider.admin.v1.AdminService.DeclareHostUp:input_type -> libvirtprovider.admin.v1.DeclareHostUpRequest
-	42, // 56: libvirtprovider.admin.v1.AdminService.MigrateMachine:input_type -> libvirtprovider.admin.v1.MigrateMachineRequest
-	25, // 57: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:input_type -> libvirtprovider.admin.v1.ListIdentityRefusalsRequest
-	44, // 58: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
-	5,  // 59: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
-	11, // 60: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
-	14, // 61: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
-	16, // 62: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
-	19, // 63: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
-	23, // 64: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
-	29, // 65: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
-	31, // 66: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
-	33, // 67: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
-	35, // 68: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
-	37, // 69: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
-	39, // 70: libvirtprovider.admin.v1.AdminService.DeclareHostDown:output_type -> libvirtprovider.admin.v1.DeclareHostDownResponse
-	41, // 71: libvirtprovider.admin.v1.AdminService.DeclareHostUp:output_type -> libvirtprovider.admin.v1.DeclareHostUpResponse
-	43, // 72: libvirtprovider.admin.v1.AdminService.MigrateMachine:output_type -> libvirtprovider.admin.v1.MigrateMachineResponse
-	26, // 73: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:output_type -> libvirtprovider.admin.v1.ListIdentityRefusalsResponse
-	45, // 74: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
-	59, // [59:75] is the sub-list for method output_type
-	43, // [43:59] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	52, // 42: libvirtprovider.admin.v1.MigrateMachineResponse.took:type_name -> google.protobuf.Duration
+	20, // 43: libvirtprovider.admin.v1.ClearFenceMarkResponse.cleared:type_name -> libvirtprovider.admin.v1.FenceMark
+	12, // 44: libvirtprovider.admin.v1.ClearFenceMarkResponse.machine:type_name -> libvirtprovider.admin.v1.AdminMachine
+	4,  // 45: libvirtprovider.admin.v1.AdminService.GetFleetSummary:input_type -> libvirtprovider.admin.v1.GetFleetSummaryRequest
+	10, // 46: libvirtprovider.admin.v1.AdminService.ListHosts:input_type -> libvirtprovider.admin.v1.ListHostsRequest
+	13, // 47: libvirtprovider.admin.v1.AdminService.ListMachines:input_type -> libvirtprovider.admin.v1.ListMachinesRequest
+	15, // 48: libvirtprovider.admin.v1.AdminService.GetMachine:input_type -> libvirtprovider.admin.v1.GetMachineRequest
+	18, // 49: libvirtprovider.admin.v1.AdminService.GetMachineHistory:input_type -> libvirtprovider.admin.v1.GetMachineHistoryRequest
+	22, // 50: libvirtprovider.admin.v1.AdminService.ListFenceMarks:input_type -> libvirtprovider.admin.v1.ListFenceMarksRequest
+	28, // 51: libvirtprovider.admin.v1.AdminService.WatchMachines:input_type -> libvirtprovider.admin.v1.WatchMachinesRequest
+	30, // 52: libvirtprovider.admin.v1.AdminService.ReleaseMachine:input_type -> libvirtprovider.admin.v1.ReleaseMachineRequest
+	32, // 53: libvirtprovider.admin.v1.AdminService.TriggerReconcile:input_type -> libvirtprovider.admin.v1.TriggerReconcileRequest
+	34, // 54: libvirtprovider.admin.v1.AdminService.CordonHost:input_type -> libvirtprovider.admin.v1.CordonHostRequest
+	36, // 55: libvirtprovider.admin.v1.AdminService.UncordonHost:input_type -> libvirtprovider.admin.v1.UncordonHostRequest
+	38, // 56: libvirtprovider.admin.v1.AdminService.DeclareHostDown:input_type -> libvirtprovider.admin.v1.DeclareHostDownRequest
+	40, // 57: libvirtprovider.admin.v1.AdminService.DeclareHostUp:input_type -> libvirtprovider.admin.v1.DeclareHostUpRequest
+	42, // 58: libvirtprovider.admin.v1.AdminService.MigrateMachine:input_type -> libvirtprovider.admin.v1.MigrateMachineRequest
+	44, // 59: libvirtprovider.admin.v1.AdminService.ClearFenceMark:input_type -> libvirtprovider.admin.v1.ClearFenceMarkRequest
+	25, // 60: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:input_type -> libvirtprovider.admin.v1.ListIdentityRefusalsRequest
+	46, // 61: libvirtprovider.admin.v1.AdminService.WhoAmI:input_type -> libvirtprovider.admin.v1.WhoAmIRequest
+	5,  // 62: libvirtprovider.admin.v1.AdminService.GetFleetSummary:output_type -> libvirtprovider.admin.v1.GetFleetSummaryResponse
+	11, // 63: libvirtprovider.admin.v1.AdminService.ListHosts:output_type -> libvirtprovider.admin.v1.ListHostsResponse
+	14, // 64: libvirtprovider.admin.v1.AdminService.ListMachines:output_type -> libvirtprovider.admin.v1.ListMachinesResponse
+	16, // 65: libvirtprovider.admin.v1.AdminService.GetMachine:output_type -> libvirtprovider.admin.v1.GetMachineResponse
+	19, // 66: libvirtprovider.admin.v1.AdminService.GetMachineHistory:output_type -> libvirtprovider.admin.v1.GetMachineHistoryResponse
+	23, // 67: libvirtprovider.admin.v1.AdminService.ListFenceMarks:output_type -> libvirtprovider.admin.v1.ListFenceMarksResponse
+	29, // 68: libvirtprovider.admin.v1.AdminService.WatchMachines:output_type -> libvirtprovider.admin.v1.WatchMachinesResponse
+	31, // 69: libvirtprovider.admin.v1.AdminService.ReleaseMachine:output_type -> libvirtprovider.admin.v1.ReleaseMachineResponse
+	33, // 70: libvirtprovider.admin.v1.AdminService.TriggerReconcile:output_type -> libvirtprovider.admin.v1.TriggerReconcileResponse
+	35, // 71: libvirtprovider.admin.v1.AdminService.CordonHost:output_type -> libvirtprovider.admin.v1.CordonHostResponse
+	37, // 72: libvirtprovider.admin.v1.AdminService.UncordonHost:output_type -> libvirtprovider.admin.v1.UncordonHostResponse
+	39, // 73: libvirtprovider.admin.v1.AdminService.DeclareHostDown:output_type -> libvirtprovider.admin.v1.DeclareHostDownResponse
+	41, // 74: libvirtprovider.admin.v1.AdminService.DeclareHostUp:output_type -> libvirtprovider.admin.v1.DeclareHostUpResponse
+	43, // 75: libvirtprovider.admin.v1.AdminService.MigrateMachine:output_type -> libvirtprovider.admin.v1.MigrateMachineResponse
+	45, // 76: libvirtprovider.admin.v1.AdminService.ClearFenceMark:output_type -> libvirtprovider.admin.v1.ClearFenceMarkResponse
+	26, // 77: libvirtprovider.admin.v1.AdminService.ListIdentityRefusals:output_type -> libvirtprovider.admin.v1.ListIdentityRefusalsResponse
+	47, // 78: libvirtprovider.admin.v1.AdminService.WhoAmI:output_type -> libvirtprovider.admin.v1.WhoAmIResponse
+	62, // [62:79] is the sub-list for method output_type
+	45, // [45:62] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_libvirtprovider_admin_v1_admin_proto_init() }
@@ -3402,7 +3544,7 @@ func file_libvirtprovider_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_libvirtprovider_admin_v1_admin_proto_rawDesc), len(file_libvirtprovider_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,9 @@ const (
 	// AdminServiceMigrateMachineProcedure is the fully-qualified name of the AdminService's
 	// MigrateMachine RPC.
 	AdminServiceMigrateMachineProcedure = "/libvirtprovider.admin.v1.AdminService/MigrateMachine"
+	// AdminServiceClearFenceMarkProcedure is the fully-qualified name of the AdminService's
+	// ClearFenceMark RPC.
+	AdminServiceClearFenceMarkProcedure = "/libvirtprovider.admin.v1.AdminService/ClearFenceMark"
 	// AdminServiceListIdentityRefusalsProcedure is the fully-qualified name of the AdminService's
 	// ListIdentityRefusals RPC.
 	AdminServiceListIdentityRefusalsProcedure = "/libvirtprovider.admin.v1.AdminService/ListIdentityRefusals"
@@ -161,6 +164,18 @@ type AdminServiceClient interface {
 	// Unimplemented (a backend that cannot migrate). Requires --admin-write
 	// and a caller on --admin-clients.
 	MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error)
+	// ClearFenceMark removes one shard's fence mark on a machine, from the
+	// state and from the domain's metadata, with a history entry and a WARN
+	// line: the way out for a machine at its shards-per-machine bound
+	// (ListFenceMarks), whose new shards are refused ResourceExhausted. The
+	// shard's next token on the machine is then a first contact again, so
+	// clear only a shard that is gone or was invented. Codes:
+	// InvalidArgument (no machine_id or shard_id), NotFound (no such
+	// machine, or the shard holds no mark there), Aborted (the machine is
+	// in a transition; retry once it is stable), Unavailable (its host
+	// could not be written; nothing changed). Requires --admin-write and a
+	// caller on --admin-clients (by default bigfleet://admin only).
+	ClearFenceMark(context.Context, *connect.Request[v1.ClearFenceMarkRequest]) (*connect.Response[v1.ClearFenceMarkResponse], error)
 	// ListIdentityRefusals returns the latest CapacityProvider calls refused
 	// because the caller's certificate did not allow them (BigFleet
 	// ADR-0048, --caller-identity=bigfleet), newest first.
@@ -276,6 +291,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("MigrateMachine")),
 			connect.WithClientOptions(opts...),
 		),
+		clearFenceMark: connect.NewClient[v1.ClearFenceMarkRequest, v1.ClearFenceMarkResponse](
+			httpClient,
+			baseURL+AdminServiceClearFenceMarkProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ClearFenceMark")),
+			connect.WithClientOptions(opts...),
+		),
 		listIdentityRefusals: connect.NewClient[v1.ListIdentityRefusalsRequest, v1.ListIdentityRefusalsResponse](
 			httpClient,
 			baseURL+AdminServiceListIdentityRefusalsProcedure,
@@ -309,6 +330,7 @@ type adminServiceClient struct {
 	declareHostDown      *connect.Client[v1.DeclareHostDownRequest, v1.DeclareHostDownResponse]
 	declareHostUp        *connect.Client[v1.DeclareHostUpRequest, v1.DeclareHostUpResponse]
 	migrateMachine       *connect.Client[v1.MigrateMachineRequest, v1.MigrateMachineResponse]
+	clearFenceMark       *connect.Client[v1.ClearFenceMarkRequest, v1.ClearFenceMarkResponse]
 	listIdentityRefusals *connect.Client[v1.ListIdentityRefusalsRequest, v1.ListIdentityRefusalsResponse]
 	whoAmI               *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
 }
@@ -381,6 +403,11 @@ func (c *adminServiceClient) DeclareHostUp(ctx context.Context, req *connect.Req
 // MigrateMachine calls libvirtprovider.admin.v1.AdminService.MigrateMachine.
 func (c *adminServiceClient) MigrateMachine(ctx context.Context, req *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {
 	return c.migrateMachine.CallUnary(ctx, req)
+}
+
+// ClearFenceMark calls libvirtprovider.admin.v1.AdminService.ClearFenceMark.
+func (c *adminServiceClient) ClearFenceMark(ctx context.Context, req *connect.Request[v1.ClearFenceMarkRequest]) (*connect.Response[v1.ClearFenceMarkResponse], error) {
+	return c.clearFenceMark.CallUnary(ctx, req)
 }
 
 // ListIdentityRefusals calls libvirtprovider.admin.v1.AdminService.ListIdentityRefusals.
@@ -469,6 +496,18 @@ type AdminServiceHandler interface {
 	// Unimplemented (a backend that cannot migrate). Requires --admin-write
 	// and a caller on --admin-clients.
 	MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error)
+	// ClearFenceMark removes one shard's fence mark on a machine, from the
+	// state and from the domain's metadata, with a history entry and a WARN
+	// line: the way out for a machine at its shards-per-machine bound
+	// (ListFenceMarks), whose new shards are refused ResourceExhausted. The
+	// shard's next token on the machine is then a first contact again, so
+	// clear only a shard that is gone or was invented. Codes:
+	// InvalidArgument (no machine_id or shard_id), NotFound (no such
+	// machine, or the shard holds no mark there), Aborted (the machine is
+	// in a transition; retry once it is stable), Unavailable (its host
+	// could not be written; nothing changed). Requires --admin-write and a
+	// caller on --admin-clients (by default bigfleet://admin only).
+	ClearFenceMark(context.Context, *connect.Request[v1.ClearFenceMarkRequest]) (*connect.Response[v1.ClearFenceMarkResponse], error)
 	// ListIdentityRefusals returns the latest CapacityProvider calls refused
 	// because the caller's certificate did not allow them (BigFleet
 	// ADR-0048, --caller-identity=bigfleet), newest first.
@@ -580,6 +619,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("MigrateMachine")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceClearFenceMarkHandler := connect.NewUnaryHandler(
+		AdminServiceClearFenceMarkProcedure,
+		svc.ClearFenceMark,
+		connect.WithSchema(adminServiceMethods.ByName("ClearFenceMark")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceListIdentityRefusalsHandler := connect.NewUnaryHandler(
 		AdminServiceListIdentityRefusalsProcedure,
 		svc.ListIdentityRefusals,
@@ -624,6 +669,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDeclareHostUpHandler.ServeHTTP(w, r)
 		case AdminServiceMigrateMachineProcedure:
 			adminServiceMigrateMachineHandler.ServeHTTP(w, r)
+		case AdminServiceClearFenceMarkProcedure:
+			adminServiceClearFenceMarkHandler.ServeHTTP(w, r)
 		case AdminServiceListIdentityRefusalsProcedure:
 			adminServiceListIdentityRefusalsHandler.ServeHTTP(w, r)
 		case AdminServiceWhoAmIProcedure:
@@ -691,6 +738,10 @@ func (UnimplementedAdminServiceHandler) DeclareHostUp(context.Context, *connect.
 
 func (UnimplementedAdminServiceHandler) MigrateMachine(context.Context, *connect.Request[v1.MigrateMachineRequest]) (*connect.Response[v1.MigrateMachineResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.MigrateMachine is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ClearFenceMark(context.Context, *connect.Request[v1.ClearFenceMarkRequest]) (*connect.Response[v1.ClearFenceMarkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("libvirtprovider.admin.v1.AdminService.ClearFenceMark is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) ListIdentityRefusals(context.Context, *connect.Request[v1.ListIdentityRefusalsRequest]) (*connect.Response[v1.ListIdentityRefusalsResponse], error) {
