@@ -10,8 +10,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/agentcmd"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // agentClient talks to the domain's guest agent over libvirt (or the
@@ -37,7 +37,7 @@ func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
 
 // setBinding writes md, after checking again that the domain is still ours.
 func (b *Backend) setBinding(h *host, name string, md meta.Metadata) error {
-	return h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	return h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		if _, err := b.owned(dom, name, md.MachineID); err != nil {
 			return err
 		}

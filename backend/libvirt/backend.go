@@ -12,6 +12,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/config"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -80,10 +81,10 @@ var (
 // over its zone reports backend.ErrHostConnecting, which a mutation may
 // wait for, so a host that is down at start delays nothing else.
 func New(cfg Config) (*Backend, error) {
-	return newBackend(cfg, hostconn.Dial)
+	return newBackend(cfg, virt.Dial)
 }
 
-func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
+func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -214,7 +215,7 @@ func (b *Backend) Close() error {
 
 // owned checks that dom is provider's domain for machineID and returns its
 // metadata; otherwise an error wrapping backend.ErrNotOurs.
-func (b *Backend) owned(dom hostconn.Domain, name, machineID string) (meta.Metadata, error) {
+func (b *Backend) owned(dom virt.Domain, name, machineID string) (meta.Metadata, error) {
 	md, found, err := meta.Read(dom)
 	switch {
 	case err != nil && !found:

@@ -11,7 +11,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 var _ backend.BootReporter = (*Backend)(nil)
@@ -198,7 +198,7 @@ func (b *Backend) watchStopped(ctx context.Context, stop context.CancelCauseFunc
 		case <-tick.C:
 		}
 		var rs backend.RunState
-		err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+		err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 			st, reason, err := dom.GetState()
 			rs = domstate.Run(st, reason)
 			return err

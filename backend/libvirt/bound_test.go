@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // A call that does not return within --libvirt-call-timeout fails as
@@ -58,7 +59,7 @@ func TestStuckHostHoldsBoundedCalls(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err })
+			errs <- h.With(func(c virt.Conn) error { _, err := c.GetCapabilities(); return err })
 		}()
 	}
 	wg.Wait()

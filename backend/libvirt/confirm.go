@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 var _ backend.Confirmer = (*Backend)(nil)
@@ -66,7 +66,7 @@ func (b *Backend) confirmOn(ctx context.Context, h *host, name string) (bool, er
 	done := make(chan answer, 1)
 	h.confirming.Add(1)
 	go func() { // a libvirt call cannot be interrupted; a late answer is dropped
-		err := h.WithDomain(name, func(hostconn.Conn, hostconn.Domain) error { return nil })
+		err := h.WithDomain(name, func(virt.Conn, virt.Domain) error { return nil })
 		// Not deferred: the count must drop before the answer is sent, or
 		// the caller's next lookup can find this one still counted.
 		h.confirming.Add(-1)

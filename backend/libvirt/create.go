@@ -16,6 +16,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -42,7 +43,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		return backend.Placement{}, fmt.Errorf("create: %w: %w", backend.ErrNothingDone, err)
 	}
 	start := time.Now()
-	err = h.With(func(conn hostconn.Conn) error {
+	err = h.With(func(conn virt.Conn) error {
 		dom, err := conn.LookupDomainByName(name)
 		if err == nil {
 			err = b.adopt(ctx, dom, name, spec)
@@ -88,7 +89,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 
 // adopt takes over our own domain left by an earlier attempt of this
 // machine's Create, starting it if it is not running.
-func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
+func (b *Backend) adopt(ctx context.Context, dom virt.Domain, name string, spec backend.MachineSpec) error {
 	md, err := b.owned(dom, name, spec.MachineID)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
@@ -132,7 +133,7 @@ var errStaleSource = errors.New("a migration's stale source")
 
 // finishBegunDelete completes the Delete whose intent dom carries (domain
 // and volumes), so the Create builds afresh; a WARN says so.
-func (b *Backend) finishBegunDelete(ctx context.Context, conn hostconn.Conn, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
+func (b *Backend) finishBegunDelete(ctx context.Context, conn virt.Conn, dom virt.Domain, name string, spec backend.MachineSpec) error {
 	b.log.Warn("create: the domain found is not to be adopted (a Delete begun on it, or a migration's stale source); deleting it before building",
 		"domain", name, "machine", spec.MachineID, "op", spec.OperationID)
 	if err := destroyAndUndefine(dom); err != nil {
@@ -153,7 +154,7 @@ func (b *Backend) finishBegunDelete(ctx context.Context, conn hostconn.Conn, dom
 // (undo) and how long each step took.
 type attempt struct {
 	ctx  context.Context
-	conn hostconn.Conn
+	conn virt.Conn
 	name string
 	undo rollback
 	took []any
@@ -178,7 +179,7 @@ func (a *attempt) step(what string, err error) error {
 // on undo; on failure exactly those are removed, newest first. Undo steps
 // look their object up again by name on conn (which outlives build), since
 // the handles used here are freed before the rollback runs.
-func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name string, spec backend.MachineSpec) error {
+func (b *Backend) build(ctx context.Context, h *host, conn virt.Conn, name string, spec backend.MachineSpec) error {
 	a := &attempt{ctx: ctx, conn: conn, name: name, mark: time.Now()}
 	err := b.buildSteps(a, h, spec)
 	var late *hostconn.CallTimeoutError
@@ -256,7 +257,7 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 			b.log.Warn("instance type shapes not checked on a host that is not connected; a Create there checks its own", "host", h.name)
 			continue
 		}
-		err := h.With(func(conn hostconn.Conn) error {
+		err := h.With(func(conn virt.Conn) error {
 			o, err := shape.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, b.cfg.Shapes)
 			if err != nil {
 				return fmt.Errorf("--instance-types: probing host %s for the machine shapes: %w", h.name, err)
@@ -269,7 +270,7 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 }
 
 // checkShapeOn is CheckShapes for one Create's shape on its host.
-func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.MachineSpec, s backend.Shape) error {
+func (b *Backend) checkShapeOn(h *host, conn virt.Conn, spec backend.MachineSpec, s backend.Shape) error {
 	one := map[string]backend.Shape{spec.InstanceType: s}
 	o, err := shape.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, one)
 	if err != nil {
@@ -284,7 +285,7 @@ func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.Machine
 // domain is redefined and started again: the Create goes on rather than
 // failing. Any start failure carries the last error line of the domain's
 // QEMU log when the host is local.
-func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.MachineSpec, overlay, seed string) (hostconn.Domain, error) {
+func (b *Backend) start(a *attempt, h *host, dom virt.Domain, spec backend.MachineSpec, overlay, seed string) (virt.Domain, error) {
 	err := dom.Create()
 	if err == nil || !hostconn.IsKVMUnusable(err) || !h.FallBackToQEMU(message(err)) {
 		return dom, h.ExplainStart(a.name, err)
@@ -342,7 +343,7 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, sh backend.Shape) (o
 // raw volume "<domain>-seed.iso" and attached read-only. Without the flag it
 // does nothing. A seed left by an earlier attempt for the same domain is
 // reused (its content depends only on the file and the domain name).
-func (b *Backend) ensureSeed(conn hostconn.Conn, pool hostconn.Pool, domain string, undo *rollback) (string, error) {
+func (b *Backend) ensureSeed(conn virt.Conn, pool virt.Pool, domain string, undo *rollback) (string, error) {
 	if b.cfg.BaseUserData == "" {
 		return "", nil
 	}
@@ -370,8 +371,8 @@ func (b *Backend) ensureSeed(conn hostconn.Conn, pool hostconn.Pool, domain stri
 }
 
 // define renders the domain XML and defines it.
-func (b *Backend) define(h *host, conn hostconn.Conn, name string, spec backend.MachineSpec,
-	overlay, seed string) (hostconn.Domain, error) {
+func (b *Backend) define(h *host, conn virt.Conn, name string, spec backend.MachineSpec,
+	overlay, seed string) (virt.Domain, error) {
 	md, err := meta.Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
 		Marks: spec.Marks, Host: h.refName(), VCPUs: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64)}.Marshal(true)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -136,7 +136,7 @@ func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backe
 // removeOn deletes the machine's domain and volumes on one host.
 func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec, intent bool) error {
 	start := time.Now()
-	err := h.With(func(conn hostconn.Conn) error {
+	err := h.With(func(conn virt.Conn) error {
 		gone, err := b.deleteDomain(conn, name, spec, intent)
 		if err != nil {
 			return err
@@ -169,7 +169,7 @@ func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backe
 // intent, the Delete is recorded in the domain's metadata first: a Delete
 // cut after that (a provider killed, a host gone dark) is found as such
 // by whoever lists the host next, even from an empty state file.
-func (b *Backend) deleteDomain(conn hostconn.Conn, name string, spec backend.DeleteSpec, intent bool) (alreadyGone bool, err error) {
+func (b *Backend) deleteDomain(conn virt.Conn, name string, spec backend.DeleteSpec, intent bool) (alreadyGone bool, err error) {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return true, nil
@@ -193,7 +193,7 @@ func (b *Backend) deleteDomain(conn hostconn.Conn, name string, spec backend.Del
 // recordIntent writes the Delete's intent into md on dom. An intent
 // already there keeps its first time (the Delete began then) and takes
 // the newest operation id (a Release after a failed Delete is that one).
-func recordIntent(dom hostconn.Domain, md meta.Metadata, op string) error {
+func recordIntent(dom virt.Domain, md meta.Metadata, op string) error {
 	if op == "" {
 		op = "unknown" // the intent itself is what counts; never write an empty one
 	}
@@ -208,7 +208,7 @@ func recordIntent(dom hostconn.Domain, md meta.Metadata, op string) error {
 	return meta.Write(dom, md)
 }
 
-func destroyAndUndefine(dom hostconn.Domain) error {
+func destroyAndUndefine(dom virt.Domain) error {
 	if err := domstate.Destroy(dom); err != nil {
 		return fmt.Errorf("delete: destroy domain: %w", err)
 	}
@@ -220,7 +220,7 @@ func destroyAndUndefine(dom hostconn.Domain) error {
 
 // onDomain looks name up on conn and runs fn on it (used by rollback, whose
 // steps outlive the handles of the attempt). A missing domain is done.
-func onDomain(conn hostconn.Conn, name string, fn func(hostconn.Domain) error) error {
+func onDomain(conn virt.Conn, name string, fn func(virt.Domain) error) error {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return nil
@@ -235,8 +235,8 @@ func onDomain(conn hostconn.Conn, name string, fn func(hostconn.Domain) error) e
 // onOwnDomain is onDomain for rollback steps: a domain under the name that
 // is not the machine's (a stranger defined it meanwhile, or its metadata
 // is damaged) is left alone.
-func (b *Backend) onOwnDomain(conn hostconn.Conn, name, machineID string, fn func(hostconn.Domain) error) error {
-	return onDomain(conn, name, func(dom hostconn.Domain) error {
+func (b *Backend) onOwnDomain(conn virt.Conn, name, machineID string, fn func(virt.Domain) error) error {
+	return onDomain(conn, name, func(dom virt.Domain) error {
 		if _, err := b.owned(dom, name, machineID); err != nil {
 			if errors.Is(err, backend.ErrNotOurs) {
 				return nil
@@ -248,7 +248,7 @@ func (b *Backend) onOwnDomain(conn hostconn.Conn, name, machineID string, fn fun
 }
 
 // deleteVolumeIn deletes a volume of our pool by name (never the golden one).
-func (b *Backend) deleteVolumeIn(conn hostconn.Conn, vol string) error {
+func (b *Backend) deleteVolumeIn(conn virt.Conn, vol string) error {
 	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
 	if err != nil {
 		return fmt.Errorf("storage pool %s: %w", b.cfg.Pool, err)
@@ -277,12 +277,12 @@ func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep 
 	if hs == hk {
 		return fmt.Errorf("remove copy: both copies name host %q", hs.name)
 	}
-	if err := hk.WithDomain(kname, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	if err := hk.WithDomain(kname, func(_ virt.Conn, dom virt.Domain) error {
 		return b.checkKept(dom, kname, machineID)
 	}); err != nil {
 		return fmt.Errorf("remove copy: kept copy on host %s: %w", hk.name, err)
 	}
-	if err := hs.WithDomain(sname, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	if err := hs.WithDomain(sname, func(_ virt.Conn, dom virt.Domain) error {
 		return b.checkSpare(dom, sname, machineID)
 	}); err != nil {
 		return fmt.Errorf("remove copy on host %s: %w", hs.name, err)
@@ -298,7 +298,7 @@ func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep 
 // errNotSpare: the copy shows no proof that it is not the live machine.
 var errNotSpare = errors.New("not provably a spare copy")
 
-func (b *Backend) checkKept(dom hostconn.Domain, name, machineID string) error {
+func (b *Backend) checkKept(dom virt.Domain, name, machineID string) error {
 	if _, err := b.owned(dom, name, machineID); err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func (b *Backend) checkKept(dom hostconn.Domain, name, machineID string) error {
 	return nil
 }
 
-func (b *Backend) checkSpare(dom hostconn.Domain, name, machineID string) error {
+func (b *Backend) checkSpare(dom virt.Domain, name, machineID string) error {
 	md, err := b.owned(dom, name, machineID)
 	if err != nil {
 		return err

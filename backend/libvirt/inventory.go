@@ -11,8 +11,8 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -189,7 +189,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 	sizes := map[string]placement.Size{}
 	started := h.listingStarts()
 	var vols []string // the pool's volume names (nil: not read)
-	err := h.With(func(conn hostconn.Conn) error {
+	err := h.With(func(conn virt.Conn) error {
 		doms, err := conn.ListAllDomains(0)
 		if err != nil {
 			return fmt.Errorf("list domains: %w", err)
@@ -225,7 +225,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 // prefix) is returned, and makes the whole listing incomplete: a domain we
 // could not read must never look like a domain that is not there. A domain
 // that vanished while we listed is simply not there any more.
-func (b *Backend) observeDomain(dom hostconn.Domain, h *host, prefix string) (backend.Observed, placement.Size, bool, error) {
+func (b *Backend) observeDomain(dom virt.Domain, h *host, prefix string) (backend.Observed, placement.Size, bool, error) {
 	o, md, ok, err := b.observeOne(dom, h.zone, prefix)
 	if !ok || err != nil {
 		return o, placement.Size{}, ok, err
@@ -234,7 +234,7 @@ func (b *Backend) observeDomain(dom hostconn.Domain, h *host, prefix string) (ba
 	return o, placement.Size{VCPUs: md.VCPUs, MemoryMiB: int64(md.MemoryMiB)}, true, nil
 }
 
-func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.Observed, meta.Metadata, bool, error) {
+func (b *Backend) observeOne(dom virt.Domain, zone, prefix string) (backend.Observed, meta.Metadata, bool, error) {
 	name, err := dom.GetName()
 	if isNoDomain(err) {
 		return backend.Observed{}, meta.Metadata{}, false, nil
@@ -281,7 +281,7 @@ func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.
 	}, md, true, nil
 }
 
-func freeAll(doms []hostconn.Domain) {
+func freeAll(doms []virt.Domain) {
 	for _, d := range doms {
 		_ = d.Free()
 	}
@@ -313,7 +313,7 @@ func (h *host) baseStatus() backend.HostStatus {
 
 func (b *Backend) hostStatus(h *host) backend.HostStatus {
 	st := h.baseStatus()
-	err := h.With(func(conn hostconn.Conn) error {
+	err := h.With(func(conn virt.Conn) error {
 		st.LibvirtVersion, st.HypervisorVersion = h.Versions(conn)
 		if pool, err := conn.LookupStoragePoolByName(b.cfg.Pool); err == nil {
 			if info, err := pool.GetInfo(); err == nil {

@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // A migration that fails removes what it made on the destination (its
@@ -61,7 +61,7 @@ func (b *Backend) sweepLeftovers(h *host, listed []backend.Observed) {
 			b.leftover.add(h.name, domain, machineID)
 			continue
 		}
-		err := h.With(func(conn hostconn.Conn) error {
+		err := h.With(func(conn virt.Conn) error {
 			if dom, err := conn.LookupDomainByName(domain); err == nil {
 				_ = dom.Free()
 				return nil // defined since: its volumes are its disks
@@ -98,7 +98,7 @@ func (b *Backend) sweepable(h *host, listed []backend.Observed, domain, machineI
 
 // volumeNames reads the pool's volume names on conn (nil when it cannot:
 // no leftover is looked for this listing).
-func (b *Backend) volumeNames(conn hostconn.Conn) []string {
+func (b *Backend) volumeNames(conn virt.Conn) []string {
 	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
 	if err != nil {
 		return nil

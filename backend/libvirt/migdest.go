@@ -8,7 +8,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/guestfit"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -42,7 +42,7 @@ func (b *Backend) reserveDestination(src *host, name, machineID, to string, size
 // definition on src (what a destination is given).
 func guestOn(src *host, name string) (guestfit.Guest, error) {
 	var g guestfit.Guest
-	err := src.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	err := src.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		x, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_MIGRATABLE)
 		if err != nil {
 			return fmt.Errorf("migratable XML of %s: %w", name, err)
@@ -102,7 +102,7 @@ func (b *Backend) refusedHosts(src *host, to string, g guestfit.Guest) map[strin
 // with the cause.
 func (h *host) refuses(g guestfit.Guest) guestfit.Verdict {
 	var v guestfit.Verdict
-	err := h.With(func(conn hostconn.Conn) error {
+	err := h.With(func(conn virt.Conn) error {
 		var err error
 		v, err = h.fit.Refuses(h.Link(), conn, g, h.DomainType().Type)
 		return err

@@ -12,8 +12,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
@@ -77,8 +77,8 @@ func storageMode(f libvirt.DomainMigrateFlags) string {
 // either side. It returns the migration flags used.
 func (b *Backend) migrateTo(ctx context.Context, src, dst *host, name, machineID string) (libvirt.DomainMigrateFlags, error) {
 	var flags libvirt.DomainMigrateFlags
-	err := src.With(func(sconn hostconn.Conn) error {
-		return dst.With(func(dconn hostconn.Conn) error {
+	err := src.With(func(sconn virt.Conn) error {
+		return dst.With(func(dconn virt.Conn) error {
 			dom, err := sconn.LookupDomainByName(name)
 			if err != nil {
 				return fmt.Errorf("migrate: look up domain %s on host %s: %w", name, src.name, err)
@@ -105,9 +105,9 @@ type migration struct {
 	b          *Backend
 	ctx        context.Context
 	src, dst   *host
-	sconn      hostconn.Conn
-	dconn      hostconn.Conn
-	dom        hostconn.Domain
+	sconn      virt.Conn
+	dconn      virt.Conn
+	dom        virt.Domain
 	name       string
 	machineID  string
 	flags      libvirt.DomainMigrateFlags
@@ -286,7 +286,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 
 // prepareSeed recreates the NoCloud seed on the destination when the
 // source has one.
-func (m *migration) prepareSeed(spool, dpool hostconn.Pool, disks map[string]string) error {
+func (m *migration) prepareSeed(spool, dpool virt.Pool, disks map[string]string) error {
 	sName := meta.SeedName(m.name)
 	srcSeed, _, err := volume.PathSize(spool, sName)
 	if isNoVolume(err) {

@@ -2,8 +2,7 @@ package libvirt
 
 import (
 	"fmt"
-
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -16,7 +15,7 @@ import (
 // already refused a destination with a domain of this machine's name, the
 // only domain whose volumes these names are (they derive from it); it is
 // checked again here, next to the deletion, so the rule holds on its own.
-func (m *migration) clearLeftover(dpool hostconn.Pool, name string) error {
+func (m *migration) clearLeftover(dpool virt.Pool, name string) error {
 	if _, _, err := volume.PathSize(dpool, name); isNoVolume(err) {
 		return nil
 	} else if err != nil {

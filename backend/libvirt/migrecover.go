@@ -7,8 +7,8 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/recovery"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 var _ backend.MigrationRecoverer = (*Backend)(nil)
@@ -67,7 +67,7 @@ func (b *Backend) RecoverMigration(ctx context.Context, machineID string, record
 // resumeMigrated resumes the kept copy, read once more: still ours, still
 // paused by the migration, no job.
 func (b *Backend) resumeMigrated(c copyState, machineID string) error {
-	return c.h.WithDomain(c.name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	return c.h.WithDomain(c.name, func(_ virt.Conn, dom virt.Domain) error {
 		now, err := b.readCopy(dom, c, machineID)
 		if err != nil {
 			return err
@@ -88,7 +88,7 @@ func (b *Backend) readCopies(machineID string, recorded backend.Placement, copie
 			return nil, err
 		}
 		c := copyState{Copy: recovery.Copy{Host: pl.Host, Recorded: pl.Host == recorded.Host}, pl: pl, h: h, name: name}
-		if err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+		if err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 			c, err = b.readCopy(dom, c, machineID)
 			return err
 		}); err != nil {
@@ -99,7 +99,7 @@ func (b *Backend) readCopies(machineID string, recorded backend.Placement, copie
 	return cs, nil
 }
 
-func (b *Backend) readCopy(dom hostconn.Domain, c copyState, machineID string) (copyState, error) {
+func (b *Backend) readCopy(dom virt.Domain, c copyState, machineID string) (copyState, error) {
 	if _, err := b.owned(dom, c.name, machineID); err != nil {
 		return c, err
 	}

@@ -7,14 +7,14 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // hasDomain reports whether host name holds domain dom.
 func hasDomain(t *testing.T, b *Backend, name, dom string) bool {
 	t.Helper()
-	err := b.hosts[name].WithDomain(dom, func(hostconn.Conn, hostconn.Domain) error { return nil })
+	err := b.hosts[name].WithDomain(dom, func(virt.Conn, virt.Domain) error { return nil })
 	if err != nil && !isNoDomain(err) {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestRemoveCopyNeedsEvidence(t *testing.T) {
 	if err := b.setBinding(b.hosts["b"], spare.Domain, md); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.hosts["a"].WithDomain(keep.Domain, func(_ hostconn.Conn, d hostconn.Domain) error { return domstate.Destroy(d) }); err != nil {
+	if err := b.hosts["a"].WithDomain(keep.Domain, func(_ virt.Conn, d virt.Domain) error { return domstate.Destroy(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.RemoveCopy(context.Background(), "m1", spare, keep); !errors.Is(err, errNotSpare) {

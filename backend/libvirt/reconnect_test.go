@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // A daemon that stops answering (frozen) is declared dead by the watchdog
@@ -79,7 +79,7 @@ func TestReconnectUnderConcurrentCalls(t *testing.T) {
 					inv := b.Inventory(ctx)
 					err = inv[0].Err
 				case 2:
-					err = h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err })
+					err = h.With(func(c virt.Conn) error { _, err := c.GetCapabilities(); return err })
 				}
 				calls.Add(1)
 				if err != nil {

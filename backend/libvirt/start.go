@@ -8,8 +8,8 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 var _ backend.Starter = (*Backend)(nil)
@@ -31,7 +31,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 // off hands down what it located instead of locating it again).
 func (b *Backend) startOn(ctx context.Context, h *host, name, machineID string) error {
 	started := false // this call started the guest (not one already active)
-	err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		if _, err := b.owned(dom, name, machineID); err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func (e *stoppedError) Unwrap() []error {
 // Drain) and hides its cause.
 func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, error) {
 	var md meta.Metadata
-	err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		var err error
 		if md, err = b.owned(dom, name, machineID); err != nil {
 			return err

@@ -3,12 +3,12 @@ package meta
 import (
 	"libvirt.org/go/libvirt"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Read returns our metadata element of dom, decoded. found is false
 // when the domain carries none (a stranger's domain).
-func Read(dom hostconn.Domain) (md Metadata, found bool, err error) {
+func Read(dom virt.Domain) (md Metadata, found bool, err error) {
 	s, err := dom.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, NS, libvirt.DOMAIN_AFFECT_CURRENT)
 	if isNoMetadata(err) {
 		return Metadata{}, false, nil
@@ -25,7 +25,7 @@ func Read(dom hostconn.Domain) (md Metadata, found bool, err error) {
 
 // Write replaces our element on dom, in the persistent definition
 // and, while it runs, the live one too, so both agree.
-func Write(dom hostconn.Domain, md Metadata) error {
+func Write(dom virt.Domain, md Metadata) error {
 	s, err := md.Marshal(false)
 	if err != nil {
 		return err
@@ -35,7 +35,7 @@ func Write(dom hostconn.Domain, md Metadata) error {
 		flags |= libvirt.DOMAIN_AFFECT_LIVE
 	}
 	err = dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, s, Prefix, NS, flags)
-	if err != nil && flags&libvirt.DOMAIN_AFFECT_LIVE != 0 && hostconn.IsCode(err, libvirt.ERR_OPERATION_INVALID) {
+	if err != nil && flags&libvirt.DOMAIN_AFFECT_LIVE != 0 && virt.IsCode(err, libvirt.ERR_OPERATION_INVALID) {
 		// A transient domain (started from XML, never defined) has no
 		// persistent config: its live definition is all there is.
 		return dom.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, s, Prefix, NS, libvirt.DOMAIN_AFFECT_LIVE)
@@ -43,4 +43,4 @@ func Write(dom hostconn.Domain, md Metadata) error {
 	return err
 }
 
-func isNoMetadata(err error) bool { return hostconn.IsCode(err, libvirt.ERR_NO_DOMAIN_METADATA) }
+func isNoMetadata(err error) bool { return virt.IsCode(err, libvirt.ERR_NO_DOMAIN_METADATA) }
