@@ -15,6 +15,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/rollback"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
@@ -156,7 +157,7 @@ type attempt struct {
 	ctx  context.Context
 	conn virt.Conn
 	name string
-	undo rollback
+	undo rollback.Stack
 	took []any
 	mark time.Time
 }
@@ -191,7 +192,7 @@ func (b *Backend) build(ctx context.Context, h *host, conn virt.Conn, name strin
 		return err
 	}
 	if err != nil {
-		if rerr := a.undo.run(b.log.With("domain", name)); rerr != nil {
+		if rerr := a.undo.Run(b.log.With("domain", name)); rerr != nil {
 			err = fmt.Errorf("%w (rollback incomplete: %v)", err, rerr)
 		}
 		return err
@@ -215,7 +216,7 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	// Both undo steps go on before their call, not after it succeeds: a
 	// define or a start whose reply was lost (the link dropped mid-call)
 	// may have taken effect. They act only on a domain that is ours.
-	a.undo.push("undefine domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Undefine) })
+	a.undo.Push("undefine domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Undefine) })
 	dom, err := b.define(h, a.conn, a.name, spec, overlay, seed)
 	if dom != nil {
 		defer dom.Free()
@@ -223,7 +224,7 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 	if err := a.step("define domain", err); err != nil {
 		return err
 	}
-	a.undo.push("destroy domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Destroy) })
+	a.undo.Push("destroy domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Destroy) })
 	started, err := b.start(a, h, dom, spec, overlay, seed)
 	if started != nil && started != dom {
 		defer started.Free()
@@ -326,7 +327,7 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, sh backend.Shape) (o
 	}
 	overlay, created, err := volume.EnsureOverlay(pool, ovName, g)
 	if created {
-		a.undo.push("delete overlay volume", func() error { return b.deleteVolumeIn(a.conn, ovName) })
+		a.undo.Push("delete overlay volume", func() error { return b.deleteVolumeIn(a.conn, ovName) })
 	}
 	if err := a.step("overlay volume", err); err != nil {
 		return "", "", err
@@ -343,7 +344,7 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, sh backend.Shape) (o
 // raw volume "<domain>-seed.iso" and attached read-only. Without the flag it
 // does nothing. A seed left by an earlier attempt for the same domain is
 // reused (its content depends only on the file and the domain name).
-func (b *Backend) ensureSeed(conn virt.Conn, pool virt.Pool, domain string, undo *rollback) (string, error) {
+func (b *Backend) ensureSeed(conn virt.Conn, pool virt.Pool, domain string, undo *rollback.Stack) (string, error) {
 	if b.cfg.BaseUserData == "" {
 		return "", nil
 	}
@@ -363,7 +364,7 @@ func (b *Backend) ensureSeed(conn virt.Conn, pool virt.Pool, domain string, undo
 		return "", err
 	}
 	defer vol.Free()
-	undo.push("delete seed volume", func() error { return b.deleteVolumeIn(conn, name) })
+	undo.Push("delete seed volume", func() error { return b.deleteVolumeIn(conn, name) })
 	if err := conn.UploadVolume(vol, iso); err != nil {
 		return "", fmt.Errorf("upload: %w", err)
 	}
@@ -393,36 +394,6 @@ func (b *Backend) define(h *host, conn virt.Conn, name string, spec backend.Mach
 		return nil, fmt.Errorf("render xml: %w", err)
 	}
 	return conn.DomainDefineXML(x)
-}
-
-// rollback is the list of undo steps of one Create attempt.
-type rollback struct {
-	steps []undoStep
-}
-
-type undoStep struct {
-	what string
-	fn   func() error
-}
-
-func (r *rollback) push(what string, fn func() error) {
-	r.steps = append(r.steps, undoStep{what, fn})
-}
-
-// run undoes newest first and keeps going past failures so as much as
-// possible is cleaned; it reports what it could not undo.
-func (r *rollback) run(log *slog.Logger) error {
-	var errs []error
-	for i := len(r.steps) - 1; i >= 0; i-- {
-		s := r.steps[i]
-		if err := s.fn(); err != nil {
-			log.Warn("create rollback step failed", "step", s.what, "err", err)
-			errs = append(errs, fmt.Errorf("%s: %w", s.what, err))
-			continue
-		}
-		log.Info("create rolled back", "step", s.what)
-	}
-	return errors.Join(errs...)
 }
 
 // policyFor is the policy of one Create: the host's domain type (kvm or

@@ -13,6 +13,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/rollback"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
@@ -88,7 +89,7 @@ func (b *Backend) migrateTo(ctx context.Context, src, dst *host, name, machineID
 			err = m.run()
 			flags = m.flags
 			if err != nil {
-				if rerr := m.undo.run(b.log.With("domain", name, "host", dst.name)); rerr != nil {
+				if rerr := m.undo.Run(b.log.With("domain", name, "host", dst.name)); rerr != nil {
 					err = fmt.Errorf("%w (destination cleanup incomplete: %v)", err, rerr)
 					b.leftover.add(dst.name, name, machineID) // leftovers.go
 				}
@@ -111,7 +112,7 @@ type migration struct {
 	name       string
 	machineID  string
 	flags      libvirt.DomainMigrateFlags
-	undo       rollback
+	undo       rollback.Stack
 	srcVolumes []string // the source's volumes, deleted once the domain left
 }
 
@@ -162,7 +163,7 @@ func (m *migration) run() error {
 			return err
 		}
 	}
-	m.undo = rollback{} // the domain runs on the destination: its volumes are its disks now
+	m.undo = rollback.Stack{} // the domain runs on the destination: its volumes are its disks now
 	for _, v := range m.srcVolumes {
 		if err := m.b.deleteVolumeIn(m.sconn, v); err != nil {
 			m.b.log.Warn("migrated, but the source's volume was not deleted", "host", m.src.name, "volume", v, "err", err)
@@ -181,7 +182,7 @@ func (m *migration) afterError(err error) error {
 		return err
 	}
 	defer dom.Free()
-	m.undo = rollback{}
+	m.undo = rollback.Stack{}
 	st, _, serr := dom.GetState()
 	if serr == nil && st == libvirt.DOMAIN_RUNNING && !m.sourceRunning() {
 		m.b.log.Warn("migration reported an error, but the domain runs on the destination and no longer on the source: done",
@@ -261,7 +262,7 @@ func (m *migration) prepareVolumes() (map[string]string, error) {
 	if err := m.clearLeftover(dpool, ovName); err != nil {
 		return nil, err
 	}
-	m.undo.push("delete destination overlay", func() error { return m.b.deleteVolumeIn(m.dconn, ovName) })
+	m.undo.Push("delete destination overlay", func() error { return m.b.deleteVolumeIn(m.dconn, ovName) })
 	if g, why := volume.SameGolden(spool, dpool, m.b.cfg.Image, ovName); why == "" {
 		m.flags = libvirt.MIGRATE_NON_SHARED_INC
 		path, _, err := volume.EnsureOverlay(dpool, ovName, g)
@@ -302,8 +303,8 @@ func (m *migration) prepareSeed(spool, dpool virt.Pool, disks map[string]string)
 	if err := m.clearLeftover(dpool, sName); err != nil {
 		return err
 	}
-	m.undo.push("delete destination seed", func() error { return m.b.deleteVolumeIn(m.dconn, sName) })
-	path, err := m.b.ensureSeed(m.dconn, dpool, m.name, &rollback{})
+	m.undo.Push("delete destination seed", func() error { return m.b.deleteVolumeIn(m.dconn, sName) })
+	path, err := m.b.ensureSeed(m.dconn, dpool, m.name, &rollback.Stack{})
 	if err != nil {
 		return fmt.Errorf("migrate: seed on host %s: %w", m.dst.name, err)
 	}
