@@ -38,7 +38,7 @@ func (b *Backend) bootstrapper(h *host, name string) *guestagent.Bootstrapper {
 // setBinding writes md, after checking again that the domain is still ours.
 func (b *Backend) setBinding(h *host, name string, md meta.Metadata) error {
 	return h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
-		if _, err := b.owned(dom, name, md.MachineID); err != nil {
+		if _, err := meta.ReadOwned(dom, name, b.cfg.Provider, md.MachineID); err != nil {
 			return err
 		}
 		return meta.Write(dom, md)

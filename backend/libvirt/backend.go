@@ -2,7 +2,6 @@ package libvirt
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,9 +9,11 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/config"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/migrate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -47,6 +48,8 @@ type Backend struct {
 	list  []*host            // in --connect/--hosts order
 	zoned map[string][]*host // zone → its hosts, in order
 	plan  *placement.Planner // capacity, cordon and bookings of every host
+	store volume.Store       // the pool of every host, as configured
+	mover *migrate.Mover     // live migration (backend/libvirt/migrate)
 	down  downHosts          // hosts declared down (down.go)
 	// leftover: volumes failed migrations left on their destination
 	// (leftovers.go).
@@ -94,6 +97,9 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1), boots: newBoots(),
 		stoppedEvery: 2 * time.Second}
 	b.cfg.Logger = b.log
+	b.store = volume.Store{Pool: cfg.Pool, Golden: cfg.Image, UserData: cfg.BaseUserData}
+	b.mover = &migrate.Mover{Provider: cfg.Provider, Store: b.store, Plain: cfg.MigratePlain, Log: b.log,
+		Policy: func(hostType string) domxml.Policy { return b.policyFor(hostType, "", "", backend.Shape{}) }}
 	hostconn.StartEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
 		if hc.Name == "" {
@@ -211,21 +217,4 @@ func (b *Backend) Close() error {
 	}
 	wg.Wait()
 	return nil
-}
-
-// owned checks that dom is provider's domain for machineID and returns its
-// metadata; otherwise an error wrapping backend.ErrNotOurs.
-func (b *Backend) owned(dom virt.Domain, name, machineID string) (meta.Metadata, error) {
-	md, found, err := meta.Read(dom)
-	switch {
-	case err != nil && !found:
-		return meta.Metadata{}, fmt.Errorf("read metadata of %s: %w", name, err)
-	case err != nil:
-		return meta.Metadata{}, fmt.Errorf("domain %s: unreadable bigfleet metadata (%v): %w", name, err, backend.ErrNotOurs)
-	case !found:
-		return meta.Metadata{}, fmt.Errorf("domain %s has no bigfleet metadata: %w", name, backend.ErrNotOurs)
-	case !md.Owned(b.cfg.Provider, machineID):
-		return meta.Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
-	}
-	return md, nil
 }

@@ -91,7 +91,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 // adopt takes over our own domain left by an earlier attempt of this
 // machine's Create, starting it if it is not running.
 func (b *Backend) adopt(ctx context.Context, dom virt.Domain, name string, spec backend.MachineSpec) error {
-	md, err := b.owned(dom, name, spec.MachineID)
+	md, err := meta.ReadOwned(dom, name, b.cfg.Provider, spec.MachineID)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -144,7 +144,7 @@ func (b *Backend) finishBegunDelete(ctx context.Context, conn virt.Conn, dom vir
 		return fmt.Errorf("create: %w", err)
 	}
 	for _, vol := range []string{meta.OverlayName(name), meta.SeedName(name)} {
-		if err := b.deleteVolumeIn(conn, vol); err != nil {
+		if err := b.store.DeleteIn(conn, vol); err != nil {
 			return fmt.Errorf("create: finish the begun Delete: volume %s: %w", vol, err)
 		}
 	}
@@ -327,48 +327,16 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, sh backend.Shape) (o
 	}
 	overlay, created, err := volume.EnsureOverlay(pool, ovName, g)
 	if created {
-		a.undo.Push("delete overlay volume", func() error { return b.deleteVolumeIn(a.conn, ovName) })
+		a.undo.Push("delete overlay volume", func() error { return b.store.DeleteIn(a.conn, ovName) })
 	}
 	if err := a.step("overlay volume", err); err != nil {
 		return "", "", err
 	}
-	seed, err = b.ensureSeed(a.conn, pool, a.name, &a.undo)
+	seed, err = b.store.EnsureSeed(a.conn, pool, meta.SeedName(a.name), a.name, &a.undo)
 	if err := a.step("seed volume", err); err != nil {
 		return "", "", err
 	}
 	return overlay, seed, nil
-}
-
-// ensureSeed serves --base-user-data to the guest as a NoCloud seed: an ISO
-// 9660 image labelled "cidata" with user-data and meta-data, uploaded into a
-// raw volume "<domain>-seed.iso" and attached read-only. Without the flag it
-// does nothing. A seed left by an earlier attempt for the same domain is
-// reused (its content depends only on the file and the domain name).
-func (b *Backend) ensureSeed(conn virt.Conn, pool virt.Pool, domain string, undo *rollback.Stack) (string, error) {
-	if b.cfg.BaseUserData == "" {
-		return "", nil
-	}
-	name := meta.SeedName(domain)
-	if vol, err := pool.LookupStorageVolByName(name); err == nil {
-		defer vol.Free()
-		return vol.GetPath()
-	} else if !isNoVolume(err) {
-		return "", err
-	}
-	iso, err := volume.BuildSeedISO(b.cfg.BaseUserData, domain)
-	if err != nil {
-		return "", err
-	}
-	vol, err := volume.CreateRaw(pool, name, uint64(len(iso)))
-	if err != nil {
-		return "", err
-	}
-	defer vol.Free()
-	undo.Push("delete seed volume", func() error { return b.deleteVolumeIn(conn, name) })
-	if err := conn.UploadVolume(vol, iso); err != nil {
-		return "", fmt.Errorf("upload: %w", err)
-	}
-	return vol.GetPath()
 }
 
 // define renders the domain XML and defines it.

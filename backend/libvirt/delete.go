@@ -12,7 +12,6 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // Delete destroys and undefines the machine's domain and deletes its
@@ -149,10 +148,10 @@ func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backe
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
-		if err := b.deleteVolumeIn(conn, meta.OverlayName(name)); err != nil {
+		if err := b.store.DeleteIn(conn, meta.OverlayName(name)); err != nil {
 			return fmt.Errorf("delete: overlay volume: %w", err)
 		}
-		if err := b.deleteVolumeIn(conn, meta.SeedName(name)); err != nil {
+		if err := b.store.DeleteIn(conn, meta.SeedName(name)); err != nil {
 			return fmt.Errorf("delete: seed volume: %w", err)
 		}
 		return nil
@@ -178,7 +177,7 @@ func (b *Backend) deleteDomain(conn virt.Conn, name string, spec backend.DeleteS
 		return false, fmt.Errorf("delete: look up domain: %w", err)
 	}
 	defer dom.Free()
-	md, err := b.owned(dom, name, spec.MachineID)
+	md, err := meta.ReadOwned(dom, name, b.cfg.Provider, spec.MachineID)
 	if err != nil {
 		return false, fmt.Errorf("delete: %w", err)
 	}
@@ -237,7 +236,7 @@ func onDomain(conn virt.Conn, name string, fn func(virt.Domain) error) error {
 // is damaged) is left alone.
 func (b *Backend) onOwnDomain(conn virt.Conn, name, machineID string, fn func(virt.Domain) error) error {
 	return onDomain(conn, name, func(dom virt.Domain) error {
-		if _, err := b.owned(dom, name, machineID); err != nil {
+		if _, err := meta.ReadOwned(dom, name, b.cfg.Provider, machineID); err != nil {
 			if errors.Is(err, backend.ErrNotOurs) {
 				return nil
 			}
@@ -245,16 +244,6 @@ func (b *Backend) onOwnDomain(conn virt.Conn, name, machineID string, fn func(vi
 		}
 		return fn(dom)
 	})
-}
-
-// deleteVolumeIn deletes a volume of our pool by name (never the golden one).
-func (b *Backend) deleteVolumeIn(conn virt.Conn, vol string) error {
-	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
-	if err != nil {
-		return fmt.Errorf("storage pool %s: %w", b.cfg.Pool, err)
-	}
-	defer pool.Free()
-	return volume.Delete(pool, vol, b.cfg.Image)
 }
 
 var _ backend.CopyRemover = (*Backend)(nil)
@@ -299,7 +288,7 @@ func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep 
 var errNotSpare = errors.New("not provably a spare copy")
 
 func (b *Backend) checkKept(dom virt.Domain, name, machineID string) error {
-	if _, err := b.owned(dom, name, machineID); err != nil {
+	if _, err := meta.ReadOwned(dom, name, b.cfg.Provider, machineID); err != nil {
 		return err
 	}
 	st, _, err := dom.GetState()
@@ -313,7 +302,7 @@ func (b *Backend) checkKept(dom virt.Domain, name, machineID string) error {
 }
 
 func (b *Backend) checkSpare(dom virt.Domain, name, machineID string) error {
-	md, err := b.owned(dom, name, machineID)
+	md, err := meta.ReadOwned(dom, name, b.cfg.Provider, machineID)
 	if err != nil {
 		return err
 	}

@@ -207,7 +207,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 			}
 		}
 		h.ReadSize(conn)
-		vols = b.volumeNames(conn)
+		vols = b.store.Names(conn)
 		return nil
 	})
 	if err != nil {

@@ -69,7 +69,7 @@ func (b *Backend) sweepLeftovers(h *host, listed []backend.Observed) {
 				return err
 			}
 			for _, vol := range []string{meta.OverlayName(domain), meta.SeedName(domain)} {
-				if err := b.deleteVolumeIn(conn, vol); err != nil {
+				if err := b.store.DeleteIn(conn, vol); err != nil {
 					return err
 				}
 			}
@@ -94,21 +94,6 @@ func (b *Backend) sweepable(h *host, listed []backend.Observed, domain, machineI
 		}
 	}
 	return b.plan.NotHere(h.zone, h.name, machineID)
-}
-
-// volumeNames reads the pool's volume names on conn (nil when it cannot:
-// no leftover is looked for this listing).
-func (b *Backend) volumeNames(conn virt.Conn) []string {
-	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
-	if err != nil {
-		return nil
-	}
-	defer pool.Free()
-	names, err := pool.VolumeNames()
-	if err != nil {
-		return nil
-	}
-	return names
 }
 
 // findLeftovers remembers the volumes on h of machines the zone books on

@@ -32,7 +32,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 func (b *Backend) startOn(ctx context.Context, h *host, name, machineID string) error {
 	started := false // this call started the guest (not one already active)
 	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
-		if _, err := b.owned(dom, name, machineID); err != nil {
+		if _, err := meta.ReadOwned(dom, name, b.cfg.Provider, machineID); err != nil {
 			return err
 		}
 		active, err := dom.IsActive()
@@ -111,7 +111,7 @@ func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, 
 	var md meta.Metadata
 	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		var err error
-		if md, err = b.owned(dom, name, machineID); err != nil {
+		if md, err = meta.ReadOwned(dom, name, b.cfg.Provider, machineID); err != nil {
 			return err
 		}
 		st, reason, err := dom.GetState()

@@ -1,8 +1,11 @@
 package meta
 
 import (
+	"fmt"
+
 	"libvirt.org/go/libvirt"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
@@ -21,6 +24,25 @@ func Read(dom virt.Domain) (md Metadata, found bool, err error) {
 		return Metadata{}, true, err
 	}
 	return md, true, nil
+}
+
+// ReadOwned checks that dom (named name) is provider's domain for
+// machineID and returns its metadata; otherwise an error wrapping
+// backend.ErrNotOurs. Every operation that changes a domain asks it first,
+// in the same lookup as its change.
+func ReadOwned(dom virt.Domain, name, provider, machineID string) (Metadata, error) {
+	md, found, err := Read(dom)
+	switch {
+	case err != nil && !found:
+		return Metadata{}, fmt.Errorf("read metadata of %s: %w", name, err)
+	case err != nil:
+		return Metadata{}, fmt.Errorf("domain %s: unreadable bigfleet metadata (%v): %w", name, err, backend.ErrNotOurs)
+	case !found:
+		return Metadata{}, fmt.Errorf("domain %s has no bigfleet metadata: %w", name, backend.ErrNotOurs)
+	case !md.Owned(provider, machineID):
+		return Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
+	}
+	return md, nil
 }
 
 // Write replaces our element on dom, in the persistent definition
