@@ -4,12 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/config"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/migrate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
@@ -59,15 +58,9 @@ type Backend struct {
 	// (backend.ReconcileRequester): an abandoned call's late success.
 	reconcileSoon chan struct{}
 
-	// transport replaces the libvirt agent transport in tests (the test
-	// driver has no guest agent).
-	transport func(h *host, domain string) guestagent.Transport
-
-	// boots: the guests that are booting, for BootStatus (boot.go).
-	boots *boots
-	// stoppedEvery is how often Create's boot wait looks whether the
-	// domain still runs (createBooted); tests shorten it.
-	stoppedEvery time.Duration
+	// guests: the operations on a located guest and the runtime view of
+	// the boots (backend/libvirt/guest).
+	guests *guest.Guests
 }
 
 var (
@@ -94,10 +87,11 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 	cfg.SetDefaults()
 	// The caller's logger already names the component.
 	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
-		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1), boots: newBoots(),
-		stoppedEvery: 2 * time.Second}
+		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1)}
 	b.cfg.Logger = b.log
 	b.store = volume.Store{Pool: cfg.Pool, Golden: cfg.Image, UserData: cfg.BaseUserData}
+	b.guests = guest.New(guest.Config{Provider: cfg.Provider, AgentTimeout: cfg.AgentTimeout, Bootstrap: cfg.Bootstrap,
+		Booted: cfg.Booted, WaitBooted: cfg.WaitBooted, BootTimeout: cfg.BootTimeout, Log: b.log})
 	b.mover = &migrate.Mover{Provider: cfg.Provider, Store: b.store, Plain: cfg.MigratePlain, Log: b.log,
 		Policy: func(hostType string) domxml.Policy { return b.policyFor(hostType, "", "", backend.Shape{}) }}
 	hostconn.StartEventLoop(b.log)
@@ -204,9 +198,7 @@ func (b *Backend) DomainType(zone string) string {
 // each host's close is bounded (hostconn.Host.Close), so Close takes that bound
 // whatever the number of hosts.
 func (b *Backend) Close() error {
-	if b.boots != nil {
-		b.boots.close()
-	}
+	b.guests.Close()
 	var wg sync.WaitGroup
 	for _, h := range b.list {
 		wg.Add(1)

@@ -80,8 +80,8 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		// IDLE means booted. The domain stays (and keeps its booking) when
 		// the guest does not get there: the machine ends FAILED with the
 		// cause, its console still there to read, and a Delete removes it.
-		b.boots.stopWatch(spec.MachineID)
-		if err := b.awaitBootedRunning(ctx, h, name, spec.MachineID, "create"); err != nil {
+		b.guests.StopWatch(spec.MachineID)
+		if err := b.guests.AwaitBootedRunning(ctx, h.guest(name, spec.MachineID), "create"); err != nil {
 			return backend.Placement{}, fmt.Errorf("create: %w", err)
 		}
 	}

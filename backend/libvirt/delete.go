@@ -21,9 +21,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	if spec.MachineID == "" {
 		return errors.New("delete: empty machine id")
 	}
-	if b.boots != nil {
-		b.boots.forget(spec.MachineID)
-	}
+	b.guests.Forget(spec.MachineID)
 	h, name, err := b.locate(spec.MachineID, spec.Placement, spec.Zone)
 	switch {
 	case errors.Is(err, errHostNotKnown):

@@ -126,14 +126,14 @@ func TestRemoveCopyNeedsEvidence(t *testing.T) {
 	t.Parallel()
 	b, keep, spare := twoCopies(t)
 	md := meta.Metadata{Provider: b.cfg.Provider, MachineID: "m1", ClusterID: "c1"}
-	if err := b.setBinding(b.hosts["b"], spare.Domain, md); err != nil {
+	if err := b.guests.WriteMetadata(b.hosts["b"].guest(spare.Domain, md.MachineID), md); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.RemoveCopy(context.Background(), "m1", spare, keep); !errors.Is(err, errNotSpare) {
 		t.Fatalf("bound spare: %v, want errNotSpare", err)
 	}
 	md.ClusterID = ""
-	if err := b.setBinding(b.hosts["b"], spare.Domain, md); err != nil {
+	if err := b.guests.WriteMetadata(b.hosts["b"].guest(spare.Domain, md.MachineID), md); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.hosts["a"].WithDomain(keep.Domain, func(_ virt.Conn, d virt.Domain) error { return domstate.Destroy(d) }); err != nil {
