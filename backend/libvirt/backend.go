@@ -49,7 +49,9 @@ type Backend struct {
 	plan  *placement.Planner // capacity, cordon and bookings of every host
 	store volume.Store       // the pool of every host, as configured
 	mover *migrate.Mover     // live migration (backend/libvirt/migrate)
-	down  downHosts          // hosts declared down (down.go)
+	// builder makes or adopts a Create's domain (create.go).
+	builder *builder
+	down    downHosts // hosts declared down (down.go)
 	// leftover: volumes failed migrations left on their destination
 	// (leftovers.go).
 	leftover leftovers
@@ -90,10 +92,11 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1)}
 	b.cfg.Logger = b.log
 	b.store = volume.Store{Pool: cfg.Pool, Golden: cfg.Image, UserData: cfg.BaseUserData}
+	b.builder = &builder{cfg: &b.cfg, log: b.log, store: b.store}
 	b.guests = guest.New(guest.Config{Provider: cfg.Provider, AgentTimeout: cfg.AgentTimeout, Bootstrap: cfg.Bootstrap,
 		Booted: cfg.Booted, WaitBooted: cfg.WaitBooted, BootTimeout: cfg.BootTimeout, Log: b.log})
 	b.mover = &migrate.Mover{Provider: cfg.Provider, Store: b.store, Plain: cfg.MigratePlain, Log: b.log,
-		Policy: func(hostType string) domxml.Policy { return b.policyFor(hostType, "", "", backend.Shape{}) }}
+		Policy: func(hostType string) domxml.Policy { return b.builder.policyFor(hostType, "", "", backend.Shape{}) }}
 	hostconn.StartEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
 		if hc.Name == "" {

@@ -232,9 +232,9 @@ func onDomain(conn virt.Conn, name string, fn func(virt.Domain) error) error {
 // onOwnDomain is onDomain for rollback steps: a domain under the name that
 // is not the machine's (a stranger defined it meanwhile, or its metadata
 // is damaged) is left alone.
-func (b *Backend) onOwnDomain(conn virt.Conn, name, machineID string, fn func(virt.Domain) error) error {
+func onOwnDomain(conn virt.Conn, name, provider, machineID string, fn func(virt.Domain) error) error {
 	return onDomain(conn, name, func(dom virt.Domain) error {
-		if _, err := meta.ReadOwned(dom, name, b.cfg.Provider, machineID); err != nil {
+		if _, err := meta.ReadOwned(dom, name, provider, machineID); err != nil {
 			if errors.Is(err, backend.ErrNotOurs) {
 				return nil
 			}

@@ -98,5 +98,5 @@ func (b *Backend) placeErr(spec backend.MachineSpec, err error) error {
 // specSize is what a machine is booked at: its type's huge pages too.
 func (b *Backend) specSize(spec backend.MachineSpec) placement.Size {
 	return placement.Size{VCPUs: max(spec.VCPU, 1), MemoryMiB: int64(max(spec.MemoryMiB, 64)),
-		HugePageKiB: b.shapeOf(spec).HugePageKiB}
+		HugePageKiB: b.builder.shapeOf(spec).HugePageKiB}
 }
