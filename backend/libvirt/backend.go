@@ -51,6 +51,8 @@ type Backend struct {
 	mover *migrate.Mover     // live migration (backend/libvirt/migrate)
 	// builder makes or adopts a Create's domain (create.go).
 	builder *builder
+	// remover removes a machine's domain and volumes on a host (delete.go).
+	remover *remover
 	down    downHosts // hosts declared down (down.go)
 	// leftover: volumes failed migrations left on their destination
 	// (leftovers.go).
@@ -93,6 +95,7 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 	b.cfg.Logger = b.log
 	b.store = volume.Store{Pool: cfg.Pool, Golden: cfg.Image, UserData: cfg.BaseUserData}
 	b.builder = &builder{cfg: &b.cfg, log: b.log, store: b.store}
+	b.remover = &remover{provider: cfg.Provider, store: b.store, log: b.log}
 	b.guests = guest.New(guest.Config{Provider: cfg.Provider, AgentTimeout: cfg.AgentTimeout, Bootstrap: cfg.Bootstrap,
 		Booted: cfg.Booted, WaitBooted: cfg.WaitBooted, BootTimeout: cfg.BootTimeout, Log: b.log})
 	b.mover = &migrate.Mover{Provider: cfg.Provider, Store: b.store, Plain: cfg.MigratePlain, Log: b.log,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -12,6 +13,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // Delete destroys and undefines the machine's domain and deletes its
@@ -34,7 +36,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	case err != nil:
 		return fmt.Errorf("delete: %w", err)
 	default:
-		if err := b.deleteMachineOn(ctx, h, name, spec); err != nil {
+		if err := b.remover.deleteMachineOn(ctx, h, name, spec); err != nil {
 			return err
 		}
 	}
@@ -67,7 +69,7 @@ func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, 
 		if _, down := b.down.reason(o.name); o == h || down {
 			continue
 		}
-		err := b.deleteMachineOn(ctx, o, name, spec)
+		err := b.remover.deleteMachineOn(ctx, o, name, spec)
 		switch {
 		case err == nil || errors.Is(err, backend.ErrNotOurs):
 		case backend.IsTransient(err) && ctx.Err() == nil:
@@ -103,7 +105,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 		if _, down := b.down.reason(h.name); down {
 			continue // its domains are the fenced rejoin's
 		}
-		if err := b.deleteMachineOn(ctx, h, name, spec); err != nil {
+		if err := b.remover.deleteMachineOn(ctx, h, name, spec); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -113,12 +115,20 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	return errors.Join(errs...)
 }
 
+// remover removes a machine's domain and volumes from one host, only when
+// the domain is ours and this machine's.
+type remover struct {
+	provider string
+	store    volume.Store
+	log      *slog.Logger
+}
+
 // deleteMachineOn is a Delete's (or Release's) removal of the machine's
 // domain and volumes on one host: the domain first records the Delete's
 // intent (meta.DeleteIntent), so a provider that lost its state file
 // finds a Delete begun, never a machine to adopt.
-func (b *Backend) deleteMachineOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
-	return b.removeOn(ctx, h, name, spec, true)
+func (r *remover) deleteMachineOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
+	return r.removeOn(ctx, h, name, spec, true)
 }
 
 // deleteOn removes one copy of a machine that is not the machine itself
@@ -126,30 +136,30 @@ func (b *Backend) deleteMachineOn(ctx context.Context, h *host, name string, spe
 // copy on a host declared down): no intent is recorded, since the machine
 // lives on elsewhere and a copy marked as deleted would make a rebuilt
 // provider delete the machine.
-func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
-	return b.removeOn(ctx, h, name, spec, false)
+func (r *remover) deleteOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
+	return r.removeOn(ctx, h, name, spec, false)
 }
 
 // removeOn deletes the machine's domain and volumes on one host.
-func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec, intent bool) error {
+func (r *remover) removeOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec, intent bool) error {
 	start := time.Now()
 	err := h.With(func(conn virt.Conn) error {
-		gone, err := b.deleteDomain(conn, name, spec, intent)
+		gone, err := r.deleteDomain(conn, name, spec, intent)
 		if err != nil {
 			return err
 		}
 		// Volumes are named after the domain. Without a domain to prove
 		// ownership, only the name derived from this machine is trusted.
-		if gone && name != meta.DomainName(b.cfg.Provider, spec.MachineID) {
+		if gone && name != meta.DomainName(r.provider, spec.MachineID) {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
-		if err := b.store.DeleteIn(conn, meta.OverlayName(name)); err != nil {
+		if err := r.store.DeleteIn(conn, meta.OverlayName(name)); err != nil {
 			return fmt.Errorf("delete: overlay volume: %w", err)
 		}
-		if err := b.store.DeleteIn(conn, meta.SeedName(name)); err != nil {
+		if err := r.store.DeleteIn(conn, meta.SeedName(name)); err != nil {
 			return fmt.Errorf("delete: seed volume: %w", err)
 		}
 		return nil
@@ -157,7 +167,7 @@ func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backe
 	if err != nil {
 		return err
 	}
-	b.log.Info("domain deleted", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
+	r.log.Info("domain deleted", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
 		"op", spec.OperationID, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
@@ -166,7 +176,7 @@ func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backe
 // intent, the Delete is recorded in the domain's metadata first: a Delete
 // cut after that (a provider killed, a host gone dark) is found as such
 // by whoever lists the host next, even from an empty state file.
-func (b *Backend) deleteDomain(conn virt.Conn, name string, spec backend.DeleteSpec, intent bool) (alreadyGone bool, err error) {
+func (r *remover) deleteDomain(conn virt.Conn, name string, spec backend.DeleteSpec, intent bool) (alreadyGone bool, err error) {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return true, nil
@@ -175,7 +185,7 @@ func (b *Backend) deleteDomain(conn virt.Conn, name string, spec backend.DeleteS
 		return false, fmt.Errorf("delete: look up domain: %w", err)
 	}
 	defer dom.Free()
-	md, err := meta.ReadOwned(dom, name, b.cfg.Provider, spec.MachineID)
+	md, err := meta.ReadOwned(dom, name, r.provider, spec.MachineID)
 	if err != nil {
 		return false, fmt.Errorf("delete: %w", err)
 	}
@@ -265,17 +275,17 @@ func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep 
 		return fmt.Errorf("remove copy: both copies name host %q", hs.name)
 	}
 	if err := hk.WithDomain(kname, func(_ virt.Conn, dom virt.Domain) error {
-		return b.checkKept(dom, kname, machineID)
+		return b.remover.checkKept(dom, kname, machineID)
 	}); err != nil {
 		return fmt.Errorf("remove copy: kept copy on host %s: %w", hk.name, err)
 	}
 	if err := hs.WithDomain(sname, func(_ virt.Conn, dom virt.Domain) error {
-		return b.checkSpare(dom, sname, machineID)
+		return b.remover.checkSpare(dom, sname, machineID)
 	}); err != nil {
 		return fmt.Errorf("remove copy on host %s: %w", hs.name, err)
 	}
 	spec := backend.DeleteSpec{MachineID: machineID, OperationID: "reconcile-duplicate", Zone: spare.Zone, Placement: spare}
-	if err := b.deleteOn(ctx, hs, sname, spec); err != nil {
+	if err := b.remover.deleteOn(ctx, hs, sname, spec); err != nil {
 		return fmt.Errorf("remove copy on host %s: %w", hs.name, err)
 	}
 	b.log.Warn("duplicate domain removed", "zone", hs.zone, "host", hs.name, "domain", sname, "machine", machineID, "kept_on", hk.name)
@@ -285,8 +295,8 @@ func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep 
 // errNotSpare: the copy shows no proof that it is not the live machine.
 var errNotSpare = errors.New("not provably a spare copy")
 
-func (b *Backend) checkKept(dom virt.Domain, name, machineID string) error {
-	if _, err := meta.ReadOwned(dom, name, b.cfg.Provider, machineID); err != nil {
+func (r *remover) checkKept(dom virt.Domain, name, machineID string) error {
+	if _, err := meta.ReadOwned(dom, name, r.provider, machineID); err != nil {
 		return err
 	}
 	st, _, err := dom.GetState()
@@ -299,8 +309,8 @@ func (b *Backend) checkKept(dom virt.Domain, name, machineID string) error {
 	return nil
 }
 
-func (b *Backend) checkSpare(dom virt.Domain, name, machineID string) error {
-	md, err := meta.ReadOwned(dom, name, b.cfg.Provider, machineID)
+func (r *remover) checkSpare(dom virt.Domain, name, machineID string) error {
+	md, err := meta.ReadOwned(dom, name, r.provider, machineID)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func (b *Backend) DestroyFenced(ctx context.Context, machineID string, pl backen
 		name = meta.DomainName(b.cfg.Provider, machineID)
 	}
 	spec := backend.DeleteSpec{MachineID: machineID, OperationID: "fenced-rejoin", Zone: pl.Zone, Placement: pl}
-	if err := b.deleteOn(ctx, h, name, spec); err != nil {
+	if err := b.remover.deleteOn(ctx, h, name, spec); err != nil {
 		return fmt.Errorf("destroy fenced copy on host %s: %w", h.name, err)
 	}
 	b.log.Warn("fenced rejoin: a stale copy on a host declared down destroyed", "zone", h.zone, "host", h.name,

@@ -45,7 +45,7 @@ func (b *Backend) RecoverMigration(ctx context.Context, machineID string, record
 	for _, i := range plan.Remove {
 		c := cs[i]
 		spec := backend.DeleteSpec{MachineID: machineID, OperationID: "reconcile-migration", Zone: c.pl.Zone, Placement: c.pl}
-		if err := b.deleteOn(ctx, c.h, c.name, spec); err != nil {
+		if err := b.remover.deleteOn(ctx, c.h, c.name, spec); err != nil {
 			return out, fmt.Errorf("migration recovery: remove the copy on host %s: %w", c.pl.Host, err)
 		}
 		out.Removed = append(out.Removed, c.pl)
