@@ -53,7 +53,9 @@ type Backend struct {
 	builder *builder
 	// remover removes a machine's domain and volumes on a host (delete.go).
 	remover *remover
-	down    downHosts // hosts declared down (down.go)
+	// lister lists a host and reads its status (inventory.go).
+	lister *lister
+	down   downHosts // hosts declared down (down.go)
 	// leftover: volumes failed migrations left on their destination
 	// (leftovers.go).
 	leftover leftovers
@@ -96,6 +98,7 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 	b.store = volume.Store{Pool: cfg.Pool, Golden: cfg.Image, UserData: cfg.BaseUserData}
 	b.builder = &builder{cfg: &b.cfg, log: b.log, store: b.store}
 	b.remover = &remover{provider: cfg.Provider, store: b.store, log: b.log}
+	b.lister = &lister{cfg: &b.cfg, log: b.log, plan: b.plan, leftover: &b.leftover, store: b.store}
 	b.guests = guest.New(guest.Config{Provider: cfg.Provider, AgentTimeout: cfg.AgentTimeout, Bootstrap: cfg.Bootstrap,
 		Booted: cfg.Booted, WaitBooted: cfg.WaitBooted, BootTimeout: cfg.BootTimeout, Log: b.log})
 	b.mover = &migrate.Mover{Provider: cfg.Provider, Store: b.store, Plain: cfg.MigratePlain, Log: b.log,
