@@ -76,7 +76,7 @@ func (b *Backend) BootStatus(machineID string) (backend.BootStatus, bool) {
 // same transport Configure and Drain use (for diagnostics, admin tools and
 // integration tests). Each command looks the domain up afresh.
 func (b *Backend) AgentClient(pl backend.Placement) (*guestagent.Client, error) {
-	h, err := b.hostOf("", pl.Zone, pl.Host)
+	h, err := b.loc.hostOf("", pl.Zone, pl.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (b *Backend) AgentClient(pl backend.Placement) (*guestagent.Client, error) 
 
 // locateGuest is locate's answer as the guest operations take it.
 func (b *Backend) locateGuest(machineID string, pl backend.Placement, zone string) (guest.Target, error) {
-	h, name, err := b.locate(machineID, pl, zone)
+	h, name, err := b.loc.locate(machineID, pl, zone)
 	if err != nil {
 		return guest.Target{}, err
 	}

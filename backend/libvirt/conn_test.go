@@ -94,7 +94,7 @@ func TestReconnectsAfterLoss(t *testing.T) {
 	}
 	awaitStarted(t, b)
 	defer b.Close()
-	h := b.hosts["z1"]
+	h := b.loc.hosts["z1"]
 	if h.Ready() != nil || dials.Load() != 1 {
 		t.Fatalf("not up after start: dials=%d err=%v", dials.Load(), h.Ready())
 	}

@@ -32,7 +32,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	// never oversubscribe it; the booking is released if the work fails,
 	// and otherwise stays until a listing sees the domain. A retried
 	// Create finds its machine booked where it is and adopts it there.
-	h, dec, err := b.book(ctx, spec)
+	h, dec, err := b.loc.book(ctx, spec)
 	if err != nil {
 		return backend.Placement{}, err
 	}
@@ -70,7 +70,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		// so the engine's retry must come back here, never build a second
 		// domain elsewhere. Any other failure frees the room.
 		if !backend.IsTransient(err) {
-			b.plan.Release(h.zone, spec.MachineID)
+			b.loc.plan.Release(h.zone, spec.MachineID)
 		}
 		return backend.Placement{}, err
 	}
@@ -262,7 +262,7 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 	}
 	b.AwaitFirstAttempts(ctx)
 	var errs []error
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		if h.Ready() != nil {
 			b.log.Warn("instance type shapes not checked on a host that is not connected; a Create there checks its own", "host", h.name)
 			continue

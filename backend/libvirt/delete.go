@@ -24,7 +24,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 		return errors.New("delete: empty machine id")
 	}
 	b.guests.Forget(spec.MachineID)
-	h, name, err := b.locate(spec.MachineID, spec.Placement, spec.Zone)
+	h, name, err := b.loc.locate(spec.MachineID, spec.Placement, spec.Zone)
 	switch {
 	case errors.Is(err, errHostNotKnown):
 		return b.deleteEverywhere(ctx, spec)
@@ -42,7 +42,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	}
 	// The recorded host's capacity is free now, whatever the other hosts
 	// answer: the planner books the machine there only.
-	b.plan.Forget(h.zone, spec.MachineID)
+	b.loc.plan.Forget(h.zone, spec.MachineID)
 	return b.deleteCopiesBeside(ctx, h, name, spec)
 }
 
@@ -60,13 +60,13 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 // again (or the fenced rejoin, for a host declared down). A host that
 // answered with any other error fails the Delete, naming it.
 func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
-	hs, err := b.zoneHosts(h.zone)
+	hs, err := b.loc.zoneHosts(h.zone)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	var errs []error
 	for _, o := range hs {
-		if _, down := b.down.reason(o.name); o == h || down {
+		if _, down := b.loc.down.reason(o.name); o == h || down {
 			continue
 		}
 		err := b.remover.deleteMachineOn(ctx, o, name, spec)
@@ -92,7 +92,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	if zone == "" {
 		zone = spec.Zone
 	}
-	hs, err := b.zoneHosts(zone)
+	hs, err := b.loc.zoneHosts(zone)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
@@ -102,7 +102,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	}
 	var errs []error
 	for _, h := range hs {
-		if _, down := b.down.reason(h.name); down {
+		if _, down := b.loc.down.reason(h.name); down {
 			continue // its domains are the fenced rejoin's
 		}
 		if err := b.remover.deleteMachineOn(ctx, h, name, spec); err != nil {
@@ -110,7 +110,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 		}
 	}
 	if len(errs) == 0 {
-		b.plan.Forget(hs[0].zone, spec.MachineID)
+		b.loc.plan.Forget(hs[0].zone, spec.MachineID)
 	}
 	return errors.Join(errs...)
 }
@@ -263,11 +263,11 @@ var _ backend.CopyRemover = (*Backend)(nil)
 // paused copy is a migration's, left to its recovery). Only then is the
 // spare copy's domain and volumes deleted, on its own host.
 func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep backend.Placement) error {
-	hs, sname, err := b.locate(machineID, spare, "")
+	hs, sname, err := b.loc.locate(machineID, spare, "")
 	if err != nil {
 		return fmt.Errorf("remove copy: %w", err)
 	}
-	hk, kname, err := b.locate(machineID, keep, "")
+	hk, kname, err := b.loc.locate(machineID, keep, "")
 	if err != nil {
 		return fmt.Errorf("remove copy: kept copy: %w", err)
 	}

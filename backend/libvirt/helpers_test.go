@@ -100,7 +100,7 @@ func awaitStarted(t testing.TB, b *Backend) {
 // conn returns a referenced connection of zone for direct inspection.
 func testConn(t testing.TB, b *Backend, zone string) *libvirt.Connect {
 	t.Helper()
-	h, err := b.host(zone)
+	h, err := b.loc.host(zone)
 	if err != nil {
 		t.Fatal(err)
 	}

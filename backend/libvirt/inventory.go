@@ -22,9 +22,9 @@ import (
 // onTimeout; its call finishes in the background (libvirt calls cannot be
 // interrupted) and its result is dropped.
 func perHost[T any](ctx context.Context, b *Backend, bound time.Duration, fn func(h *host) T, onTimeout func(h *host, err error) T) []T {
-	out := make([]T, len(b.list))
+	out := make([]T, len(b.loc.list))
 	var wg sync.WaitGroup
-	for i, h := range b.list {
+	for i, h := range b.loc.list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -53,8 +53,8 @@ func perHost[T any](ctx context.Context, b *Backend, bound time.Duration, fn fun
 func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
 	got := map[string]backend.ZoneInventory{}
 	b.InventoryEach(ctx, 0, func(zi backend.ZoneInventory) { got[zi.Zone] = zi })
-	out := make([]backend.ZoneInventory, 0, len(b.zones))
-	for _, z := range b.zones {
+	out := make([]backend.ZoneInventory, 0, len(b.loc.zones))
+	for _, z := range b.loc.zones {
 		out = append(out, got[z])
 	}
 	return out
@@ -71,10 +71,10 @@ func (b *Backend) InventoryEach(ctx context.Context, concurrency int, fn func(ba
 		h  *host
 		zi backend.ZoneInventory
 	}
-	results := make(chan listing, len(b.list))
+	results := make(chan listing, len(b.loc.list))
 	go func() { // starts hosts while the zones already done are handed on
 		sem := make(chan struct{}, concurrency)
-		for _, h := range b.list {
+		for _, h := range b.loc.list {
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem }()
@@ -83,18 +83,18 @@ func (b *Backend) InventoryEach(ctx context.Context, concurrency int, fn func(ba
 		}
 	}()
 	left := map[string]int{}
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		left[h.zone]++
 	}
 	merged := map[string]*zoneMerge{}
-	for range b.list {
+	for range b.loc.list {
 		r := <-results
 		m := merged[r.h.zone]
 		if m == nil {
 			m = &zoneMerge{zone: r.h.zone}
 			merged[r.h.zone] = m
 		}
-		if why, down := b.down.reason(r.h.name); down {
+		if why, down := b.loc.down.reason(r.h.name); down {
 			m.addDown(r.h.refName(), why, r.zi)
 		} else {
 			m.add(r.h.refName(), r.zi)
@@ -312,7 +312,7 @@ func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
 		return st
 	})
 	for i := range out {
-		out[i].DownReason, out[i].Down = b.down.reason(out[i].Name)
+		out[i].DownReason, out[i].Down = b.loc.down.reason(out[i].Name)
 	}
 	return out
 }

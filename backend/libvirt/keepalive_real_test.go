@@ -116,7 +116,7 @@ func TestKeepAliveUnderCallsReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	h := b.hosts["z"]
+	h := b.loc.hosts["z"]
 	for start := time.Now(); h.Ready() != nil && time.Since(start) < 10*time.Second; {
 		time.Sleep(50 * time.Millisecond)
 	}

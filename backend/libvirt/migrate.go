@@ -19,7 +19,7 @@ var _ backend.Migrator = (*Backend)(nil)
 // Create; the booking is released if the migration fails, and the source's
 // once it succeeds. See docs/pools.md "Live migration".
 func (b *Backend) Migrate(ctx context.Context, spec backend.MigrateSpec) (backend.Placement, error) {
-	src, name, err := b.locate(spec.MachineID, spec.Placement, spec.Placement.Zone)
+	src, name, err := b.loc.locate(spec.MachineID, spec.Placement, spec.Placement.Zone)
 	if err != nil {
 		return backend.Placement{}, fmt.Errorf("migrate: %w", err)
 	}
@@ -28,19 +28,19 @@ func (b *Backend) Migrate(ctx context.Context, spec backend.MigrateSpec) (backen
 	if err != nil {
 		return backend.Placement{}, fmt.Errorf("migrate: %w", err)
 	}
-	dst := b.hosts[dec.Host]
+	dst := b.loc.hosts[dec.Host]
 	start := time.Now()
 	flags, leftover, err := b.mover.Move(ctx, src.end(), dst.end(), name, spec.MachineID)
 	if leftover {
 		b.leftover.add(dst.name, name, spec.MachineID) // leftovers.go
 	}
 	if err != nil {
-		b.plan.FinishMove(src.zone, spec.MachineID, dst.name, false)
+		b.loc.plan.FinishMove(src.zone, spec.MachineID, dst.name, false)
 		b.log.Warn("migration failed; the domain stays on its host", "zone", src.zone, "domain", name,
 			"machine", spec.MachineID, "from", src.name, "to", dst.name, "err", err)
 		return backend.Placement{}, err
 	}
-	b.plan.FinishMove(src.zone, spec.MachineID, dst.name, true)
+	b.loc.plan.FinishMove(src.zone, spec.MachineID, dst.name, true)
 	b.log.Info("domain migrated", "zone", src.zone, "domain", name, "machine", spec.MachineID, "from", src.name,
 		"to", dst.name, "storage", migrate.StorageMode(flags), "placement", dec.Why, "took", time.Since(start).Round(time.Millisecond).String())
 	return backend.Placement{Zone: dst.zone, Host: dst.refName(), Domain: name, Why: dec.Why}, nil
@@ -61,7 +61,7 @@ func (b *Backend) reserveDestination(src *host, name, machineID, to string, size
 		return placement.Decision{}, err
 	}
 	var candidates []migrate.End
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		if h.zone == src.zone && h != src && (to == "" || h.name == to) && h.Ready() == nil {
 			candidates = append(candidates, h.end())
 		}
@@ -71,7 +71,7 @@ func (b *Backend) reserveDestination(src *host, name, machineID, to string, size
 		b.log.Info("migration: hosts that cannot run the guest are ruled out", "zone", src.zone, "domain", name,
 			"machine", machineID, "guest", g.String(), "ruled_out", refused)
 	}
-	return b.plan.ReserveMoveAmong(src.zone, machineID, src.name, to, size, refused)
+	return b.loc.plan.ReserveMoveAmong(src.zone, machineID, src.name, to, size, refused)
 }
 
 // end is h as one end of a migration.

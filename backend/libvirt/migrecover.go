@@ -64,7 +64,7 @@ func (b *Backend) RecoverMigration(ctx context.Context, machineID string, record
 func (b *Backend) readCopies(machineID string, recorded backend.Placement, copies []backend.Placement) ([]copyState, error) {
 	cs := make([]copyState, 0, len(copies))
 	for _, pl := range copies {
-		h, name, err := b.locate(machineID, pl, "")
+		h, name, err := b.loc.locate(machineID, pl, "")
 		if err != nil {
 			return nil, err
 		}

@@ -74,7 +74,7 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 	}
 	defer b.Close()
 	awaitStarted(t, b)
-	h := b.hosts["z"]
+	h := b.loc.hosts["z"]
 	if err := h.Ready(); err != nil {
 		t.Fatalf("not connected: %v", err)
 	}

@@ -61,7 +61,7 @@ func TestWatchdogMarksSilentHostDown(t *testing.T) {
 func TestReconnectUnderConcurrentCalls(t *testing.T) {
 	b, f, _ := newFaultBackend(t, nil, nil)
 	z := b.Zones()[0]
-	h := b.hosts[z]
+	h := b.loc.hosts[z]
 	ctx := context.Background()
 	var stop atomic.Bool
 	var calls, errs atomic.Int64

@@ -62,7 +62,7 @@ func reconnect(t *testing.T, b *Backend, f *faults) {
 func TestReconnectGetsFreshCallSlots(t *testing.T) {
 	t.Parallel()
 	b, f, logs := newFaultBackend(t, func(c *Config) { c.CallTimeout = 300 * time.Millisecond }, nil)
-	h := b.hosts["z1"]
+	h := b.loc.hosts["z1"]
 	stuck := f.add(&fault{op: "conn.NumOfDomains", kind: faultBlock})
 	if busy := fillSlots(t, h, hostconn.MaxCallsPerHost); busy != 0 {
 		t.Fatalf("%d of %d calls refused on a fresh connection", busy, hostconn.MaxCallsPerHost)
@@ -104,7 +104,7 @@ func TestReconnectGetsFreshCallSlots(t *testing.T) {
 func TestWatchdogPingIsBounded(t *testing.T) {
 	t.Parallel()
 	b, f, _ := newFaultBackend(t, func(c *Config) { c.KeepAliveSecs, c.KeepAliveCount = 1, 1 }, nil)
-	h := b.hosts["z1"]
+	h := b.loc.hosts["z1"]
 	silent := f.add(&fault{op: "conn.GetLibVersion", kind: faultBlock})
 	f.mu.Lock()
 	dials := f.dials
@@ -134,7 +134,7 @@ func TestLateSuccessAsksForReconcile(t *testing.T) {
 	t.Parallel()
 	b, f, logs := newFaultBackend(t, func(c *Config) { c.CallTimeout = 200 * time.Millisecond }, nil)
 	pl := mustCreate(t, b, "m1")
-	if err := b.hosts["z1"].WithDomain(pl.Domain, func(_ virt.Conn, d virt.Domain) error { return d.Destroy() }); err != nil {
+	if err := b.loc.hosts["z1"].WithDomain(pl.Domain, func(_ virt.Conn, d virt.Domain) error { return d.Destroy() }); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
 	slow := f.add(&fault{op: "dom.Create", kind: faultBlock})

@@ -103,7 +103,7 @@ func TestOwnedRunning(t *testing.T) {
 	b, _ := newTestBackend(t, nil)
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
-	h, _ := b.host("z1")
+	h, _ := b.loc.host("z1")
 	if md, err := b.guests.OwnedRunning(h.guest(pl.Domain, "m1")); err != nil || md.MachineID != "m1" {
 		t.Fatalf("running domain: %+v %v", md, err)
 	}
