@@ -29,7 +29,7 @@ type host struct {
 	labels  map[string]string // from --hosts
 	plan    *placement.Planner
 
-	fit        guestfit.Cache // what its QEMU offers a migrated guest, per connection (migdest.go)
+	fit        guestfit.Cache // what its QEMU offers a migrated guest, per connection (backend/libvirt/migrate/dest.go)
 	confirming atomic.Int32   // ConfirmGone lookups still inside libvirt
 	listing    sync.Mutex     // held by the host's listing (inventory.go)
 }

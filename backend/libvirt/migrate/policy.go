@@ -14,7 +14,7 @@ import (
 // migratable XML. That XML is libvirt's rendering of whatever is defined
 // on the source now, which anyone with domain.write there could have
 // redefined since our Create checked it; so it goes through the same
-// allow-list as a Create (checkRendered), twice: as the source has it,
+// allow-list as a Create (Policy.CheckRendered), twice: as the source has it,
 // before any work on the destination, and as the destination will get it.
 
 // migratePolicy is the policy of the destination's domain: a Create's
