@@ -17,10 +17,7 @@ import (
 // owner), after checking again that the domain is still ours.
 func (g *Guests) writeMetadata(t Target, md meta.Metadata) error {
 	return t.Host.WithDomain(t.Domain, func(_ virt.Conn, dom virt.Domain) error {
-		if _, err := meta.ReadOwned(dom, t.Domain, g.cfg.Provider, md.MachineID); err != nil {
-			return err
-		}
-		return meta.Write(dom, md)
+		return meta.WriteOwned(dom, t.Domain, g.cfg.Provider, md)
 	})
 }
 

@@ -45,6 +45,16 @@ func ReadOwned(dom virt.Domain, name, provider, machineID string) (Metadata, err
 	return md, nil
 }
 
+// WriteOwned writes md on dom after checking again, on the same handle,
+// that dom (named name) is provider's domain for md.MachineID: a domain
+// redefined by someone else since it was read is never written.
+func WriteOwned(dom virt.Domain, name, provider string, md Metadata) error {
+	if _, err := ReadOwned(dom, name, provider, md.MachineID); err != nil {
+		return err
+	}
+	return Write(dom, md)
+}
+
 // Write replaces our element on dom, in the persistent definition
 // and, while it runs, the live one too, so both agree.
 func Write(dom virt.Domain, md Metadata) error {

@@ -22,6 +22,38 @@ func (d metaDom) GetMetadata(libvirt.DomainMetadataType, string, libvirt.DomainM
 	return d.xml, d.err
 }
 
+// setDom records what is written to it.
+type setDom struct {
+	metaDom
+	written []string
+}
+
+func (d *setDom) IsActive() (bool, error) { return false, nil }
+
+func (d *setDom) SetMetadata(_ libvirt.DomainMetadataType, content, _, _ string, _ libvirt.DomainModificationImpact) error {
+	d.written = append(d.written, content)
+	return nil
+}
+
+func TestWriteOwnedWritesOnlyOurs(t *testing.T) {
+	t.Parallel()
+	ours, err := Metadata{Provider: "p", MachineID: "m"}.Marshal(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &setDom{metaDom: metaDom{xml: ours}}
+	if err := WriteOwned(d, "d", "p", Metadata{Provider: "p", MachineID: "m", ClusterID: "c1"}); err != nil || len(d.written) != 1 {
+		t.Fatalf("WriteOwned on our domain: %v, wrote %q", err, d.written)
+	}
+	if got, err := Decode(d.written[0]); err != nil || got.ClusterID != "c1" {
+		t.Fatalf("written %q decodes to %+v, %v; want cluster c1", d.written[0], got, err)
+	}
+	d = &setDom{metaDom: metaDom{xml: ours}}
+	if err := WriteOwned(d, "d", "p", Metadata{Provider: "p", MachineID: "m2"}); !errors.Is(err, backend.ErrNotOurs) || len(d.written) != 0 {
+		t.Fatalf("WriteOwned on another machine's domain: %v, wrote %q", err, d.written)
+	}
+}
+
 func TestReadOwned(t *testing.T) {
 	t.Parallel()
 	ours, err := Metadata{Provider: "p", MachineID: "m", ClusterID: "c"}.Marshal(true)
