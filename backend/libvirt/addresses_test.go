@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
 )
 
 func TestGuestAddresses(t *testing.T) {
@@ -15,7 +16,7 @@ func TestGuestAddresses(t *testing.T) {
 	b, logs := newTestBackend(t, nil)
 	pl := mustCreate(t, b, "m1")
 	var sent string
-	b.transport = func(*host, string) guestagent.Transport {
+	b.guests.Transport = func(guest.Target) guestagent.Transport {
 		return guestagent.TransportFunc(func(_ context.Context, req []byte, _ time.Duration) ([]byte, error) {
 			sent = string(req)
 			return []byte(`{"return":[{"name":"lo","ip-addresses":[{"ip-address-type":"ipv4","ip-address":"127.0.0.1","prefix":8}]},
@@ -42,7 +43,7 @@ func TestGuestAddressesRefusedIsUnknownWithOneWarn(t *testing.T) {
 	t.Parallel()
 	b, logs := newTestBackend(t, nil)
 	pl := mustCreate(t, b, "m1")
-	b.transport = func(*host, string) guestagent.Transport {
+	b.guests.Transport = func(guest.Target) guestagent.Transport {
 		return guestagent.TransportFunc(func(context.Context, []byte, time.Duration) ([]byte, error) {
 			return nil, &guestagent.AgentError{Class: "GenericError", Desc: "command guest-network-get-interfaces has been disabled"}
 		})
@@ -60,7 +61,7 @@ func TestGuestAddressesUnanswered(t *testing.T) {
 	t.Parallel()
 	b, _ := newTestBackend(t, nil)
 	pl := mustCreate(t, b, "m1")
-	b.transport = func(*host, string) guestagent.Transport {
+	b.guests.Transport = func(guest.Target) guestagent.Transport {
 		return guestagent.TransportFunc(func(context.Context, []byte, time.Duration) ([]byte, error) {
 			return nil, guestagent.ErrAgentUnavailable
 		})

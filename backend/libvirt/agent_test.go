@@ -15,6 +15,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
@@ -143,7 +144,7 @@ func (a *fakeAgent) script(arg []string) {
 
 func withFakeAgent(b *Backend) *fakeAgent {
 	a := newFakeAgent()
-	b.transport = func(*host, string) guestagent.Transport { return a }
+	b.guests.Transport = func(guest.Target) guestagent.Transport { return a }
 	return a
 }
 

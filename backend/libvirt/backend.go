@@ -2,16 +2,17 @@ package libvirt
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/config"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/migrate"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -39,14 +40,19 @@ func ValidDomainType(s string) error { return config.ValidDomainType(s) }
 
 // Backend implements backend.Backend and backend.ZoneReadiness over libvirt.
 type Backend struct {
-	cfg   Config
-	log   *slog.Logger
-	zones []string           // in --connect/--hosts order
-	hosts map[string]*host   // by host name
-	list  []*host            // in --connect/--hosts order
-	zoned map[string][]*host // zone → its hosts, in order
-	plan  *placement.Planner // capacity, cordon and bookings of every host
-	down  downHosts          // hosts declared down (down.go)
+	cfg Config
+	log *slog.Logger
+	// loc: the hosts by zone and name, their books and the hosts
+	// declared down; where a machine is, or goes (hosts.go).
+	loc   *locator
+	store volume.Store   // the pool of every host, as configured
+	mover *migrate.Mover // live migration (backend/libvirt/migrate)
+	// builder makes or adopts a Create's domain (create.go).
+	builder *builder
+	// remover removes a machine's domain and volumes on a host (delete.go).
+	remover *remover
+	// lister lists a host and reads its status (inventory.go).
+	lister *lister
 	// leftover: volumes failed migrations left on their destination
 	// (leftovers.go).
 	leftover leftovers
@@ -55,15 +61,9 @@ type Backend struct {
 	// (backend.ReconcileRequester): an abandoned call's late success.
 	reconcileSoon chan struct{}
 
-	// transport replaces the libvirt agent transport in tests (the test
-	// driver has no guest agent).
-	transport func(h *host, domain string) guestagent.Transport
-
-	// boots: the guests that are booting, for BootStatus (boot.go).
-	boots *boots
-	// stoppedEvery is how often Create's boot wait looks whether the
-	// domain still runs (createBooted); tests shorten it.
-	stoppedEvery time.Duration
+	// guests: the operations on a located guest and the runtime view of
+	// the boots (backend/libvirt/guest).
+	guests *guest.Guests
 }
 
 var (
@@ -80,38 +80,45 @@ var (
 // over its zone reports backend.ErrHostConnecting, which a mutation may
 // wait for, so a host that is down at start delays nothing else.
 func New(cfg Config) (*Backend, error) {
-	return newBackend(cfg, hostconn.Dial)
+	return newBackend(cfg, virt.Dial)
 }
 
-func newBackend(cfg Config, dial hostconn.DialFunc) (*Backend, error) {
+func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.SetDefaults()
 	// The caller's logger already names the component.
-	b := &Backend{cfg: cfg, log: cfg.Logger, hosts: map[string]*host{}, zoned: map[string][]*host{},
-		plan: placement.New(cfg.Policy), reconcileSoon: make(chan struct{}, 1), boots: newBoots(),
-		stoppedEvery: 2 * time.Second}
+	b := &Backend{cfg: cfg, log: cfg.Logger, reconcileSoon: make(chan struct{}, 1)}
 	b.cfg.Logger = b.log
+	b.loc = &locator{cfg: &b.cfg, log: b.log, hosts: map[string]*host{}, zoned: map[string][]*host{}, plan: placement.New(cfg.Policy)}
+	b.store = volume.Store{Pool: cfg.Pool, Golden: cfg.Image, UserData: cfg.BaseUserData}
+	b.builder = &builder{cfg: &b.cfg, log: b.log, store: b.store}
+	b.remover = &remover{provider: cfg.Provider, store: b.store, log: b.log}
+	b.lister = &lister{cfg: &b.cfg, log: b.log, plan: b.loc.plan, leftover: &b.leftover, store: b.store}
+	b.guests = guest.New(guest.Config{Provider: cfg.Provider, AgentTimeout: cfg.AgentTimeout, Bootstrap: cfg.Bootstrap,
+		Booted: cfg.Booted, WaitBooted: cfg.WaitBooted, BootTimeout: cfg.BootTimeout, Log: b.log})
+	b.mover = &migrate.Mover{Provider: cfg.Provider, Store: b.store, Plain: cfg.MigratePlain, Log: b.log,
+		Policy: func(hostType string) domxml.Policy { return b.builder.policyFor(hostType, "", "", backend.Shape{}) }}
 	hostconn.StartEventLoop(b.log)
 	for _, hc := range cfg.Hosts {
 		if hc.Name == "" {
 			hc.Name = hc.Zone
 		}
-		if err := b.plan.AddHost(placement.Host{Name: hc.Name, Zone: hc.Zone, Enforce: hc.Enforce,
+		if err := b.loc.plan.AddHost(placement.Host{Name: hc.Name, Zone: hc.Zone, Enforce: hc.Enforce,
 			CPUOvercommit: hc.CPUOvercommit, MemoryOvercommit: hc.MemoryOvercommit, Cordoned: hc.Cordoned}); err != nil {
 			return nil, err
 		}
-		h := newHost(hc, &b.cfg, dial, b.plan, b.askReconcile)
-		if _, ok := b.zoned[hc.Zone]; !ok {
-			b.zones = append(b.zones, hc.Zone)
+		h := newHost(hc, &b.cfg, dial, b.loc.plan, b.askReconcile)
+		if _, ok := b.loc.zoned[hc.Zone]; !ok {
+			b.loc.zones = append(b.loc.zones, hc.Zone)
 		}
-		b.zoned[hc.Zone] = append(b.zoned[hc.Zone], h)
-		b.hosts[hc.Name] = h
-		b.list = append(b.list, h)
+		b.loc.zoned[hc.Zone] = append(b.loc.zoned[hc.Zone], h)
+		b.loc.hosts[hc.Name] = h
+		b.loc.list = append(b.loc.list, h)
 	}
 	hostconn.LogLinkMode(b.log, hostConfig(&b.cfg))
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		h.Start()
 	}
 	return b, nil
@@ -136,7 +143,7 @@ func (b *Backend) askReconcile(string) {
 // reports whether all were. Nothing in serving needs it: tests and tools
 // that want every reachable host connected before they start do.
 func (b *Backend) AwaitFirstAttempts(ctx context.Context) bool {
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		select {
 		case <-h.FirstAttempt():
 		case <-ctx.Done():
@@ -147,33 +154,17 @@ func (b *Backend) AwaitFirstAttempts(ctx context.Context) bool {
 }
 
 // Zones lists the configured zones in --connect order.
-func (b *Backend) Zones() []string { return append([]string(nil), b.zones...) }
+func (b *Backend) Zones() []string { return append([]string(nil), b.loc.zones...) }
 
 // ZoneReady reports (without an RPC) whether any host of the zone is
 // connected: a zone with one host down still serves on the others.
-func (b *Backend) ZoneReady(zone string) error {
-	hs, err := b.zoneHosts(zone)
-	if err != nil {
-		return err
-	}
-	var first error
-	for _, h := range hs {
-		err := b.ready(h)
-		if err == nil {
-			return nil
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return first
-}
+func (b *Backend) ZoneReady(zone string) error { return b.loc.zoneReady(zone) }
 
 // HostReady is backend.HostReadiness: the named host's own readiness
 // (an unknown name: the zone's).
 func (b *Backend) HostReady(zone, host string) error {
-	if h := b.hosts[host]; h != nil && h.zone == zone {
-		return b.ready(h)
+	if h := b.loc.hosts[host]; h != nil && h.zone == zone {
+		return b.loc.ready(h)
 	}
 	return b.ZoneReady(zone)
 }
@@ -181,7 +172,7 @@ func (b *Backend) HostReady(zone, host string) error {
 // DomainType reports the domain type the zone's first connected host runs
 // guests under ("" while none has connected).
 func (b *Backend) DomainType(zone string) string {
-	hs, err := b.zoneHosts(zone)
+	hs, err := b.loc.zoneHosts(zone)
 	if err != nil {
 		return ""
 	}
@@ -197,11 +188,9 @@ func (b *Backend) DomainType(zone string) string {
 // each host's close is bounded (hostconn.Host.Close), so Close takes that bound
 // whatever the number of hosts.
 func (b *Backend) Close() error {
-	if b.boots != nil {
-		b.boots.close()
-	}
+	b.guests.Close()
 	var wg sync.WaitGroup
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -210,21 +199,4 @@ func (b *Backend) Close() error {
 	}
 	wg.Wait()
 	return nil
-}
-
-// owned checks that dom is provider's domain for machineID and returns its
-// metadata; otherwise an error wrapping backend.ErrNotOurs.
-func (b *Backend) owned(dom hostconn.Domain, name, machineID string) (meta.Metadata, error) {
-	md, found, err := meta.Read(dom)
-	switch {
-	case err != nil && !found:
-		return meta.Metadata{}, fmt.Errorf("read metadata of %s: %w", name, err)
-	case err != nil:
-		return meta.Metadata{}, fmt.Errorf("domain %s: unreadable bigfleet metadata (%v): %w", name, err, backend.ErrNotOurs)
-	case !found:
-		return meta.Metadata{}, fmt.Errorf("domain %s has no bigfleet metadata: %w", name, backend.ErrNotOurs)
-	case !md.Owned(b.cfg.Provider, machineID):
-		return meta.Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
-	}
-	return md, nil
 }

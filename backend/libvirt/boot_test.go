@@ -17,6 +17,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
@@ -98,7 +99,7 @@ func bootBackend(t *testing.T, a *bootAgent) (*Backend, *syncBuffer) {
 		c.WaitBooted = true
 		c.Booted = guestagent.BootedConfig{PollStart: time.Millisecond, PollMax: 5 * time.Millisecond}
 	})
-	b.transport = func(*host, string) guestagent.Transport { return a }
+	b.guests.Transport = func(guest.Target) guestagent.Transport { return a }
 	return b, logs
 }
 
@@ -266,10 +267,7 @@ func TestDeleteEndsTheBootWatch(t *testing.T) {
 	if st, ok := b.BootStatus("m1"); ok {
 		t.Fatalf("BootStatus after the Delete = %+v; want none", st)
 	}
-	b.boots.mu.Lock()
-	_, watching := b.boots.watches["m1"]
-	b.boots.mu.Unlock()
-	if watching {
+	if b.guests.Watching("m1") {
 		t.Fatal("the boot watch of m1 still runs after its Delete")
 	}
 }
@@ -301,13 +299,13 @@ func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
 		}
 	}
 	b, logs := bootBackend(t, a)
-	b.stoppedEvery = 10 * time.Millisecond
+	b.guests.StoppedEvery = 10 * time.Millisecond
 	c = testConn(t, b, "z1")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	t0 := time.Now()
 	_, err := b.Create(ctx, spec("m1"))
-	if err == nil || !backend.IsTransient(err) || !errors.Is(err, errStoppedBooting) || !strings.Contains(err.Error(), "shut off") {
+	if err == nil || !backend.IsTransient(err) || !errors.Is(err, guest.ErrStoppedBooting) || !strings.Contains(err.Error(), "shut off") {
 		t.Fatalf("Create = %v, want a transient error saying the domain is shut off", err)
 	}
 	if took := time.Since(t0); took > 10*time.Second {

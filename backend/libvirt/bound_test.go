@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // A call that does not return within --libvirt-call-timeout fails as
@@ -39,7 +40,7 @@ func TestCallPastBoundIsTransient(t *testing.T) {
 	}
 	close(stuck.release)
 	f.clear()
-	waitFor(t, 5*time.Second, func() bool { return b.hosts["z1"].Inflight() == 0 })
+	waitFor(t, 5*time.Second, func() bool { return b.loc.hosts["z1"].Inflight() == 0 })
 	if err := b.Start(context.Background(), "m1", backend.Placement{Zone: "z1"}); err != nil {
 		t.Fatalf("Start after the host answered again: %v", err)
 	}
@@ -51,14 +52,14 @@ func TestStuckHostHoldsBoundedCalls(t *testing.T) {
 	t.Parallel()
 	b, f, _ := newFaultBackend(t, func(c *Config) { c.CallTimeout = 300 * time.Millisecond }, nil)
 	stuck := f.add(&fault{op: "conn.GetCapabilities", kind: faultBlock})
-	h := b.hosts["z1"]
+	h := b.loc.hosts["z1"]
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*hostconn.MaxCallsPerHost)
 	for range 2 * hostconn.MaxCallsPerHost {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err })
+			errs <- h.With(func(c virt.Conn) error { _, err := c.GetCapabilities(); return err })
 		}()
 	}
 	wg.Wait()
@@ -141,8 +142,8 @@ func TestInventoryEachStreamsZones(t *testing.T) {
 		c.Hosts = append(c.Hosts, Host{Zone: "slow", URI: nodeURI(t)})
 		c.InventoryTimeout = 2 * time.Second
 	})
-	b.hosts["slow"].listing.Lock() // an earlier listing of slow still inside libvirt
-	defer b.hosts["slow"].listing.Unlock()
+	b.loc.hosts["slow"].listing.Lock() // an earlier listing of slow still inside libvirt
+	defer b.loc.hosts["slow"].listing.Unlock()
 	start := time.Now()
 	var order []string
 	b.InventoryEach(context.Background(), 1, func(zi backend.ZoneInventory) {

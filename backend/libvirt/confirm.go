@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 var _ backend.Confirmer = (*Backend)(nil)
@@ -19,29 +19,29 @@ var _ backend.Confirmer = (*Backend)(nil)
 // did not answer within the inventory timeout) is not a confirmation, so a
 // machine is never declared vanished from an error.
 func (b *Backend) ConfirmGone(ctx context.Context, machineID string, pl backend.Placement) (bool, error) {
-	h, name, err := b.locate(machineID, pl, pl.Zone)
+	h, name, err := b.loc.locate(machineID, pl, pl.Zone)
 	if errors.Is(err, errHostNotKnown) {
-		return b.confirmEverywhere(ctx, machineID, pl)
+		return b.loc.confirmEverywhere(ctx, machineID, pl)
 	}
 	if err != nil {
 		return false, fmt.Errorf("confirm gone: %w", err)
 	}
-	return b.confirmOn(ctx, h, name)
+	return b.loc.confirmOn(ctx, h, name)
 }
 
 // confirmEverywhere: gone only when every host of the zone answers that
 // the domain does not exist.
-func (b *Backend) confirmEverywhere(ctx context.Context, machineID string, pl backend.Placement) (bool, error) {
-	hs, err := b.zoneHosts(pl.Zone)
+func (l *locator) confirmEverywhere(ctx context.Context, machineID string, pl backend.Placement) (bool, error) {
+	hs, err := l.zoneHosts(pl.Zone)
 	if err != nil {
 		return false, fmt.Errorf("confirm gone: %w", err)
 	}
 	name := pl.Domain
 	if name == "" {
-		name = meta.DomainName(b.cfg.Provider, machineID)
+		name = meta.DomainName(l.cfg.Provider, machineID)
 	}
 	for _, h := range hs {
-		gone, err := b.confirmOn(ctx, h, name)
+		gone, err := l.confirmOn(ctx, h, name)
 		if err != nil || !gone {
 			return false, err
 		}
@@ -50,14 +50,14 @@ func (b *Backend) confirmEverywhere(ctx context.Context, machineID string, pl ba
 }
 
 // confirmOn looks the domain up on one host.
-func (b *Backend) confirmOn(ctx context.Context, h *host, name string) (bool, error) {
+func (l *locator) confirmOn(ctx context.Context, h *host, name string) (bool, error) {
 	// Reconcile confirms machine after machine: once one lookup hangs (a
 	// frozen daemon), the next ones fail at once instead of each waiting
 	// out the timeout.
 	if h.confirming.Load() > 0 {
 		return false, fmt.Errorf("confirm gone: an earlier lookup on zone %q has not returned: %w", h.zone, backend.ErrHostUnavailable)
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.InventoryTimeout)
 	defer cancel()
 	type answer struct {
 		gone bool
@@ -66,7 +66,7 @@ func (b *Backend) confirmOn(ctx context.Context, h *host, name string) (bool, er
 	done := make(chan answer, 1)
 	h.confirming.Add(1)
 	go func() { // a libvirt call cannot be interrupted; a late answer is dropped
-		err := h.WithDomain(name, func(hostconn.Conn, hostconn.Domain) error { return nil })
+		err := h.WithDomain(name, func(virt.Conn, virt.Domain) error { return nil })
 		// Not deferred: the count must drop before the answer is sent, or
 		// the caller's next lookup can find this one still counted.
 		h.confirming.Add(-1)
@@ -84,6 +84,6 @@ func (b *Backend) confirmOn(ctx context.Context, h *host, name string) (bool, er
 		return a.gone, a.err
 	case <-ctx.Done():
 		return false, fmt.Errorf("confirm gone: look up %s: no answer within %s: %w",
-			name, b.cfg.InventoryTimeout.Round(time.Millisecond), ctx.Err())
+			name, l.cfg.InventoryTimeout.Round(time.Millisecond), ctx.Err())
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Credential-looking parts of URIs that must never reach a log or an error.
@@ -79,13 +79,13 @@ func TestDownHostsDoNotStopOthersAndStayRedacted(t *testing.T) {
 func TestReconnectsAfterLoss(t *testing.T) {
 	t.Parallel()
 	var dials, failNext atomic.Int32
-	dial := func(uri string) (hostconn.Conn, error) {
+	dial := func(uri string) (virt.Conn, error) {
 		dials.Add(1)
 		if failNext.Load() > 0 {
 			failNext.Add(-1)
 			return nil, libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Message: "Failed to connect socket"}
 		}
-		return hostconn.Dial(uri)
+		return virt.Dial(uri)
 	}
 	cfg := testConfig(t)
 	b, err := newBackend(cfg, dial)
@@ -94,7 +94,7 @@ func TestReconnectsAfterLoss(t *testing.T) {
 	}
 	awaitStarted(t, b)
 	defer b.Close()
-	h := b.hosts["z1"]
+	h := b.loc.hosts["z1"]
 	if h.Ready() != nil || dials.Load() != 1 {
 		t.Fatalf("not up after start: dials=%d err=%v", dials.Load(), h.Ready())
 	}

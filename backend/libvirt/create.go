@@ -15,7 +15,9 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/rollback"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -30,7 +32,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	// never oversubscribe it; the booking is released if the work fails,
 	// and otherwise stays until a listing sees the domain. A retried
 	// Create finds its machine booked where it is and adopts it there.
-	h, dec, err := b.book(ctx, spec)
+	h, dec, err := b.loc.book(ctx, spec)
 	if err != nil {
 		return backend.Placement{}, err
 	}
@@ -42,25 +44,25 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		return backend.Placement{}, fmt.Errorf("create: %w: %w", backend.ErrNothingDone, err)
 	}
 	start := time.Now()
-	err = h.With(func(conn hostconn.Conn) error {
+	err = h.With(func(conn virt.Conn) error {
 		dom, err := conn.LookupDomainByName(name)
 		if err == nil {
-			err = b.adopt(ctx, dom, name, spec)
+			err = b.builder.adopt(ctx, dom, name, spec)
 			if !errors.Is(err, errDeleteBegun) && !errors.Is(err, errStaleSource) {
 				_ = dom.Free()
 				return err
 			}
-			err = b.finishBegunDelete(ctx, conn, dom, name, spec)
+			err = b.builder.finishBegunDelete(ctx, conn, dom, name, spec)
 			_ = dom.Free()
 			if err != nil {
 				return err
 			}
-			return b.build(ctx, h, conn, name, spec)
+			return b.builder.build(ctx, h, conn, name, spec)
 		}
 		if !isNoDomain(err) {
 			return fmt.Errorf("create: look up domain: %w", err)
 		}
-		return b.build(ctx, h, conn, name, spec)
+		return b.builder.build(ctx, h, conn, name, spec)
 	})
 	if err != nil {
 		// A fault of the link keeps the booking: the call may have taken
@@ -68,7 +70,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		// so the engine's retry must come back here, never build a second
 		// domain elsewhere. Any other failure frees the room.
 		if !backend.IsTransient(err) {
-			b.plan.Release(h.zone, spec.MachineID)
+			b.loc.plan.Release(h.zone, spec.MachineID)
 		}
 		return backend.Placement{}, err
 	}
@@ -78,18 +80,27 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 		// IDLE means booted. The domain stays (and keeps its booking) when
 		// the guest does not get there: the machine ends FAILED with the
 		// cause, its console still there to read, and a Delete removes it.
-		b.boots.stopWatch(spec.MachineID)
-		if err := b.awaitBootedRunning(ctx, h, name, spec.MachineID, "create"); err != nil {
+		b.guests.StopWatch(spec.MachineID)
+		if err := b.guests.AwaitBootedRunning(ctx, h.guest(name, spec.MachineID), "create"); err != nil {
 			return backend.Placement{}, fmt.Errorf("create: %w", err)
 		}
 	}
 	return pl, nil
 }
 
+// builder makes a machine's domain on the host a Create booked, or adopts
+// the one an earlier attempt made: the libvirt work of Create, after
+// placement.
+type builder struct {
+	cfg   *Config
+	log   *slog.Logger
+	store volume.Store
+}
+
 // adopt takes over our own domain left by an earlier attempt of this
 // machine's Create, starting it if it is not running.
-func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
-	md, err := b.owned(dom, name, spec.MachineID)
+func (c *builder) adopt(ctx context.Context, dom virt.Domain, name string, spec backend.MachineSpec) error {
+	md, err := meta.ReadOwned(dom, name, c.cfg.Provider, spec.MachineID)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -115,7 +126,7 @@ func (b *Backend) adopt(ctx context.Context, dom hostconn.Domain, name string, s
 	if err := domstate.WaitRunning(ctx, dom); err != nil {
 		return fmt.Errorf("create: adopt: wait running: %w", err)
 	}
-	b.log.Info("adopted existing domain", "domain", name, "machine", spec.MachineID, "was_running", active)
+	c.log.Info("adopted existing domain", "domain", name, "machine", spec.MachineID, "was_running", active)
 	return nil
 }
 
@@ -132,8 +143,8 @@ var errStaleSource = errors.New("a migration's stale source")
 
 // finishBegunDelete completes the Delete whose intent dom carries (domain
 // and volumes), so the Create builds afresh; a WARN says so.
-func (b *Backend) finishBegunDelete(ctx context.Context, conn hostconn.Conn, dom hostconn.Domain, name string, spec backend.MachineSpec) error {
-	b.log.Warn("create: the domain found is not to be adopted (a Delete begun on it, or a migration's stale source); deleting it before building",
+func (c *builder) finishBegunDelete(ctx context.Context, conn virt.Conn, dom virt.Domain, name string, spec backend.MachineSpec) error {
+	c.log.Warn("create: the domain found is not to be adopted (a Delete begun on it, or a migration's stale source); deleting it before building",
 		"domain", name, "machine", spec.MachineID, "op", spec.OperationID)
 	if err := destroyAndUndefine(dom); err != nil {
 		return fmt.Errorf("create: finish the begun Delete: %w", err)
@@ -142,7 +153,7 @@ func (b *Backend) finishBegunDelete(ctx context.Context, conn hostconn.Conn, dom
 		return fmt.Errorf("create: %w", err)
 	}
 	for _, vol := range []string{meta.OverlayName(name), meta.SeedName(name)} {
-		if err := b.deleteVolumeIn(conn, vol); err != nil {
+		if err := c.store.DeleteIn(conn, vol); err != nil {
 			return fmt.Errorf("create: finish the begun Delete: volume %s: %w", vol, err)
 		}
 	}
@@ -153,9 +164,9 @@ func (b *Backend) finishBegunDelete(ctx context.Context, conn hostconn.Conn, dom
 // (undo) and how long each step took.
 type attempt struct {
 	ctx  context.Context
-	conn hostconn.Conn
+	conn virt.Conn
 	name string
-	undo rollback
+	undo rollback.Stack
 	took []any
 	mark time.Time
 }
@@ -178,9 +189,9 @@ func (a *attempt) step(what string, err error) error {
 // on undo; on failure exactly those are removed, newest first. Undo steps
 // look their object up again by name on conn (which outlives build), since
 // the handles used here are freed before the rollback runs.
-func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name string, spec backend.MachineSpec) error {
+func (c *builder) build(ctx context.Context, h *host, conn virt.Conn, name string, spec backend.MachineSpec) error {
 	a := &attempt{ctx: ctx, conn: conn, name: name, mark: time.Now()}
-	err := b.buildSteps(a, h, spec)
+	err := c.buildSteps(a, h, spec)
 	var late *hostconn.CallTimeoutError
 	if errors.As(err, &late) {
 		// The call past its bound may still take effect on the host
@@ -190,40 +201,40 @@ func (b *Backend) build(ctx context.Context, h *host, conn hostconn.Conn, name s
 		return err
 	}
 	if err != nil {
-		if rerr := a.undo.run(b.log.With("domain", name)); rerr != nil {
+		if rerr := a.undo.Run(c.log.With("domain", name)); rerr != nil {
 			err = fmt.Errorf("%w (rollback incomplete: %v)", err, rerr)
 		}
 		return err
 	}
-	b.log.Debug("create steps", append([]any{"domain", name}, a.took...)...)
+	c.log.Debug("create steps", append([]any{"domain", name}, a.took...)...)
 	return nil
 }
 
-func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) error {
-	sh := b.shapeOf(spec)
+func (c *builder) buildSteps(a *attempt, h *host, spec backend.MachineSpec) error {
+	sh := c.shapeOf(spec)
 	if probe := sh; shape.NeedsProbe(probe) {
 		probe.DiskGiB = 0 // checked against the golden image buildVolumes reads anyway
-		if err := a.step("instance type shape", b.checkShapeOn(h, a.conn, spec, probe)); err != nil {
+		if err := a.step("instance type shape", c.checkShapeOn(h, a.conn, spec, probe)); err != nil {
 			return err
 		}
 	}
-	overlay, seed, err := b.buildVolumes(a, spec.InstanceType, sh)
+	overlay, seed, err := c.buildVolumes(a, spec.InstanceType, sh)
 	if err != nil {
 		return err
 	}
 	// Both undo steps go on before their call, not after it succeeds: a
 	// define or a start whose reply was lost (the link dropped mid-call)
 	// may have taken effect. They act only on a domain that is ours.
-	a.undo.push("undefine domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Undefine) })
-	dom, err := b.define(h, a.conn, a.name, spec, overlay, seed)
+	a.undo.Push("undefine domain", func() error { return onOwnDomain(a.conn, a.name, c.cfg.Provider, spec.MachineID, domstate.Undefine) })
+	dom, err := c.define(h, a.conn, a.name, spec, overlay, seed)
 	if dom != nil {
 		defer dom.Free()
 	}
 	if err := a.step("define domain", err); err != nil {
 		return err
 	}
-	a.undo.push("destroy domain", func() error { return b.onOwnDomain(a.conn, a.name, spec.MachineID, domstate.Destroy) })
-	started, err := b.start(a, h, dom, spec, overlay, seed)
+	a.undo.Push("destroy domain", func() error { return onOwnDomain(a.conn, a.name, c.cfg.Provider, spec.MachineID, domstate.Destroy) })
+	started, err := c.start(a, h, dom, spec, overlay, seed)
 	if started != nil && started != dom {
 		defer started.Free()
 	}
@@ -235,8 +246,8 @@ func (b *Backend) buildSteps(a *attempt, h *host, spec backend.MachineSpec) erro
 
 // shapeOf is the shape of the machine's instance type (zero for a type
 // without one, or one the backend was not told about).
-func (b *Backend) shapeOf(spec backend.MachineSpec) backend.Shape {
-	return b.cfg.Shapes[spec.InstanceType]
+func (c *builder) shapeOf(spec backend.MachineSpec) backend.Shape {
+	return c.cfg.Shapes[spec.InstanceType]
 }
 
 // CheckShapes checks every instance type's shape against every host that
@@ -251,12 +262,12 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 	}
 	b.AwaitFirstAttempts(ctx)
 	var errs []error
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		if h.Ready() != nil {
 			b.log.Warn("instance type shapes not checked on a host that is not connected; a Create there checks its own", "host", h.name)
 			continue
 		}
-		err := h.With(func(conn hostconn.Conn) error {
+		err := h.With(func(conn virt.Conn) error {
 			o, err := shape.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, b.cfg.Shapes)
 			if err != nil {
 				return fmt.Errorf("--instance-types: probing host %s for the machine shapes: %w", h.name, err)
@@ -269,13 +280,13 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 }
 
 // checkShapeOn is CheckShapes for one Create's shape on its host.
-func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.MachineSpec, s backend.Shape) error {
+func (c *builder) checkShapeOn(h *host, conn virt.Conn, spec backend.MachineSpec, s backend.Shape) error {
 	one := map[string]backend.Shape{spec.InstanceType: s}
-	o, err := shape.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, one)
+	o, err := shape.Probe(conn, h.DomainType().Type, c.cfg.Pool, c.cfg.Image, one)
 	if err != nil {
 		return err
 	}
-	return shape.Check(h.name, one, map[string]int{spec.InstanceType: spec.MemoryMiB}, b.cfg.Network, o)
+	return shape.Check(h.name, one, map[string]int{spec.InstanceType: spec.MemoryMiB}, c.cfg.Network, o)
 }
 
 // start starts the defined domain and returns the handle of the domain it
@@ -284,7 +295,7 @@ func (b *Backend) checkShapeOn(h *host, conn hostconn.Conn, spec backend.Machine
 // domain is redefined and started again: the Create goes on rather than
 // failing. Any start failure carries the last error line of the domain's
 // QEMU log when the host is local.
-func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.MachineSpec, overlay, seed string) (hostconn.Domain, error) {
+func (c *builder) start(a *attempt, h *host, dom virt.Domain, spec backend.MachineSpec, overlay, seed string) (virt.Domain, error) {
 	err := dom.Create()
 	if err == nil || !hostconn.IsKVMUnusable(err) || !h.FallBackToQEMU(message(err)) {
 		return dom, h.ExplainStart(a.name, err)
@@ -294,7 +305,7 @@ func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.M
 	if err := domstate.Undefine(dom); err != nil {
 		return dom, fmt.Errorf("undefine the kvm definition to redefine as qemu: %w", err)
 	}
-	again, err := b.define(h, a.conn, a.name, spec, overlay, seed)
+	again, err := c.define(h, a.conn, a.name, spec, overlay, seed)
 	if err != nil {
 		return nil, fmt.Errorf("redefine as qemu after kvm failed: %w", err)
 	}
@@ -303,16 +314,16 @@ func (b *Backend) start(a *attempt, h *host, dom hostconn.Domain, spec backend.M
 
 // buildVolumes makes (or reuses) the overlay and the optional seed and
 // returns their paths.
-func (b *Backend) buildVolumes(a *attempt, typeName string, sh backend.Shape) (overlay, seed string, err error) {
-	pool, err := a.conn.LookupStoragePoolByName(b.cfg.Pool)
+func (c *builder) buildVolumes(a *attempt, typeName string, sh backend.Shape) (overlay, seed string, err error) {
+	pool, err := a.conn.LookupStoragePoolByName(c.cfg.Pool)
 	if err != nil {
-		err = fmt.Errorf("%s: %w", b.cfg.Pool, err)
+		err = fmt.Errorf("%s: %w", c.cfg.Pool, err)
 	}
 	if err := a.step("storage pool", err); err != nil {
 		return "", "", err
 	}
 	defer pool.Free()
-	g, err := volume.ReadGolden(pool, b.cfg.Image)
+	g, err := volume.ReadGolden(pool, c.cfg.Image)
 	if err := a.step("golden image", err); err != nil {
 		return "", "", err
 	}
@@ -320,71 +331,39 @@ func (b *Backend) buildVolumes(a *attempt, typeName string, sh backend.Shape) (o
 		return "", "", fmt.Errorf("create: overlay volume: %w", err)
 	}
 	ovName := meta.OverlayName(a.name)
-	if ovName == b.cfg.Image {
+	if ovName == c.cfg.Image {
 		return "", "", fmt.Errorf("create: overlay volume: name %q: %w", ovName, volume.ErrGolden)
 	}
 	overlay, created, err := volume.EnsureOverlay(pool, ovName, g)
 	if created {
-		a.undo.push("delete overlay volume", func() error { return b.deleteVolumeIn(a.conn, ovName) })
+		a.undo.Push("delete overlay volume", func() error { return c.store.DeleteIn(a.conn, ovName) })
 	}
 	if err := a.step("overlay volume", err); err != nil {
 		return "", "", err
 	}
-	seed, err = b.ensureSeed(a.conn, pool, a.name, &a.undo)
+	seed, err = c.store.EnsureSeed(a.conn, pool, meta.SeedName(a.name), a.name, &a.undo)
 	if err := a.step("seed volume", err); err != nil {
 		return "", "", err
 	}
 	return overlay, seed, nil
 }
 
-// ensureSeed serves --base-user-data to the guest as a NoCloud seed: an ISO
-// 9660 image labelled "cidata" with user-data and meta-data, uploaded into a
-// raw volume "<domain>-seed.iso" and attached read-only. Without the flag it
-// does nothing. A seed left by an earlier attempt for the same domain is
-// reused (its content depends only on the file and the domain name).
-func (b *Backend) ensureSeed(conn hostconn.Conn, pool hostconn.Pool, domain string, undo *rollback) (string, error) {
-	if b.cfg.BaseUserData == "" {
-		return "", nil
-	}
-	name := meta.SeedName(domain)
-	if vol, err := pool.LookupStorageVolByName(name); err == nil {
-		defer vol.Free()
-		return vol.GetPath()
-	} else if !isNoVolume(err) {
-		return "", err
-	}
-	iso, err := volume.BuildSeedISO(b.cfg.BaseUserData, domain)
-	if err != nil {
-		return "", err
-	}
-	vol, err := volume.CreateRaw(pool, name, uint64(len(iso)))
-	if err != nil {
-		return "", err
-	}
-	defer vol.Free()
-	undo.push("delete seed volume", func() error { return b.deleteVolumeIn(conn, name) })
-	if err := conn.UploadVolume(vol, iso); err != nil {
-		return "", fmt.Errorf("upload: %w", err)
-	}
-	return vol.GetPath()
-}
-
 // define renders the domain XML and defines it.
-func (b *Backend) define(h *host, conn hostconn.Conn, name string, spec backend.MachineSpec,
-	overlay, seed string) (hostconn.Domain, error) {
-	md, err := meta.Metadata{Provider: b.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
+func (c *builder) define(h *host, conn virt.Conn, name string, spec backend.MachineSpec,
+	overlay, seed string) (virt.Domain, error) {
+	md, err := meta.Metadata{Provider: c.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
 		Marks: spec.Marks, Host: h.refName(), VCPUs: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64)}.Marshal(true)
 	if err != nil {
 		return nil, err
 	}
 	hostType := h.DomainType().Type
-	shape := b.shapeOf(spec)
+	shape := c.shapeOf(spec)
 	d := domxml.Build(domxml.Params{
 		Name: name, Type: hostType, VCPU: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64),
-		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, NICs: domxml.ResolvedNICs(shape, b.cfg.Network),
-		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Metadata: md, Shape: shape,
+		Overlay: overlay, OverlayFmt: "qcow2", Seed: seed, NICs: domxml.ResolvedNICs(shape, c.cfg.Network),
+		Kernel: c.cfg.Kernel, Initrd: c.cfg.Initrd, Cmdline: c.cfg.Cmdline, Metadata: md, Shape: shape,
 	})
-	if err := b.policyFor(hostType, overlay, seed, shape).Check(d); err != nil {
+	if err := c.policyFor(hostType, overlay, seed, shape).Check(d); err != nil {
 		return nil, err
 	}
 	x, err := d.Marshal()
@@ -394,46 +373,16 @@ func (b *Backend) define(h *host, conn hostconn.Conn, name string, spec backend.
 	return conn.DomainDefineXML(x)
 }
 
-// rollback is the list of undo steps of one Create attempt.
-type rollback struct {
-	steps []undoStep
-}
-
-type undoStep struct {
-	what string
-	fn   func() error
-}
-
-func (r *rollback) push(what string, fn func() error) {
-	r.steps = append(r.steps, undoStep{what, fn})
-}
-
-// run undoes newest first and keeps going past failures so as much as
-// possible is cleaned; it reports what it could not undo.
-func (r *rollback) run(log *slog.Logger) error {
-	var errs []error
-	for i := len(r.steps) - 1; i >= 0; i-- {
-		s := r.steps[i]
-		if err := s.fn(); err != nil {
-			log.Warn("create rollback step failed", "step", s.what, "err", err)
-			errs = append(errs, fmt.Errorf("%s: %w", s.what, err))
-			continue
-		}
-		log.Info("create rolled back", "step", s.what)
-	}
-	return errors.Join(errs...)
-}
-
 // policyFor is the policy of one Create: the host's domain type (kvm or
 // qemu on a real host), its own volumes, the instance type's shape and
 // NICs (or --network) and the configured boot files.
-func (b *Backend) policyFor(hostType, overlay, seed string, shape backend.Shape) domxml.Policy {
+func (c *builder) policyFor(hostType, overlay, seed string, shape backend.Shape) domxml.Policy {
 	files := []string{overlay}
 	if seed != "" {
 		files = append(files, seed)
 	}
 	return domxml.Policy{
-		Types: []string{hostType}, Files: files, NICs: domxml.ResolvedNICs(shape, b.cfg.Network),
-		Kernel: b.cfg.Kernel, Initrd: b.cfg.Initrd, Cmdline: b.cfg.Cmdline, Shape: shape,
+		Types: []string{hostType}, Files: files, NICs: domxml.ResolvedNICs(shape, c.cfg.Network),
+		Kernel: c.cfg.Kernel, Initrd: c.cfg.Initrd, Cmdline: c.cfg.Cmdline, Shape: shape,
 	}
 }

@@ -215,7 +215,7 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 	t.Run("fresh attempt", func(t *testing.T) {
 		t.Parallel()
 		b, _ := newTestBackend(t, nil)
-		b.hosts["z1"].ForceDomainType("no-such-virt-type") // define fails
+		b.loc.hosts["z1"].ForceDomainType("no-such-virt-type") // define fails
 		_, err := b.Create(ctx, spec("m1"))
 		if err == nil || !strings.HasPrefix(err.Error(), "create: define domain: ") {
 			t.Fatalf("err = %v, want create: define domain: ...", err)
@@ -243,14 +243,14 @@ func TestCreateRollbackRemovesOnlyItsOwn(t *testing.T) {
 		if _, created, err := volume.EnsureOverlay(lvp(pool), meta.OverlayName(name), g); err != nil || !created {
 			t.Fatal(created, err)
 		}
-		b.hosts["z1"].ForceDomainType("no-such-virt-type")
+		b.loc.hosts["z1"].ForceDomainType("no-such-virt-type")
 		if _, err := b.Create(ctx, spec("m1")); err == nil {
 			t.Fatal("Create succeeded")
 		}
 		if !volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {
 			t.Fatal("rollback deleted an overlay this attempt did not make")
 		}
-		b.hosts["z1"].ForceDomainType("test")
+		b.loc.hosts["z1"].ForceDomainType("test")
 		mustCreate(t, b, "m1") // and a later attempt reuses it
 	})
 	t.Run("foreign volume under our overlay name", func(t *testing.T) {

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -22,10 +23,8 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	if spec.MachineID == "" {
 		return errors.New("delete: empty machine id")
 	}
-	if b.boots != nil {
-		b.boots.forget(spec.MachineID)
-	}
-	h, name, err := b.locate(spec.MachineID, spec.Placement, spec.Zone)
+	b.guests.Forget(spec.MachineID)
+	h, name, err := b.loc.locate(spec.MachineID, spec.Placement, spec.Zone)
 	switch {
 	case errors.Is(err, errHostNotKnown):
 		return b.deleteEverywhere(ctx, spec)
@@ -37,13 +36,13 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	case err != nil:
 		return fmt.Errorf("delete: %w", err)
 	default:
-		if err := b.deleteMachineOn(ctx, h, name, spec); err != nil {
+		if err := b.remover.deleteMachineOn(ctx, h, name, spec); err != nil {
 			return err
 		}
 	}
 	// The recorded host's capacity is free now, whatever the other hosts
 	// answer: the planner books the machine there only.
-	b.plan.Forget(h.zone, spec.MachineID)
+	b.loc.plan.Forget(h.zone, spec.MachineID)
 	return b.deleteCopiesBeside(ctx, h, name, spec)
 }
 
@@ -61,16 +60,16 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 // again (or the fenced rejoin, for a host declared down). A host that
 // answered with any other error fails the Delete, naming it.
 func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
-	hs, err := b.zoneHosts(h.zone)
+	hs, err := b.loc.zoneHosts(h.zone)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	var errs []error
 	for _, o := range hs {
-		if _, down := b.down.reason(o.name); o == h || down {
+		if _, down := b.loc.down.reason(o.name); o == h || down {
 			continue
 		}
-		err := b.deleteMachineOn(ctx, o, name, spec)
+		err := b.remover.deleteMachineOn(ctx, o, name, spec)
 		switch {
 		case err == nil || errors.Is(err, backend.ErrNotOurs):
 		case backend.IsTransient(err) && ctx.Err() == nil:
@@ -93,7 +92,7 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	if zone == "" {
 		zone = spec.Zone
 	}
-	hs, err := b.zoneHosts(zone)
+	hs, err := b.loc.zoneHosts(zone)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
@@ -103,25 +102,33 @@ func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec)
 	}
 	var errs []error
 	for _, h := range hs {
-		if _, down := b.down.reason(h.name); down {
+		if _, down := b.loc.down.reason(h.name); down {
 			continue // its domains are the fenced rejoin's
 		}
-		if err := b.deleteMachineOn(ctx, h, name, spec); err != nil {
+		if err := b.remover.deleteMachineOn(ctx, h, name, spec); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) == 0 {
-		b.plan.Forget(hs[0].zone, spec.MachineID)
+		b.loc.plan.Forget(hs[0].zone, spec.MachineID)
 	}
 	return errors.Join(errs...)
+}
+
+// remover removes a machine's domain and volumes from one host, only when
+// the domain is ours and this machine's.
+type remover struct {
+	provider string
+	store    volume.Store
+	log      *slog.Logger
 }
 
 // deleteMachineOn is a Delete's (or Release's) removal of the machine's
 // domain and volumes on one host: the domain first records the Delete's
 // intent (meta.DeleteIntent), so a provider that lost its state file
 // finds a Delete begun, never a machine to adopt.
-func (b *Backend) deleteMachineOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
-	return b.removeOn(ctx, h, name, spec, true)
+func (r *remover) deleteMachineOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
+	return r.removeOn(ctx, h, name, spec, true)
 }
 
 // deleteOn removes one copy of a machine that is not the machine itself
@@ -129,30 +136,30 @@ func (b *Backend) deleteMachineOn(ctx context.Context, h *host, name string, spe
 // copy on a host declared down): no intent is recorded, since the machine
 // lives on elsewhere and a copy marked as deleted would make a rebuilt
 // provider delete the machine.
-func (b *Backend) deleteOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
-	return b.removeOn(ctx, h, name, spec, false)
+func (r *remover) deleteOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
+	return r.removeOn(ctx, h, name, spec, false)
 }
 
 // removeOn deletes the machine's domain and volumes on one host.
-func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec, intent bool) error {
+func (r *remover) removeOn(ctx context.Context, h *host, name string, spec backend.DeleteSpec, intent bool) error {
 	start := time.Now()
-	err := h.With(func(conn hostconn.Conn) error {
-		gone, err := b.deleteDomain(conn, name, spec, intent)
+	err := h.With(func(conn virt.Conn) error {
+		gone, err := r.deleteDomain(conn, name, spec, intent)
 		if err != nil {
 			return err
 		}
 		// Volumes are named after the domain. Without a domain to prove
 		// ownership, only the name derived from this machine is trusted.
-		if gone && name != meta.DomainName(b.cfg.Provider, spec.MachineID) {
+		if gone && name != meta.DomainName(r.provider, spec.MachineID) {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
-		if err := b.deleteVolumeIn(conn, meta.OverlayName(name)); err != nil {
+		if err := r.store.DeleteIn(conn, meta.OverlayName(name)); err != nil {
 			return fmt.Errorf("delete: overlay volume: %w", err)
 		}
-		if err := b.deleteVolumeIn(conn, meta.SeedName(name)); err != nil {
+		if err := r.store.DeleteIn(conn, meta.SeedName(name)); err != nil {
 			return fmt.Errorf("delete: seed volume: %w", err)
 		}
 		return nil
@@ -160,7 +167,7 @@ func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backe
 	if err != nil {
 		return err
 	}
-	b.log.Info("domain deleted", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
+	r.log.Info("domain deleted", "zone", h.zone, "host", h.name, "domain", name, "machine", spec.MachineID,
 		"op", spec.OperationID, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
@@ -169,7 +176,7 @@ func (b *Backend) removeOn(ctx context.Context, h *host, name string, spec backe
 // intent, the Delete is recorded in the domain's metadata first: a Delete
 // cut after that (a provider killed, a host gone dark) is found as such
 // by whoever lists the host next, even from an empty state file.
-func (b *Backend) deleteDomain(conn hostconn.Conn, name string, spec backend.DeleteSpec, intent bool) (alreadyGone bool, err error) {
+func (r *remover) deleteDomain(conn virt.Conn, name string, spec backend.DeleteSpec, intent bool) (alreadyGone bool, err error) {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return true, nil
@@ -178,7 +185,7 @@ func (b *Backend) deleteDomain(conn hostconn.Conn, name string, spec backend.Del
 		return false, fmt.Errorf("delete: look up domain: %w", err)
 	}
 	defer dom.Free()
-	md, err := b.owned(dom, name, spec.MachineID)
+	md, err := meta.ReadOwned(dom, name, r.provider, spec.MachineID)
 	if err != nil {
 		return false, fmt.Errorf("delete: %w", err)
 	}
@@ -193,7 +200,7 @@ func (b *Backend) deleteDomain(conn hostconn.Conn, name string, spec backend.Del
 // recordIntent writes the Delete's intent into md on dom. An intent
 // already there keeps its first time (the Delete began then) and takes
 // the newest operation id (a Release after a failed Delete is that one).
-func recordIntent(dom hostconn.Domain, md meta.Metadata, op string) error {
+func recordIntent(dom virt.Domain, md meta.Metadata, op string) error {
 	if op == "" {
 		op = "unknown" // the intent itself is what counts; never write an empty one
 	}
@@ -208,7 +215,7 @@ func recordIntent(dom hostconn.Domain, md meta.Metadata, op string) error {
 	return meta.Write(dom, md)
 }
 
-func destroyAndUndefine(dom hostconn.Domain) error {
+func destroyAndUndefine(dom virt.Domain) error {
 	if err := domstate.Destroy(dom); err != nil {
 		return fmt.Errorf("delete: destroy domain: %w", err)
 	}
@@ -220,7 +227,7 @@ func destroyAndUndefine(dom hostconn.Domain) error {
 
 // onDomain looks name up on conn and runs fn on it (used by rollback, whose
 // steps outlive the handles of the attempt). A missing domain is done.
-func onDomain(conn hostconn.Conn, name string, fn func(hostconn.Domain) error) error {
+func onDomain(conn virt.Conn, name string, fn func(virt.Domain) error) error {
 	dom, err := conn.LookupDomainByName(name)
 	if isNoDomain(err) {
 		return nil
@@ -235,9 +242,9 @@ func onDomain(conn hostconn.Conn, name string, fn func(hostconn.Domain) error) e
 // onOwnDomain is onDomain for rollback steps: a domain under the name that
 // is not the machine's (a stranger defined it meanwhile, or its metadata
 // is damaged) is left alone.
-func (b *Backend) onOwnDomain(conn hostconn.Conn, name, machineID string, fn func(hostconn.Domain) error) error {
-	return onDomain(conn, name, func(dom hostconn.Domain) error {
-		if _, err := b.owned(dom, name, machineID); err != nil {
+func onOwnDomain(conn virt.Conn, name, provider, machineID string, fn func(virt.Domain) error) error {
+	return onDomain(conn, name, func(dom virt.Domain) error {
+		if _, err := meta.ReadOwned(dom, name, provider, machineID); err != nil {
 			if errors.Is(err, backend.ErrNotOurs) {
 				return nil
 			}
@@ -245,16 +252,6 @@ func (b *Backend) onOwnDomain(conn hostconn.Conn, name, machineID string, fn fun
 		}
 		return fn(dom)
 	})
-}
-
-// deleteVolumeIn deletes a volume of our pool by name (never the golden one).
-func (b *Backend) deleteVolumeIn(conn hostconn.Conn, vol string) error {
-	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
-	if err != nil {
-		return fmt.Errorf("storage pool %s: %w", b.cfg.Pool, err)
-	}
-	defer pool.Free()
-	return volume.Delete(pool, vol, b.cfg.Image)
 }
 
 var _ backend.CopyRemover = (*Backend)(nil)
@@ -266,29 +263,29 @@ var _ backend.CopyRemover = (*Backend)(nil)
 // paused copy is a migration's, left to its recovery). Only then is the
 // spare copy's domain and volumes deleted, on its own host.
 func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep backend.Placement) error {
-	hs, sname, err := b.locate(machineID, spare, "")
+	hs, sname, err := b.loc.locate(machineID, spare, "")
 	if err != nil {
 		return fmt.Errorf("remove copy: %w", err)
 	}
-	hk, kname, err := b.locate(machineID, keep, "")
+	hk, kname, err := b.loc.locate(machineID, keep, "")
 	if err != nil {
 		return fmt.Errorf("remove copy: kept copy: %w", err)
 	}
 	if hs == hk {
 		return fmt.Errorf("remove copy: both copies name host %q", hs.name)
 	}
-	if err := hk.WithDomain(kname, func(_ hostconn.Conn, dom hostconn.Domain) error {
-		return b.checkKept(dom, kname, machineID)
+	if err := hk.WithDomain(kname, func(_ virt.Conn, dom virt.Domain) error {
+		return b.remover.checkKept(dom, kname, machineID)
 	}); err != nil {
 		return fmt.Errorf("remove copy: kept copy on host %s: %w", hk.name, err)
 	}
-	if err := hs.WithDomain(sname, func(_ hostconn.Conn, dom hostconn.Domain) error {
-		return b.checkSpare(dom, sname, machineID)
+	if err := hs.WithDomain(sname, func(_ virt.Conn, dom virt.Domain) error {
+		return b.remover.checkSpare(dom, sname, machineID)
 	}); err != nil {
 		return fmt.Errorf("remove copy on host %s: %w", hs.name, err)
 	}
 	spec := backend.DeleteSpec{MachineID: machineID, OperationID: "reconcile-duplicate", Zone: spare.Zone, Placement: spare}
-	if err := b.deleteOn(ctx, hs, sname, spec); err != nil {
+	if err := b.remover.deleteOn(ctx, hs, sname, spec); err != nil {
 		return fmt.Errorf("remove copy on host %s: %w", hs.name, err)
 	}
 	b.log.Warn("duplicate domain removed", "zone", hs.zone, "host", hs.name, "domain", sname, "machine", machineID, "kept_on", hk.name)
@@ -298,8 +295,8 @@ func (b *Backend) RemoveCopy(ctx context.Context, machineID string, spare, keep 
 // errNotSpare: the copy shows no proof that it is not the live machine.
 var errNotSpare = errors.New("not provably a spare copy")
 
-func (b *Backend) checkKept(dom hostconn.Domain, name, machineID string) error {
-	if _, err := b.owned(dom, name, machineID); err != nil {
+func (r *remover) checkKept(dom virt.Domain, name, machineID string) error {
+	if _, err := meta.ReadOwned(dom, name, r.provider, machineID); err != nil {
 		return err
 	}
 	st, _, err := dom.GetState()
@@ -312,8 +309,8 @@ func (b *Backend) checkKept(dom hostconn.Domain, name, machineID string) error {
 	return nil
 }
 
-func (b *Backend) checkSpare(dom hostconn.Domain, name, machineID string) error {
-	md, err := b.owned(dom, name, machineID)
+func (r *remover) checkSpare(dom virt.Domain, name, machineID string) error {
+	md, err := meta.ReadOwned(dom, name, r.provider, machineID)
 	if err != nil {
 		return err
 	}

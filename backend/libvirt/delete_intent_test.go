@@ -120,7 +120,7 @@ func TestRemoveCopyRecordsNoIntent(t *testing.T) {
 	b, f, _ := newFaultBackend(t, nil, nil)
 	pl := mustCreate(t, b, "m1")
 	r := f.add(&fault{op: "dom.Destroy", name: pl.Domain, nth: 1, kind: faultRPC})
-	err := b.deleteOn(t.Context(), b.list[0], pl.Domain, backend.DeleteSpec{MachineID: "m1", OperationID: "reconcile-duplicate", Zone: "z1", Placement: pl})
+	err := b.remover.deleteOn(t.Context(), b.loc.list[0], pl.Domain, backend.DeleteSpec{MachineID: "m1", OperationID: "reconcile-duplicate", Zone: "z1", Placement: pl})
 	if f.hits(r) != 1 || err == nil {
 		t.Fatalf("cut removal: %v", err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -47,7 +47,7 @@ func TestDeleteHalfGone(t *testing.T) {
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
 	// Domain undefined behind our back, the overlay left: Delete cleans it.
-	if err := onDomain(lvc(c), pl.Domain, func(d hostconn.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
+	if err := onDomain(lvc(c), pl.Domain, func(d virt.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1", Placement: pl}); err != nil {

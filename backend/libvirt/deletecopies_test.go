@@ -70,7 +70,7 @@ func TestDeleteCompletesWithAnUnreachableHostOfTheZone(t *testing.T) {
 	if domainExists(t, hostConn(t, b, pl.Host), pl.Domain) {
 		t.Fatalf("the reachable copy on %s was not removed", pl.Host)
 	}
-	if h, ok := b.plan.HostOf("z1", "m1"); ok {
+	if h, ok := b.loc.plan.HostOf("z1", "m1"); ok {
 		t.Errorf("m1 still booked on %s after its domain there was removed", h)
 	}
 }

@@ -53,15 +53,15 @@ func (d *downHosts) set(name string, down bool, why string) {
 
 // SetDown is backend.HostDownDeclarer.
 func (b *Backend) SetDown(name string, down bool, reason string) error {
-	h := b.hosts[name]
+	h := b.loc.hosts[name]
 	if h == nil {
 		return fmt.Errorf("host %q: %w", name, backend.ErrUnknownHost)
 	}
 	if down && reason == "" {
 		return errors.New("declaring a host down needs a reason")
 	}
-	b.down.set(name, down, reason)
-	b.plan.Update(name, func(p *placement.Host) { p.Down = down })
+	b.loc.down.set(name, down, reason)
+	b.loc.plan.Update(name, func(p *placement.Host) { p.Down = down })
 	if down {
 		b.log.Warn("host declared down: no placement, no call on its domains; its machines elsewhere go on",
 			"host", name, "zone", h.zone, "reason", reason)
@@ -73,8 +73,8 @@ func (b *Backend) SetDown(name string, down bool, reason string) error {
 
 // isDown returns the error of a call to a host declared down (nil when
 // it is not), wrapping backend.ErrHostDown.
-func (b *Backend) isDown(h *host) error {
-	why, down := b.down.reason(h.name)
+func (l *locator) isDown(h *host) error {
+	why, down := l.down.reason(h.name)
 	if !down {
 		return nil
 	}
@@ -85,8 +85,8 @@ func (b *Backend) isDown(h *host) error {
 // "ready" (calls on it are answered at once: a Delete completes without
 // it, others fail naming the declaration), never a reason to refuse a
 // whole zone or wait for it.
-func (b *Backend) ready(h *host) error {
-	if _, down := b.down.reason(h.name); down {
+func (l *locator) ready(h *host) error {
+	if _, down := l.down.reason(h.name); down {
 		return nil
 	}
 	return h.Ready()
@@ -97,11 +97,11 @@ func (b *Backend) ready(h *host) error {
 // and undefined and its volumes deleted, only if it is ours and this
 // machine's (deleteOn's ownership check); it is never started.
 func (b *Backend) DestroyFenced(ctx context.Context, machineID string, pl backend.Placement) error {
-	h := b.hosts[pl.Host]
+	h := b.loc.hosts[pl.Host]
 	if h == nil || h.zone != pl.Zone {
 		return fmt.Errorf("destroy fenced copy: host %q of zone %q: %w", pl.Host, pl.Zone, backend.ErrUnknownHost)
 	}
-	if b.isDown(h) == nil {
+	if b.loc.isDown(h) == nil {
 		return fmt.Errorf("destroy fenced copy: host %s is not declared down: a Delete removes its domains", h.name)
 	}
 	name := pl.Domain
@@ -109,7 +109,7 @@ func (b *Backend) DestroyFenced(ctx context.Context, machineID string, pl backen
 		name = meta.DomainName(b.cfg.Provider, machineID)
 	}
 	spec := backend.DeleteSpec{MachineID: machineID, OperationID: "fenced-rejoin", Zone: pl.Zone, Placement: pl}
-	if err := b.deleteOn(ctx, h, name, spec); err != nil {
+	if err := b.remover.deleteOn(ctx, h, name, spec); err != nil {
 		return fmt.Errorf("destroy fenced copy on host %s: %w", h.name, err)
 	}
 	b.log.Warn("fenced rejoin: a stale copy on a host declared down destroyed", "zone", h.zone, "host", h.name,

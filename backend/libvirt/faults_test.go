@@ -7,11 +7,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
-
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // The fault injector wraps the REAL connection (the test driver) and makes
@@ -157,7 +156,7 @@ func (f *faults) freezeDials() (thaw func()) {
 	}
 }
 
-func (f *faults) dial(uri string) (hostconn.Conn, error) {
+func (f *faults) dial(uri string) (virt.Conn, error) {
 	f.mu.Lock()
 	if gate := f.dialGate; gate != nil {
 		f.mu.Unlock()
@@ -183,7 +182,7 @@ func (f *faults) dial(uri string) (hostconn.Conn, error) {
 	if err := real.Ref(); err != nil {
 		return nil, err
 	}
-	fc := &faultConn{uri: uri, inner: hostconn.Wrap(real), f: f}
+	fc := &faultConn{uri: uri, inner: virt.Wrap(real), f: f}
 	fc.refs.Store(1) // the dial's
 	f.conns = append(f.conns, fc)
 	return fc, nil
@@ -231,7 +230,7 @@ var errClosed = libvirt.Error{Code: libvirt.ERR_INTERNAL_ERROR, Domain: libvirt.
 // faultConn is one dialled connection.
 type faultConn struct {
 	uri   string
-	inner hostconn.Conn
+	inner virt.Conn
 	f     *faults
 	dead  atomic.Bool
 	refs  atomic.Int32 // references held; a call needs one

@@ -3,7 +3,7 @@ package libvirt
 import (
 	"libvirt.org/go/libvirt"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // The wrapped methods of faults_test.go's injector, one per method of the
@@ -109,8 +109,8 @@ func (c *faultConn) ListNetworks() (n []string, err error) {
 
 // domain runs a call returning a domain handle; a handle made by a call
 // whose reply is then "lost" is freed, as the caller never sees it.
-func (c *faultConn) domain(op, name string, call func() (hostconn.Domain, error)) (hostconn.Domain, error) {
-	var d hostconn.Domain
+func (c *faultConn) domain(op, name string, call func() (virt.Domain, error)) (virt.Domain, error) {
+	var d virt.Domain
 	err := c.do(op, name, func() (err error) { d, err = call(); return err })
 	if err != nil {
 		if d != nil {
@@ -121,29 +121,29 @@ func (c *faultConn) domain(op, name string, call func() (hostconn.Domain, error)
 	return c.wrapDomain(d), nil
 }
 
-func (c *faultConn) wrapDomain(d hostconn.Domain) hostconn.Domain {
+func (c *faultConn) wrapDomain(d virt.Domain) virt.Domain {
 	name, _ := d.GetName()
 	return &faultDomain{inner: d, c: c, name: name}
 }
 
-func (c *faultConn) LookupDomainByName(name string) (hostconn.Domain, error) {
-	return c.domain("conn.LookupDomainByName", name, func() (hostconn.Domain, error) { return c.inner.LookupDomainByName(name) })
+func (c *faultConn) LookupDomainByName(name string) (virt.Domain, error) {
+	return c.domain("conn.LookupDomainByName", name, func() (virt.Domain, error) { return c.inner.LookupDomainByName(name) })
 }
 
-func (c *faultConn) DomainDefineXML(x string) (hostconn.Domain, error) {
+func (c *faultConn) DomainDefineXML(x string) (virt.Domain, error) {
 	name := xmlName("conn.DomainDefineXML", x)
 	c.f.noteMutation("conn.DomainDefineXML", name)
-	return c.domain("conn.DomainDefineXML", name, func() (hostconn.Domain, error) { return c.inner.DomainDefineXML(x) })
+	return c.domain("conn.DomainDefineXML", name, func() (virt.Domain, error) { return c.inner.DomainDefineXML(x) })
 }
 
-func (c *faultConn) DomainCreateXML(x string, flags libvirt.DomainCreateFlags) (hostconn.Domain, error) {
+func (c *faultConn) DomainCreateXML(x string, flags libvirt.DomainCreateFlags) (virt.Domain, error) {
 	name := xmlName("conn.DomainCreateXML", x)
 	c.f.noteMutation("conn.DomainCreateXML", name)
-	return c.domain("conn.DomainCreateXML", name, func() (hostconn.Domain, error) { return c.inner.DomainCreateXML(x, flags) })
+	return c.domain("conn.DomainCreateXML", name, func() (virt.Domain, error) { return c.inner.DomainCreateXML(x, flags) })
 }
 
-func (c *faultConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]hostconn.Domain, error) {
-	var doms []hostconn.Domain
+func (c *faultConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]virt.Domain, error) {
+	var doms []virt.Domain
 	err := c.do("conn.ListAllDomains", "", func() (err error) { doms, err = c.inner.ListAllDomains(flags); return err })
 	if err != nil {
 		freeAll(doms)
@@ -155,8 +155,8 @@ func (c *faultConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]
 	return doms, nil
 }
 
-func (c *faultConn) LookupStoragePoolByName(name string) (hostconn.Pool, error) {
-	var p hostconn.Pool
+func (c *faultConn) LookupStoragePoolByName(name string) (virt.Pool, error) {
+	var p virt.Pool
 	err := c.do("conn.LookupStoragePoolByName", name, func() (err error) { p, err = c.inner.LookupStoragePoolByName(name); return err })
 	if err != nil {
 		if p != nil {
@@ -169,14 +169,14 @@ func (c *faultConn) LookupStoragePoolByName(name string) (hostconn.Pool, error) 
 
 // Migrate3 hands the real handles to the real connection (it needs
 // libvirt's own), under the rule for "conn.Migrate3".
-func (c *faultConn) Migrate3(dom hostconn.Domain, dst hostconn.Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (hostconn.Domain, error) {
+func (c *faultConn) Migrate3(dom virt.Domain, dst virt.Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (virt.Domain, error) {
 	fd := dom.(*faultDomain)
 	inner := dst
 	if fc, ok := dst.(*faultConn); ok {
 		inner = fc.inner
 	}
 	c.f.noteMutation("conn.Migrate3", fd.name)
-	return c.domain("conn.Migrate3", fd.name, func() (hostconn.Domain, error) {
+	return c.domain("conn.Migrate3", fd.name, func() (virt.Domain, error) {
 		if c.f.emulateM {
 			return c.f.emulateMigrate(fd.inner, inner, params, flags)
 		}
@@ -185,7 +185,7 @@ func (c *faultConn) Migrate3(dom hostconn.Domain, dst hostconn.Conn, params *lib
 }
 
 // emulateMigrate does what a successful live migration leaves behind.
-func (f *faults) emulateMigrate(dom hostconn.Domain, dst hostconn.Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (hostconn.Domain, error) {
+func (f *faults) emulateMigrate(dom virt.Domain, dst virt.Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (virt.Domain, error) {
 	f.mu.Lock()
 	f.migrated = append(f.migrated, flags)
 	f.mu.Unlock()
@@ -208,7 +208,7 @@ func (f *faults) emulateMigrate(dom hostconn.Domain, dst hostconn.Conn, params *
 	return moved, nil
 }
 
-func (c *faultConn) UploadVolume(vol hostconn.Volume, data []byte) error {
+func (c *faultConn) UploadVolume(vol virt.Volume, data []byte) error {
 	fv := vol.(*faultVolume)
 	c.f.noteMutation("conn.UploadVolume", fv.name)
 	return c.do("conn.UploadVolume", fv.name, func() error {
@@ -224,7 +224,7 @@ func (c *faultConn) UploadVolume(vol hostconn.Volume, data []byte) error {
 
 // faultDomain is a domain handle of a faultConn.
 type faultDomain struct {
-	inner hostconn.Domain
+	inner virt.Domain
 	c     *faultConn
 	name  string
 }
@@ -298,7 +298,7 @@ func (d *faultDomain) GetJobInfo() (ji *libvirt.DomainJobInfo, err error) {
 
 // faultPool is a storage pool handle of a faultConn.
 type faultPool struct {
-	inner hostconn.Pool
+	inner virt.Pool
 	c     *faultConn
 	name  string
 }
@@ -311,8 +311,8 @@ func (p *faultPool) GetInfo() (info *libvirt.StoragePoolInfo, err error) {
 	return info, err
 }
 
-func (p *faultPool) volume(op, name string, call func() (hostconn.Volume, error)) (hostconn.Volume, error) {
-	var v hostconn.Volume
+func (p *faultPool) volume(op, name string, call func() (virt.Volume, error)) (virt.Volume, error) {
+	var v virt.Volume
 	err := p.c.do(op, name, func() (err error) { v, err = call(); return err })
 	if err != nil {
 		if v != nil {
@@ -328,19 +328,19 @@ func (p *faultPool) VolumeNames() (names []string, err error) {
 	return names, err
 }
 
-func (p *faultPool) LookupStorageVolByName(name string) (hostconn.Volume, error) {
-	return p.volume("pool.LookupStorageVolByName", name, func() (hostconn.Volume, error) { return p.inner.LookupStorageVolByName(name) })
+func (p *faultPool) LookupStorageVolByName(name string) (virt.Volume, error) {
+	return p.volume("pool.LookupStorageVolByName", name, func() (virt.Volume, error) { return p.inner.LookupStorageVolByName(name) })
 }
 
-func (p *faultPool) StorageVolCreateXML(x string, flags libvirt.StorageVolCreateFlags) (hostconn.Volume, error) {
+func (p *faultPool) StorageVolCreateXML(x string, flags libvirt.StorageVolCreateFlags) (virt.Volume, error) {
 	name := xmlName("pool.StorageVolCreateXML", x)
 	p.c.f.noteMutation("pool.StorageVolCreateXML", name)
-	return p.volume("pool.StorageVolCreateXML", name, func() (hostconn.Volume, error) { return p.inner.StorageVolCreateXML(x, flags) })
+	return p.volume("pool.StorageVolCreateXML", name, func() (virt.Volume, error) { return p.inner.StorageVolCreateXML(x, flags) })
 }
 
 // faultVolume is a storage volume handle of a faultConn.
 type faultVolume struct {
-	inner hostconn.Volume
+	inner virt.Volume
 	c     *faultConn
 	name  string
 }
@@ -376,8 +376,8 @@ func (v *faultVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
 }
 
 var (
-	_ hostconn.Conn   = (*faultConn)(nil)
-	_ hostconn.Domain = (*faultDomain)(nil)
-	_ hostconn.Pool   = (*faultPool)(nil)
-	_ hostconn.Volume = (*faultVolume)(nil)
+	_ virt.Conn   = (*faultConn)(nil)
+	_ virt.Domain = (*faultDomain)(nil)
+	_ virt.Pool   = (*faultPool)(nil)
+	_ virt.Volume = (*faultVolume)(nil)
 )

@@ -17,6 +17,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // syncBuffer is a log sink safe for the background connection loops.
@@ -99,7 +100,7 @@ func awaitStarted(t testing.TB, b *Backend) {
 // conn returns a referenced connection of zone for direct inspection.
 func testConn(t testing.TB, b *Backend, zone string) *libvirt.Connect {
 	t.Helper()
-	h, err := b.host(zone)
+	h, err := b.loc.host(zone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,22 +114,22 @@ func testConn(t testing.TB, b *Backend, zone string) *libvirt.Connect {
 
 // rawConn is the libvirt connection under c (and under any fault wrapper):
 // tests inspect the host through it, never through injected faults.
-func rawConn(c hostconn.Conn) *libvirt.Connect {
+func rawConn(c virt.Conn) *libvirt.Connect {
 	if fc, ok := c.(*faultConn); ok {
 		return rawConn(fc.inner)
 	}
 	if inner := hostconn.Unwrap(c); inner != c {
 		return rawConn(inner) // the call bounds' wrapper
 	}
-	if raw := hostconn.Libvirt(c); raw != nil {
+	if raw := virt.Libvirt(c); raw != nil {
 		return raw
 	}
 	panic("rawConn: unknown connection type")
 }
 
 // lvc and lvp adapt raw handles for the backend's helpers.
-func lvc(c *libvirt.Connect) hostconn.Conn     { return hostconn.Wrap(c) }
-func lvp(p *libvirt.StoragePool) hostconn.Pool { return hostconn.WrapPool(p) }
+func lvc(c *libvirt.Connect) virt.Conn     { return virt.Wrap(c) }
+func lvp(p *libvirt.StoragePool) virt.Pool { return virt.WrapPool(p) }
 
 func spec(id string) backend.MachineSpec {
 	return backend.MachineSpec{MachineID: id, OperationID: "op-" + id, Zone: "z1", InstanceType: "small", VCPU: 2, MemoryMiB: 256}

@@ -10,6 +10,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 	"libvirt.org/go/libvirt"
 )
@@ -28,12 +29,12 @@ type host struct {
 	labels  map[string]string // from --hosts
 	plan    *placement.Planner
 
-	fit        guestfit.Cache // what its QEMU offers a migrated guest, per connection (migdest.go)
+	fit        guestfit.Cache // what its QEMU offers a migrated guest, per connection (backend/libvirt/migrate/dest.go)
 	confirming atomic.Int32   // ConfirmGone lookups still inside libvirt
 	listing    sync.Mutex     // held by the host's listing (inventory.go)
 }
 
-func newHost(h Host, cfg *Config, dial hostconn.DialFunc, plan *placement.Planner, onLate func(call string)) *host {
+func newHost(h Host, cfg *Config, dial virt.DialFunc, plan *placement.Planner, onLate func(call string)) *host {
 	bh := &host{zone: h.Zone, name: h.Name, named: h.Named, enforce: h.Enforce, labels: h.Labels, plan: plan}
 	hc := hostConfig(cfg)
 	hc.Zone, hc.Name, hc.Named, hc.URI, hc.Dial = h.Zone, h.Name, h.Named, h.URI, dial
@@ -115,8 +116,8 @@ func ratio(r float64) float64 {
 // Classification happens once, in hostconn (errors.As on libvirt.Error);
 // these are the backend's names for it.
 var (
-	isCode  = hostconn.IsCode
-	message = hostconn.Message
+	isCode  = virt.IsCode
+	message = virt.Message
 )
 
 func isNoDomain(err error) bool { return isCode(err, libvirt.ERR_NO_DOMAIN) }

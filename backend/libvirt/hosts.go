@@ -3,6 +3,7 @@ package libvirt
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
@@ -17,23 +18,58 @@ var (
 // PlacementReady is backend.PlacementReadiness: the placement's host is
 // connected (no RPC). A host not known yet answers nil: ZoneReady decides.
 func (b *Backend) PlacementReady(pl backend.Placement) error {
-	h, err := b.hostOf("", pl.Zone, pl.Host)
+	h, err := b.loc.hostOf("", pl.Zone, pl.Host)
 	if errors.Is(err, errHostNotKnown) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return b.ready(h)
+	return b.loc.ready(h)
+}
+
+// locator knows the configured hosts, by zone and by name, their books
+// (placement) and which are declared down: it answers where a machine is
+// (locate, hostOf), where a new one goes (reserve, book) and whether a
+// machine is gone (confirm.go). The hosts are set once, by New.
+type locator struct {
+	cfg   *Config
+	log   *slog.Logger
+	zones []string           // in --connect/--hosts order
+	hosts map[string]*host   // by host name
+	list  []*host            // in --connect/--hosts order
+	zoned map[string][]*host // zone → its hosts, in order
+	plan  *placement.Planner // capacity, cordon and bookings of every host
+	down  downHosts          // hosts declared down (down.go)
+}
+
+// zoneReady reports (without an RPC) whether any host of the zone is
+// connected: a zone with one host down still serves on the others.
+func (l *locator) zoneReady(zone string) error {
+	hs, err := l.zoneHosts(zone)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, h := range hs {
+		err := l.ready(h)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // zoneHosts returns the hosts of a zone ("" means the only zone, when
 // there is one).
-func (b *Backend) zoneHosts(zone string) ([]*host, error) {
-	if zone == "" && len(b.zones) == 1 {
-		zone = b.zones[0]
+func (l *locator) zoneHosts(zone string) ([]*host, error) {
+	if zone == "" && len(l.zones) == 1 {
+		zone = l.zones[0]
 	}
-	hs := b.zoned[zone]
+	hs := l.zoned[zone]
 	if len(hs) == 0 {
 		return nil, fmt.Errorf("zone %q: %w", zone, backend.ErrUnknownZone)
 	}
@@ -42,8 +78,8 @@ func (b *Backend) zoneHosts(zone string) ([]*host, error) {
 
 // host returns the zone's only host, or for a zone of several hosts the
 // first: for callers that need some host of the zone (tests, diagnostics).
-func (b *Backend) host(zone string) (*host, error) {
-	hs, err := b.zoneHosts(zone)
+func (l *locator) host(zone string) (*host, error) {
+	hs, err := l.zoneHosts(zone)
 	if err != nil {
 		return nil, err
 	}
@@ -56,14 +92,14 @@ func (b *Backend) host(zone string) (*host, error) {
 // the machine on. Anything else is "not known", an error wrapping
 // backend.ErrHostUnavailable, never a guess: a wrong host would answer
 // "no such domain", which the engine could read as the VM being gone.
-func (b *Backend) hostOf(machineID, zone, name string) (*host, error) {
-	hs, err := b.zoneHosts(zone)
+func (l *locator) hostOf(machineID, zone, name string) (*host, error) {
+	hs, err := l.zoneHosts(zone)
 	if err != nil {
 		return nil, err
 	}
 	zone = hs[0].zone
 	if name != "" {
-		h := b.hosts[name]
+		h := l.hosts[name]
 		if h == nil || h.zone != zone {
 			return nil, fmt.Errorf("zone %q: host %q is not configured (--connect/--hosts): %w", zone, name, backend.ErrHostUnavailable)
 		}
@@ -72,8 +108,8 @@ func (b *Backend) hostOf(machineID, zone, name string) (*host, error) {
 	if len(hs) == 1 {
 		return hs[0], nil
 	}
-	if n, ok := b.plan.HostOf(zone, machineID); ok {
-		return b.hosts[n], nil
+	if n, ok := l.plan.HostOf(zone, machineID); ok {
+		return l.hosts[n], nil
 	}
 	return nil, fmt.Errorf("zone %q: machine %s: which of the zone's %d hosts holds its domain is not known (not in any listing yet): %w",
 		zone, machineID, len(hs), errHostNotKnown)
@@ -86,29 +122,29 @@ var errHostNotKnown = fmt.Errorf("host of the machine not known: %w", backend.Er
 
 // locate names the host and domain of a machine: the placement when the
 // engine has one, else the zone given and the derived name.
-func (b *Backend) locate(machineID string, pl backend.Placement, zone string) (*host, string, error) {
+func (l *locator) locate(machineID string, pl backend.Placement, zone string) (*host, string, error) {
 	if pl.Zone != "" {
 		zone = pl.Zone
 	}
-	h, err := b.hostOf(machineID, zone, pl.Host)
+	h, err := l.hostOf(machineID, zone, pl.Host)
 	if err != nil {
 		return nil, "", err
 	}
 	name := pl.Domain
 	if name == "" {
-		name = meta.DomainName(b.cfg.Provider, machineID)
+		name = meta.DomainName(l.cfg.Provider, machineID)
 	}
-	return h, name, b.isDown(h) // h and name still say where: a Delete completes without a down host
+	return h, name, l.isDown(h) // h and name still say where: a Delete completes without a down host
 }
 
 // SetCordoned is backend.HostMaintainer: a cordoned host gets no new
 // placements; its machines stay where they are.
 func (b *Backend) SetCordoned(name string, cordoned bool) error {
-	h := b.hosts[name]
+	h := b.loc.hosts[name]
 	if h == nil {
 		return fmt.Errorf("host %q: %w", name, backend.ErrUnknownHost)
 	}
-	b.plan.Update(name, func(p *placement.Host) { p.Cordoned = cordoned })
+	b.loc.plan.Update(name, func(p *placement.Host) { p.Cordoned = cordoned })
 	b.log.Info("host cordon changed", "host", name, "zone", h.zone, "cordoned", cordoned)
 	return nil
 }
@@ -116,24 +152,24 @@ func (b *Backend) SetCordoned(name string, cordoned bool) error {
 // reserve books a host of the zone for a new machine, before any libvirt
 // work. A zone none of whose hosts is connected is unavailable (transient:
 // the Create waits for a host), not full.
-func (b *Backend) reserve(spec backend.MachineSpec) (*host, placement.Decision, error) {
-	hs, err := b.zoneHosts(spec.Zone)
+func (l *locator) reserve(spec backend.MachineSpec) (*host, placement.Decision, error) {
+	hs, err := l.zoneHosts(spec.Zone)
 	if err != nil {
 		return nil, placement.Decision{}, err
 	}
-	if err := b.ZoneReady(hs[0].zone); err != nil {
+	if err := l.zoneReady(hs[0].zone); err != nil {
 		return nil, placement.Decision{}, err
 	}
-	d, err := b.plan.Reserve(hs[0].zone, spec.MachineID, b.specSize(spec))
+	d, err := l.plan.Reserve(hs[0].zone, spec.MachineID, l.specSize(spec))
 	if err != nil {
 		// The last host may have dropped since the check above: that is
 		// an outage (the Create waits), not a full zone.
-		if rerr := b.ZoneReady(hs[0].zone); rerr != nil && errors.Is(err, backend.ErrNoCapacity) {
+		if rerr := l.zoneReady(hs[0].zone); rerr != nil && errors.Is(err, backend.ErrNoCapacity) {
 			return nil, placement.Decision{}, rerr
 		}
 		return nil, placement.Decision{}, err
 	}
-	h := b.hosts[d.Host]
+	h := l.hosts[d.Host]
 	if len(hs) == 1 && !h.enforce {
 		d.Why = "" // a zone's only --connect host: no choice was made
 	}

@@ -11,8 +11,9 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 )
 
@@ -21,9 +22,9 @@ import (
 // onTimeout; its call finishes in the background (libvirt calls cannot be
 // interrupted) and its result is dropped.
 func perHost[T any](ctx context.Context, b *Backend, bound time.Duration, fn func(h *host) T, onTimeout func(h *host, err error) T) []T {
-	out := make([]T, len(b.list))
+	out := make([]T, len(b.loc.list))
 	var wg sync.WaitGroup
-	for i, h := range b.list {
+	for i, h := range b.loc.list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -52,8 +53,8 @@ func perHost[T any](ctx context.Context, b *Backend, bound time.Duration, fn fun
 func (b *Backend) Inventory(ctx context.Context) []backend.ZoneInventory {
 	got := map[string]backend.ZoneInventory{}
 	b.InventoryEach(ctx, 0, func(zi backend.ZoneInventory) { got[zi.Zone] = zi })
-	out := make([]backend.ZoneInventory, 0, len(b.zones))
-	for _, z := range b.zones {
+	out := make([]backend.ZoneInventory, 0, len(b.loc.zones))
+	for _, z := range b.loc.zones {
 		out = append(out, got[z])
 	}
 	return out
@@ -70,30 +71,30 @@ func (b *Backend) InventoryEach(ctx context.Context, concurrency int, fn func(ba
 		h  *host
 		zi backend.ZoneInventory
 	}
-	results := make(chan listing, len(b.list))
+	results := make(chan listing, len(b.loc.list))
 	go func() { // starts hosts while the zones already done are handed on
 		sem := make(chan struct{}, concurrency)
-		for _, h := range b.list {
+		for _, h := range b.loc.list {
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem }()
-				results <- listing{h, b.listBounded(ctx, h)}
+				results <- listing{h, b.lister.listBounded(ctx, h)}
 			}()
 		}
 	}()
 	left := map[string]int{}
-	for _, h := range b.list {
+	for _, h := range b.loc.list {
 		left[h.zone]++
 	}
 	merged := map[string]*zoneMerge{}
-	for range b.list {
+	for range b.loc.list {
 		r := <-results
 		m := merged[r.h.zone]
 		if m == nil {
 			m = &zoneMerge{zone: r.h.zone}
 			merged[r.h.zone] = m
 		}
-		if why, down := b.down.reason(r.h.name); down {
+		if why, down := b.loc.down.reason(r.h.name); down {
 			m.addDown(r.h.refName(), why, r.zi)
 		} else {
 			m.add(r.h.refName(), r.zi)
@@ -151,13 +152,24 @@ func (m *zoneMerge) result(log *slog.Logger) backend.ZoneInventory {
 	return backend.ZoneInventory{Zone: m.zone, Machines: m.machines, Hosts: m.hosts, Unlisted: m.unlisted, Down: m.down, Fenced: m.fenced}
 }
 
+// lister lists one host's domains for an inventory and reads its status;
+// after a listing it looks for (and sweeps) the volumes failed migrations
+// left there (leftovers.go).
+type lister struct {
+	cfg      *Config
+	log      *slog.Logger
+	plan     *placement.Planner
+	leftover *leftovers
+	store    volume.Store
+}
+
 // listBounded lists one host within the inventory timeout. A host still on
 // its first connection attempt is waited for within that bound (so the
 // first reconcile after start lists it). One listing per host at a time:
 // while an earlier one is still inside libvirt, the host is reported
 // unlisted rather than asked again (each would pin one more thread).
-func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventory {
-	tctx, cancel := context.WithTimeout(ctx, b.cfg.InventoryTimeout)
+func (l *lister) listBounded(ctx context.Context, h *host) backend.ZoneInventory {
+	tctx, cancel := context.WithTimeout(ctx, l.cfg.InventoryTimeout)
 	defer cancel()
 	unlisted := func(why string) backend.ZoneInventory {
 		return backend.ZoneInventory{Zone: h.zone, Err: fmt.Errorf("%s: %s: %w", h.Where(), why, backend.ErrHostUnavailable)}
@@ -165,14 +177,14 @@ func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventor
 	select {
 	case <-h.FirstAttempt():
 	case <-tctx.Done():
-		return unlisted(fmt.Sprintf("still connecting after %s", b.cfg.InventoryTimeout))
+		return unlisted(fmt.Sprintf("still connecting after %s", l.cfg.InventoryTimeout))
 	}
 	if !h.listing.TryLock() {
 		return unlisted("its previous listing is still waiting for libvirt")
 	}
 	done := make(chan backend.ZoneInventory, 1)
 	go func() {
-		zi := b.listHost(h)
+		zi := l.listHost(h)
 		h.listing.Unlock() // before the answer: the next pass may follow at once
 		done <- zi
 	}()
@@ -180,24 +192,24 @@ func (b *Backend) listBounded(ctx context.Context, h *host) backend.ZoneInventor
 	case zi := <-done:
 		return zi
 	case <-tctx.Done():
-		return unlisted(fmt.Sprintf("no answer within %s", b.cfg.InventoryTimeout))
+		return unlisted(fmt.Sprintf("no answer within %s", l.cfg.InventoryTimeout))
 	}
 }
 
-func (b *Backend) listHost(h *host) backend.ZoneInventory {
+func (l *lister) listHost(h *host) backend.ZoneInventory {
 	zi := backend.ZoneInventory{Zone: h.zone}
 	sizes := map[string]placement.Size{}
 	started := h.listingStarts()
 	var vols []string // the pool's volume names (nil: not read)
-	err := h.With(func(conn hostconn.Conn) error {
+	err := h.With(func(conn virt.Conn) error {
 		doms, err := conn.ListAllDomains(0)
 		if err != nil {
 			return fmt.Errorf("list domains: %w", err)
 		}
 		defer freeAll(doms)
-		prefix := meta.NamePrefix(b.cfg.Provider)
+		prefix := meta.NamePrefix(l.cfg.Provider)
 		for i := range doms {
-			o, sz, ok, err := b.observeDomain(doms[i], h, prefix)
+			o, sz, ok, err := l.observeDomain(doms[i], h, prefix)
 			if err != nil {
 				return fmt.Errorf("listing incomplete: %w", err)
 			}
@@ -207,7 +219,7 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 			}
 		}
 		h.ReadSize(conn)
-		vols = b.volumeNames(conn)
+		vols = l.store.Names(conn)
 		return nil
 	})
 	if err != nil {
@@ -215,8 +227,8 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 		return zi
 	}
 	h.observeSizes(started, zi.Machines, sizes)
-	b.findLeftovers(h, zi.Machines, vols)
-	b.sweepLeftovers(h, zi.Machines)
+	l.findLeftovers(h, zi.Machines, vols)
+	l.sweepLeftovers(h, zi.Machines)
 	return zi
 }
 
@@ -225,8 +237,8 @@ func (b *Backend) listHost(h *host) backend.ZoneInventory {
 // prefix) is returned, and makes the whole listing incomplete: a domain we
 // could not read must never look like a domain that is not there. A domain
 // that vanished while we listed is simply not there any more.
-func (b *Backend) observeDomain(dom hostconn.Domain, h *host, prefix string) (backend.Observed, placement.Size, bool, error) {
-	o, md, ok, err := b.observeOne(dom, h.zone, prefix)
+func (l *lister) observeDomain(dom virt.Domain, h *host, prefix string) (backend.Observed, placement.Size, bool, error) {
+	o, md, ok, err := l.observeOne(dom, h.zone, prefix)
 	if !ok || err != nil {
 		return o, placement.Size{}, ok, err
 	}
@@ -234,7 +246,7 @@ func (b *Backend) observeDomain(dom hostconn.Domain, h *host, prefix string) (ba
 	return o, placement.Size{VCPUs: md.VCPUs, MemoryMiB: int64(md.MemoryMiB)}, true, nil
 }
 
-func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.Observed, meta.Metadata, bool, error) {
+func (l *lister) observeOne(dom virt.Domain, zone, prefix string) (backend.Observed, meta.Metadata, bool, error) {
 	name, err := dom.GetName()
 	if isNoDomain(err) {
 		return backend.Observed{}, meta.Metadata{}, false, nil
@@ -255,9 +267,9 @@ func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.
 		// A damaged element is not trusted as ours (nor listed), but said
 		// so. Its machine is not declared vanished either: ConfirmGone
 		// finds the domain.
-		b.log.Warn("domain with unreadable bigfleet metadata skipped", "zone", zone, "domain", name, "err", err)
+		l.log.Warn("domain with unreadable bigfleet metadata skipped", "zone", zone, "domain", name, "err", err)
 		return backend.Observed{}, meta.Metadata{}, false, nil
-	case !found || md.Provider != b.cfg.Provider:
+	case !found || md.Provider != l.cfg.Provider:
 		return backend.Observed{}, meta.Metadata{}, false, nil
 	}
 	st, reason, err := dom.GetState()
@@ -281,7 +293,7 @@ func (b *Backend) observeOne(dom hostconn.Domain, zone, prefix string) (backend.
 	}, md, true, nil
 }
 
-func freeAll(doms []hostconn.Domain) {
+func freeAll(doms []virt.Domain) {
 	for _, d := range doms {
 		_ = d.Free()
 	}
@@ -294,13 +306,13 @@ const statusTimeout = 5 * time.Second
 // Hosts reports every host: connection state, versions, pool usage and the
 // number of domains it holds (all of them, ours or not).
 func (b *Backend) Hosts(ctx context.Context) []backend.HostStatus {
-	out := perHost(ctx, b, min(b.cfg.InventoryTimeout, statusTimeout), b.hostStatus, func(h *host, err error) backend.HostStatus {
+	out := perHost(ctx, b, min(b.cfg.InventoryTimeout, statusTimeout), b.lister.hostStatus, func(h *host, err error) backend.HostStatus {
 		st := h.baseStatus()
 		st.LastError = err.Error()
 		return st
 	})
 	for i := range out {
-		out[i].DownReason, out[i].Down = b.down.reason(out[i].Name)
+		out[i].DownReason, out[i].Down = b.loc.down.reason(out[i].Name)
 	}
 	return out
 }
@@ -311,11 +323,11 @@ func (h *host) baseStatus() backend.HostStatus {
 	return st
 }
 
-func (b *Backend) hostStatus(h *host) backend.HostStatus {
+func (l *lister) hostStatus(h *host) backend.HostStatus {
 	st := h.baseStatus()
-	err := h.With(func(conn hostconn.Conn) error {
+	err := h.With(func(conn virt.Conn) error {
 		st.LibvirtVersion, st.HypervisorVersion = h.Versions(conn)
-		if pool, err := conn.LookupStoragePoolByName(b.cfg.Pool); err == nil {
+		if pool, err := conn.LookupStoragePoolByName(l.cfg.Pool); err == nil {
 			if info, err := pool.GetInfo(); err == nil {
 				st.PoolCapacity, st.PoolAllocation = info.Capacity, info.Allocation
 			}

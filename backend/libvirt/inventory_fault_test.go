@@ -12,8 +12,8 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 func machineIDs(zi backend.ZoneInventory) []string {
@@ -133,7 +133,7 @@ func TestConfirmGone(t *testing.T) {
 	if gone, err := b.ConfirmGone(ctx, "m9", backend.Placement{Zone: "down", Domain: "bf-x"}); gone || !errors.Is(err, backend.ErrHostUnavailable) {
 		t.Fatalf("host down: %v %v", gone, err)
 	}
-	if err := onDomain(lvc(testConn(t, b, "z1")), pl.Domain, func(d hostconn.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
+	if err := onDomain(lvc(testConn(t, b, "z1")), pl.Domain, func(d virt.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if gone, err := b.ConfirmGone(ctx, "m1", pl); !gone || err != nil {

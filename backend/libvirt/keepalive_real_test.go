@@ -36,6 +36,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 const (
@@ -90,7 +91,7 @@ func clientVersionString(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hostconn.Version(v)
+	return virt.Version(v)
 }
 
 // TestKeepAliveUnderCallsReal is TestReconnectUnderCallsReal with libvirt's
@@ -115,14 +116,14 @@ func TestKeepAliveUnderCallsReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	h := b.hosts["z"]
+	h := b.loc.hosts["z"]
 	for start := time.Now(); h.Ready() != nil && time.Since(start) < 10*time.Second; {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err := h.Ready(); err != nil {
 		t.Fatalf("not connected: %v", err)
 	}
-	if err := h.With(func(c hostconn.Conn) error { return c.SetKeepAlive(kaInterval, kaCount) }); err != nil {
+	if err := h.With(func(c virt.Conn) error { return c.SetKeepAlive(kaInterval, kaCount) }); err != nil {
 		t.Fatalf("SetKeepAlive: %v", err)
 	}
 	var stop atomic.Bool
@@ -175,9 +176,9 @@ func TestKeepAliveBoundReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v < 10_004_000 && os.Getenv("BIGFLEET_KA_FORCE") != "1" {
-		t.Skipf("client libvirt %s has CVE-2024-4418 (BIGFLEET_KA_FORCE=1 to run it anyway)", hostconn.Version(v))
+		t.Skipf("client libvirt %s has CVE-2024-4418 (BIGFLEET_KA_FORCE=1 to run it anyway)", virt.Version(v))
 	}
-	t.Logf("client libvirt %s", hostconn.Version(v))
+	t.Logf("client libvirt %s", virt.Version(v))
 	hostconn.StartEventLoop(slog.Default())
 	conn, err := libvirt.NewConnect(uri)
 	if err != nil {

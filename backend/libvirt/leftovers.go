@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // A migration that fails removes what it made on the destination (its
@@ -54,14 +54,14 @@ func (l *leftovers) take(host string) map[string]string {
 // sweepLeftovers deletes, after a successful listing of h (listed), the
 // volumes failed migrations left there; an entry it cannot settle now is
 // kept for the next listing.
-func (b *Backend) sweepLeftovers(h *host, listed []backend.Observed) {
-	pending := b.leftover.take(h.name)
+func (l *lister) sweepLeftovers(h *host, listed []backend.Observed) {
+	pending := l.leftover.take(h.name)
 	for domain, machineID := range pending {
-		if !b.sweepable(h, listed, domain, machineID) {
-			b.leftover.add(h.name, domain, machineID)
+		if !l.sweepable(h, listed, domain, machineID) {
+			l.leftover.add(h.name, domain, machineID)
 			continue
 		}
-		err := h.With(func(conn hostconn.Conn) error {
+		err := h.With(func(conn virt.Conn) error {
 			if dom, err := conn.LookupDomainByName(domain); err == nil {
 				_ = dom.Free()
 				return nil // defined since: its volumes are its disks
@@ -69,52 +69,37 @@ func (b *Backend) sweepLeftovers(h *host, listed []backend.Observed) {
 				return err
 			}
 			for _, vol := range []string{meta.OverlayName(domain), meta.SeedName(domain)} {
-				if err := b.deleteVolumeIn(conn, vol); err != nil {
+				if err := l.store.DeleteIn(conn, vol); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			b.leftover.add(h.name, domain, machineID)
-			b.log.Warn("volumes a failed migration left not deleted yet; tried again after the next listing", "host", h.name,
+			l.leftover.add(h.name, domain, machineID)
+			l.log.Warn("volumes a failed migration left not deleted yet; tried again after the next listing", "host", h.name,
 				"domain", domain, "machine", machineID, "err", err)
 			continue
 		}
-		b.log.Warn("deleted the volumes a failed migration left on its destination", "host", h.name, "domain", domain, "machine", machineID)
+		l.log.Warn("deleted the volumes a failed migration left on its destination", "host", h.name, "domain", domain, "machine", machineID)
 	}
 }
 
 // sweepable: the listing shows no domain of that name on h and no Create
 // of the machine is booked there.
-func (b *Backend) sweepable(h *host, listed []backend.Observed, domain, machineID string) bool {
+func (l *lister) sweepable(h *host, listed []backend.Observed, domain, machineID string) bool {
 	for _, o := range listed {
 		if o.Placement.Domain == domain {
 			return false
 		}
 	}
-	return b.plan.NotHere(h.zone, h.name, machineID)
-}
-
-// volumeNames reads the pool's volume names on conn (nil when it cannot:
-// no leftover is looked for this listing).
-func (b *Backend) volumeNames(conn hostconn.Conn) []string {
-	pool, err := conn.LookupStoragePoolByName(b.cfg.Pool)
-	if err != nil {
-		return nil
-	}
-	defer pool.Free()
-	names, err := pool.VolumeNames()
-	if err != nil {
-		return nil
-	}
-	return names
+	return l.plan.NotHere(h.zone, h.name, machineID)
 }
 
 // findLeftovers remembers the volumes on h of machines the zone books on
 // another host, whose domain is not on h (see above).
-func (b *Backend) findLeftovers(h *host, listed []backend.Observed, vols []string) {
-	prefix := meta.NamePrefix(b.cfg.Provider)
+func (l *lister) findLeftovers(h *host, listed []backend.Observed, vols []string) {
+	prefix := meta.NamePrefix(l.cfg.Provider)
 	have := map[string]bool{}
 	for _, v := range vols {
 		if strings.HasPrefix(v, prefix) {
@@ -128,10 +113,10 @@ func (b *Backend) findLeftovers(h *host, listed []backend.Observed, vols []strin
 	if len(have) == 0 {
 		return // every volume of ours here is a listed domain's: the usual case
 	}
-	for id := range b.plan.Elsewhere(h.zone, h.name) {
-		name := meta.DomainName(b.cfg.Provider, id)
+	for id := range l.plan.Elsewhere(h.zone, h.name) {
+		name := meta.DomainName(l.cfg.Provider, id)
 		if have[meta.OverlayName(name)] || have[meta.SeedName(name)] {
-			b.leftover.add(h.name, name, id)
+			l.leftover.add(h.name, name, id)
 		}
 	}
 }

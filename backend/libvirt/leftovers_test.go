@@ -34,15 +34,15 @@ func TestLeftoverMigrationVolumesSwept(t *testing.T) {
 	if err := onDomain(lvc(c), pl.Domain, domstate.Undefine); err != nil {
 		t.Fatal(err)
 	}
-	b.plan.Forget(pl.Zone, "m1")
-	if _, err := b.plan.Pin(pl.Zone, pl.Host, "m1", placement.Size{VCPUs: 1, MemoryMiB: 256}); err != nil {
+	b.loc.plan.Forget(pl.Zone, "m1")
+	if _, err := b.loc.plan.Pin(pl.Zone, pl.Host, "m1", placement.Size{VCPUs: 1, MemoryMiB: 256}); err != nil {
 		t.Fatal(err) // a Create of m1 booked there, its volumes in the making
 	}
 	b.Inventory(ctx)
 	if !volumeExists(t, c, b.cfg.Pool, overlay) {
 		t.Fatal("swept while a Create of the machine is booked on the host")
 	}
-	b.plan.Forget(pl.Zone, "m1")
+	b.loc.plan.Forget(pl.Zone, "m1")
 	b.Inventory(ctx)
 	if volumeExists(t, c, b.cfg.Pool, overlay) {
 		t.Fatal("the leftover overlay is still there after the listing")

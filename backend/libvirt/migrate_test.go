@@ -12,6 +12,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/migrate"
 )
 
 // The test driver has no migration, so a Migrate there is the failure
@@ -143,7 +144,7 @@ func TestMigrateSuccessAroundTheCall(t *testing.T) {
 	if np.Host != to || np.Domain != pl.Domain || np.Ref() != "z1/"+to+"/"+pl.Domain || !strings.HasPrefix(np.Why, "named: host "+to) {
 		t.Fatalf("placement %+v", np)
 	}
-	if len(f.migrated) != 1 || f.migrated[0] != migrateFlags|libvirt.MIGRATE_TLS|libvirt.MIGRATE_NON_SHARED_INC {
+	if len(f.migrated) != 1 || f.migrated[0] != migrate.Flags(false)|libvirt.MIGRATE_NON_SHARED_INC {
 		t.Fatalf("flags %v", f.migrated)
 	}
 	sc, dc := hostConn(t, b, pl.Host), hostConn(t, b, to)
@@ -189,18 +190,5 @@ func TestMigrateLostReplyAfterTheMove(t *testing.T) {
 	}
 	if volumeExists(t, hostConn(t, b, pl.Host), "bigfleet", meta.OverlayName(pl.Domain)) {
 		t.Error("the source kept the overlay of a domain that left it")
-	}
-}
-
-// TLS is the default; --migrate-tls=false is the only way to a plain stream.
-func TestMigrateFlagsTLSUnlessPlain(t *testing.T) {
-	t.Parallel()
-	b := &Backend{}
-	if f := b.migrateFlags(); f&libvirt.MIGRATE_TLS == 0 || f&migrateFlags != migrateFlags {
-		t.Fatalf("default flags %v lack TLS or the base flags", f)
-	}
-	b.cfg.MigratePlain = true
-	if f := b.migrateFlags(); f != migrateFlags {
-		t.Fatalf("plain flags %v, want %v", f, migrateFlags)
 	}
 }

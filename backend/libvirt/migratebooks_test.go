@@ -47,7 +47,7 @@ func TestMigrateLateListingKeepsTheBooks(t *testing.T) {
 	if used[pl.Host] != 0 || used[to] != 1 {
 		t.Fatalf("books after a listing that began before the move ended: %v, want %s 0 and %s 1", used, pl.Host, to)
 	}
-	if h, _ := b.plan.HostOf("z1", "m1"); h != to {
+	if h, _ := b.loc.plan.HostOf("z1", "m1"); h != to {
 		t.Fatalf("m1 is booked on %q, want %s", h, to)
 	}
 }

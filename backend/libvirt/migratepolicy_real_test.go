@@ -86,7 +86,7 @@ func TestDestXMLPolicyReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := b.policyFor(d.Type, d.Devices.Disks[0].Source.File.File, "", backend.Shape{})
+	p := b.builder.policyFor(d.Type, d.Devices.Disks[0].Source.File.File, "", backend.Shape{})
 	p.Emulator = em
 	if err := p.CheckRendered(&d); err != nil {
 		t.Fatalf("libvirt's rendering of our own domain is refused: %v", err)

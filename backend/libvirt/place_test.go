@@ -7,14 +7,14 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // hasDomain reports whether host name holds domain dom.
 func hasDomain(t *testing.T, b *Backend, name, dom string) bool {
 	t.Helper()
-	err := b.hosts[name].WithDomain(dom, func(hostconn.Conn, hostconn.Domain) error { return nil })
+	err := b.loc.hosts[name].WithDomain(dom, func(virt.Conn, virt.Domain) error { return nil })
 	if err != nil && !isNoDomain(err) {
 		t.Fatal(err)
 	}
@@ -36,11 +36,11 @@ func TestPlaceBooksOnly(t *testing.T) {
 	if again, _ := b.Place(sized("m1", 1, 512)); again.Host != "b" {
 		t.Fatalf("a booked machine moved to %q", again.Host)
 	}
-	if _, u, _ := b.plan.Get("b"); u.Machines != 1 {
+	if _, u, _ := b.loc.plan.Get("b"); u.Machines != 1 {
 		t.Fatalf("books of b: %+v", u)
 	}
 	b.Unplace("z1", "m1")
-	if _, u, _ := b.plan.Get("b"); u.Machines != 0 {
+	if _, u, _ := b.loc.plan.Get("b"); u.Machines != 0 {
 		t.Fatalf("books of b after Unplace: %+v", u)
 	}
 }
@@ -99,7 +99,7 @@ func twoCopies(t *testing.T) (*Backend, backend.Placement, backend.Placement) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.plan.Forget("z1", "m1") // as after a restart: the planner no longer knows
+	b.loc.plan.Forget("z1", "m1") // as after a restart: the planner no longer knows
 	s.Host = "b"
 	spare, err := b.Create(context.Background(), s)
 	if err != nil || spare.Host != "b" {
@@ -126,17 +126,17 @@ func TestRemoveCopyNeedsEvidence(t *testing.T) {
 	t.Parallel()
 	b, keep, spare := twoCopies(t)
 	md := meta.Metadata{Provider: b.cfg.Provider, MachineID: "m1", ClusterID: "c1"}
-	if err := b.setBinding(b.hosts["b"], spare.Domain, md); err != nil {
+	if err := b.guests.WriteMetadata(b.loc.hosts["b"].guest(spare.Domain, md.MachineID), md); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.RemoveCopy(context.Background(), "m1", spare, keep); !errors.Is(err, errNotSpare) {
 		t.Fatalf("bound spare: %v, want errNotSpare", err)
 	}
 	md.ClusterID = ""
-	if err := b.setBinding(b.hosts["b"], spare.Domain, md); err != nil {
+	if err := b.guests.WriteMetadata(b.loc.hosts["b"].guest(spare.Domain, md.MachineID), md); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.hosts["a"].WithDomain(keep.Domain, func(_ hostconn.Conn, d hostconn.Domain) error { return domstate.Destroy(d) }); err != nil {
+	if err := b.loc.hosts["a"].WithDomain(keep.Domain, func(_ virt.Conn, d virt.Domain) error { return domstate.Destroy(d) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.RemoveCopy(context.Background(), "m1", spare, keep); !errors.Is(err, errNotSpare) {
@@ -165,7 +165,7 @@ func TestCreateNothingDoneOnDownHost(t *testing.T) {
 	if !errors.Is(err, backend.ErrNothingDone) || !backend.IsTransient(err) {
 		t.Fatalf("Create on a down recorded host: %v, want a transient ErrNothingDone", err)
 	}
-	if n, _ := b.plan.HostOf("z1", "m1"); n != "b" {
+	if n, _ := b.loc.plan.HostOf("z1", "m1"); n != "b" {
 		t.Fatalf("booked on %q after the refusal, want b until the engine unplaces it", n)
 	}
 	b.Unplace("z1", "m1")

@@ -28,14 +28,14 @@ func TestPoolCreateLinkDropKeepsHost(t *testing.T) {
 	if f.hits(r) != 1 || !backend.IsTransient(err) {
 		t.Fatalf("hits %d, err %v: want a transient failure", f.hits(r), err)
 	}
-	if h, ok := b.plan.HostOf("z1", "m1"); !ok || h != "a" {
+	if h, ok := b.loc.plan.HostOf("z1", "m1"); !ok || h != "a" {
 		t.Fatalf("booking after a link fault: %q %v, want kept on a", h, ok)
 	}
 	// While a is away the retry waits for it instead of going to b.
 	if _, err := b.Create(ctx, sized("m1", 1, 512)); err != nil && !errors.Is(err, backend.ErrHostUnavailable) {
 		t.Fatalf("retry while a reconnects: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return b.hosts["a"].Ready() == nil })
+	waitFor(t, 5*time.Second, func() bool { return b.loc.hosts["a"].Ready() == nil })
 	pl, err := b.Create(ctx, sized("m1", 1, 512))
 	if err != nil || pl.Host != "a" {
 		t.Fatalf("retry: %+v %v", pl, err)
@@ -44,12 +44,12 @@ func TestPoolCreateLinkDropKeepsHost(t *testing.T) {
 		t.Fatal("the machine's domain is not on a alone")
 	}
 	// A failure of the work itself frees the room at once.
-	b.hosts["a"].ForceDomainType("no-such-virt-type")
-	b.hosts["b"].ForceDomainType("no-such-virt-type")
+	b.loc.hosts["a"].ForceDomainType("no-such-virt-type")
+	b.loc.hosts["b"].ForceDomainType("no-such-virt-type")
 	if _, err := b.Create(ctx, sized("m2", 1, 512)); err == nil || backend.IsTransient(err) {
 		t.Fatalf("define on a broken host: %v", err)
 	}
-	if _, ok := b.plan.HostOf("z1", "m2"); ok {
+	if _, ok := b.loc.plan.HostOf("z1", "m2"); ok {
 		t.Fatal("booking kept after a permanent failure")
 	}
 }

@@ -64,11 +64,11 @@ func poolBackend(t *testing.T, mutate func(*Config)) *Backend {
 
 func hostConn(t testing.TB, b *Backend, name string) *libvirt.Connect {
 	t.Helper()
-	c, err := b.hosts[name].Acquire()
+	c, err := b.loc.hosts[name].Acquire()
 	if err != nil {
 		t.Fatalf("acquire %s: %v", name, err)
 	}
-	t.Cleanup(func() { b.hosts[name].Release(c) })
+	t.Cleanup(func() { b.loc.hosts[name].Release(c) })
 	return rawConn(c)
 }
 
@@ -236,20 +236,20 @@ func TestPoolPlacementWithoutHost(t *testing.T) {
 	b, pl := poolWithMachine(t)
 	ctx := context.Background()
 	old := backend.Placement{Zone: "z1", Domain: pl.Domain} // as recorded by an older version
-	b.plan.Forget("z1", "m1")                               // as after a restart, before any listing
-	if _, _, err := b.locate("m1", old, ""); !errors.Is(err, backend.ErrHostUnavailable) {
+	b.loc.plan.Forget("z1", "m1")                           // as after a restart, before any listing
+	if _, _, err := b.loc.locate("m1", old, ""); !errors.Is(err, backend.ErrHostUnavailable) {
 		t.Fatalf("locate before a listing: %v", err)
 	}
 	if gone, err := b.ConfirmGone(ctx, "m1", old); gone || err != nil {
 		t.Fatalf("confirm across the zone's hosts: gone=%v err=%v, want found", gone, err)
 	}
 	b.Inventory(ctx)
-	h, _, err := b.locate("m1", old, "")
+	h, _, err := b.loc.locate("m1", old, "")
 	if err != nil || h.name != pl.Host {
 		t.Fatalf("locate after a listing: %v %v", h, err)
 	}
 	// Delete of a machine whose host is not known asks every host.
-	b.plan.Forget("z1", "m1")
+	b.loc.plan.Forget("z1", "m1")
 	if err := b.Delete(ctx, backend.DeleteSpec{MachineID: "m1", Zone: "z1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestPoolFailedCreateReleases(t *testing.T) {
 	t.Parallel()
 	b := poolBackend(t, nil)
 	ctx := context.Background()
-	b.hosts["b"].ForceDomainType("no-such-virt-type") // define fails on b
+	b.loc.hosts["b"].ForceDomainType("no-such-virt-type") // define fails on b
 	if _, err := b.Create(ctx, sized("m1", 1, 1024)); err == nil {
 		t.Fatal("create on a broken host succeeded")
 	}

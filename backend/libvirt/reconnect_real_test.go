@@ -21,7 +21,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // libvirtdPID is the pid of the libvirtd scripts/libvirt-env.sh runs (its
@@ -74,7 +74,7 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 	}
 	defer b.Close()
 	awaitStarted(t, b)
-	h := b.hosts["z"]
+	h := b.loc.hosts["z"]
 	if err := h.Ready(); err != nil {
 		t.Fatalf("not connected: %v", err)
 	}
@@ -132,13 +132,13 @@ func TestReconnectUnderCallsReal(t *testing.T) {
 func realCall(h *host, kind int) error {
 	switch kind {
 	case 0:
-		err := h.WithDomain("bf-reconnect-none", func(hostconn.Conn, hostconn.Domain) error { return nil })
+		err := h.WithDomain("bf-reconnect-none", func(virt.Conn, virt.Domain) error { return nil })
 		if isCode(err, libvirt.ERR_NO_DOMAIN) {
 			return nil
 		}
 		return err
 	case 1:
-		return h.With(func(c hostconn.Conn) error {
+		return h.With(func(c virt.Conn) error {
 			doms, err := c.ListAllDomains(0)
 			for _, d := range doms {
 				_, _, _ = d.GetState()
@@ -147,9 +147,9 @@ func realCall(h *host, kind int) error {
 			return err
 		})
 	case 2:
-		return h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err })
+		return h.With(func(c virt.Conn) error { _, err := c.GetCapabilities(); return err })
 	default:
-		return h.With(func(c hostconn.Conn) error {
+		return h.With(func(c virt.Conn) error {
 			p, err := c.LookupStoragePoolByName(os.Getenv("BIGFLEET_POOL")) // the Pool of its Config
 			if err != nil {
 				return err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // A daemon that stops answering (frozen) is declared dead by the watchdog
@@ -61,7 +61,7 @@ func TestWatchdogMarksSilentHostDown(t *testing.T) {
 func TestReconnectUnderConcurrentCalls(t *testing.T) {
 	b, f, _ := newFaultBackend(t, nil, nil)
 	z := b.Zones()[0]
-	h := b.hosts[z]
+	h := b.loc.hosts[z]
 	ctx := context.Background()
 	var stop atomic.Bool
 	var calls, errs atomic.Int64
@@ -79,7 +79,7 @@ func TestReconnectUnderConcurrentCalls(t *testing.T) {
 					inv := b.Inventory(ctx)
 					err = inv[0].Err
 				case 2:
-					err = h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err })
+					err = h.With(func(c virt.Conn) error { _, err := c.GetCapabilities(); return err })
 				}
 				calls.Add(1)
 				if err != nil {

@@ -51,28 +51,34 @@ func TestSeedISOIsNoCloud(t *testing.T) {
 	}
 }
 
-// The test driver cannot upload into volumes, so Create with a seed fails
-// there at the upload, which exercises the rollback of both volumes.
+// A seed whose upload fails rolls back both volumes the attempt made: the
+// seed and the overlay before it. The failure is injected at the upload
+// (whatever the driver could do), so the rollback always runs.
 func TestSeedFailureRollsBackBothVolumes(t *testing.T) {
 	t.Parallel()
 	needISOTool(t)
 	ud := userData(t)
-	b, _ := newTestBackend(t, func(c *Config) { c.BaseUserData = ud })
-	_, err := b.Create(context.Background(), spec("m1"))
-	c := testConn(t, b, "z1")
+	b, f, _ := newFaultBackend(t, func(c *Config) { c.BaseUserData = ud }, func(f *faults) { f.emulateU = true })
 	name := meta.DomainName(b.cfg.Provider, "m1")
-	if err == nil {
-		x := domainXML(t, c, name)
-		if len(x.Devices.Disks) != 2 || x.Devices.Disks[1].ReadOnly == nil {
-			t.Fatalf("seed disk %+v", x.Devices.Disks)
+	r := f.add(&fault{op: "conn.UploadVolume", name: meta.SeedName(name), kind: faultInternal})
+	_, err := b.Create(context.Background(), spec("m1"))
+	if f.hits(r) != 1 {
+		t.Fatalf("the upload fault did not fire (err %v)", err)
+	}
+	if err == nil || !strings.HasPrefix(err.Error(), "create: seed volume: upload: ") {
+		t.Fatalf("err = %v, want the seed upload's failure", err)
+	}
+	made := strings.Join(f.mutations(), "\n")
+	for _, v := range []string{meta.OverlayName(name), meta.SeedName(name)} {
+		if !strings.Contains(made, "pool.StorageVolCreateXML "+v) {
+			t.Fatalf("the attempt did not make volume %s before the upload failed (calls: %q)", v, f.mutations())
 		}
-		return
 	}
-	t.Log(err)
-	if !strings.HasPrefix(err.Error(), "create: seed volume: ") {
-		t.Fatalf("err = %v", err)
-	}
+	c := testConn(t, b, "z1")
 	if volumeExists(t, c, "bigfleet", meta.SeedName(name)) || volumeExists(t, c, "bigfleet", meta.OverlayName(name)) {
 		t.Fatal("rollback left a volume")
+	}
+	if domainExists(t, c, name) {
+		t.Fatal("a failed seed left a domain")
 	}
 }

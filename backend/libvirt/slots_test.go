@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // fillSlots runs n calls of NumOfDomains on h at once (blocked by a
@@ -23,7 +24,7 @@ func fillSlots(t *testing.T, h *host, n int) (busy int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- h.With(func(c hostconn.Conn) error { _, err := c.NumOfDomains(); return err })
+			errs <- h.With(func(c virt.Conn) error { _, err := c.NumOfDomains(); return err })
 		}()
 	}
 	wg.Wait()
@@ -61,7 +62,7 @@ func reconnect(t *testing.T, b *Backend, f *faults) {
 func TestReconnectGetsFreshCallSlots(t *testing.T) {
 	t.Parallel()
 	b, f, logs := newFaultBackend(t, func(c *Config) { c.CallTimeout = 300 * time.Millisecond }, nil)
-	h := b.hosts["z1"]
+	h := b.loc.hosts["z1"]
 	stuck := f.add(&fault{op: "conn.NumOfDomains", kind: faultBlock})
 	if busy := fillSlots(t, h, hostconn.MaxCallsPerHost); busy != 0 {
 		t.Fatalf("%d of %d calls refused on a fresh connection", busy, hostconn.MaxCallsPerHost)
@@ -70,7 +71,7 @@ func TestReconnectGetsFreshCallSlots(t *testing.T) {
 		t.Fatalf("a call past the connection's %d slots was not refused", hostconn.MaxCallsPerHost)
 	}
 	reconnect(t, b, f)
-	if err := h.With(func(c hostconn.Conn) error { _, err := c.GetCapabilities(); return err }); err != nil {
+	if err := h.With(func(c virt.Conn) error { _, err := c.GetCapabilities(); return err }); err != nil {
 		t.Fatalf("first call after a reconnect, with %d calls stuck on the old connection: %v", hostconn.MaxCallsPerHost, err)
 	}
 	if !strings.Contains(logs.String(), `"calls_inside":64`) {
@@ -103,7 +104,7 @@ func TestReconnectGetsFreshCallSlots(t *testing.T) {
 func TestWatchdogPingIsBounded(t *testing.T) {
 	t.Parallel()
 	b, f, _ := newFaultBackend(t, func(c *Config) { c.KeepAliveSecs, c.KeepAliveCount = 1, 1 }, nil)
-	h := b.hosts["z1"]
+	h := b.loc.hosts["z1"]
 	silent := f.add(&fault{op: "conn.GetLibVersion", kind: faultBlock})
 	f.mu.Lock()
 	dials := f.dials
@@ -133,7 +134,7 @@ func TestLateSuccessAsksForReconcile(t *testing.T) {
 	t.Parallel()
 	b, f, logs := newFaultBackend(t, func(c *Config) { c.CallTimeout = 200 * time.Millisecond }, nil)
 	pl := mustCreate(t, b, "m1")
-	if err := b.hosts["z1"].WithDomain(pl.Domain, func(_ hostconn.Conn, d hostconn.Domain) error { return d.Destroy() }); err != nil {
+	if err := b.loc.hosts["z1"].WithDomain(pl.Domain, func(_ virt.Conn, d virt.Domain) error { return d.Destroy() }); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
 	slow := f.add(&fault{op: "dom.Create", kind: faultBlock})

@@ -103,21 +103,21 @@ func TestOwnedRunning(t *testing.T) {
 	b, _ := newTestBackend(t, nil)
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")
-	h, _ := b.host("z1")
-	if md, err := b.ownedRunning(h, pl.Domain, "m1"); err != nil || md.MachineID != "m1" {
+	h, _ := b.loc.host("z1")
+	if md, err := b.guests.OwnedRunning(h.guest(pl.Domain, "m1")); err != nil || md.MachineID != "m1" {
 		t.Fatalf("running domain: %+v %v", md, err)
 	}
-	if _, err := b.ownedRunning(h, pl.Domain, "m2"); !errors.Is(err, backend.ErrNotOurs) {
+	if _, err := b.guests.OwnedRunning(h.guest(pl.Domain, "m2")); !errors.Is(err, backend.ErrNotOurs) {
 		t.Fatalf("another machine's domain: %v", err)
 	}
 	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.ownedRunning(h, pl.Domain, "m1")
+	_, err := b.guests.OwnedRunning(h.guest(pl.Domain, "m1"))
 	if !errors.Is(err, backend.ErrNotRunning) || err.Error() != "domain "+pl.Domain+" is shut off (destroyed): domain is not running" {
 		t.Fatalf("stopped domain: %v", err)
 	}
-	if _, err := b.ownedRunning(h, "bf-nope", "m1"); !errors.Is(err, backend.ErrNotFound) {
+	if _, err := b.guests.OwnedRunning(h.guest("bf-nope", "m1")); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("missing domain: %v", err)
 	}
 }

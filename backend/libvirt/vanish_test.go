@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -144,7 +144,7 @@ func TestVanishNeedsConfirmation(t *testing.T) {
 	e := newEngine(t, b, "m1", "m2")
 	c := testConn(t, b, "z1")
 	name := meta.DomainName(b.cfg.Provider, "m1")
-	if err := onDomain(lvc(c), name, func(d hostconn.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
+	if err := onDomain(lvc(c), name, func(d virt.Domain) error { _ = domstate.Destroy(d); return domstate.Undefine(d) }); err != nil {
 		t.Fatal(err)
 	}
 	r := f.add(&fault{op: "conn.LookupDomainByName", name: name, nth: 1, kind: faultRPC})

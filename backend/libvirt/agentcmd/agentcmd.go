@@ -15,6 +15,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Transport is guestagent.Transport over virDomainQemuAgentCommand, to
@@ -37,13 +38,13 @@ func (t Transport) Command(_ context.Context, req []byte, timeout time.Duration)
 		secs = 1
 	}
 	var reply string
-	err := t.Host.WithDomain(t.Domain, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	err := t.Host.WithDomain(t.Domain, func(_ virt.Conn, dom virt.Domain) error {
 		var err error
 		reply, err = dom.QemuAgentCommand(string(req), libvirt.DomainQemuAgentCommandTimeout(secs), 0)
 		return err
 	})
 	if err != nil {
-		if hostconn.IsCode(err, libvirt.ERR_NO_DOMAIN) {
+		if virt.IsCode(err, libvirt.ERR_NO_DOMAIN) {
 			return nil, fmt.Errorf("domain %s is gone: %w", t.Domain, guestagent.ErrAgentUnavailable)
 		}
 		return nil, agentError(t.Host.Scrub(err))
@@ -60,11 +61,11 @@ const agentCmdPrefix = "unable to execute QEMU agent command "
 // ErrAgentUnavailable; an error the agent answered with becomes an
 // *AgentError; anything else (a lost connection) is returned as is.
 func agentError(err error) error {
-	c, ok := hostconn.Code(err)
+	c, ok := virt.Code(err)
 	if !ok {
 		return err
 	}
-	msg := hostconn.Message(err)
+	msg := virt.Message(err)
 	switch c {
 	case libvirt.ERR_AGENT_UNRESPONSIVE, libvirt.ERR_AGENT_COMMAND_TIMEOUT, libvirt.ERR_AGENT_UNSYNCED,
 		libvirt.ERR_OPERATION_TIMEOUT, libvirt.ERR_OPERATION_INVALID:

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // transports is the allow-list of libvirt transports (the part after '+'
@@ -177,12 +177,12 @@ func truncate(s string, n int) string {
 }
 
 // libvirtParams splits a query the way libvirt's virURIParseParams does
-// (see hostconn.SplitQuery). The remote driver then matches names
+// (see virt.SplitQuery). The remote driver then matches names
 // case-insensitively and lets the last occurrence win, so names are
 // lowercased here and a repeated name is an error: its meaning would depend
 // on which reader you ask.
-func libvirtParams(rawQuery string) ([]hostconn.Param, error) {
-	params, err := hostconn.SplitQuery(rawQuery)
+func libvirtParams(rawQuery string) ([]virt.Param, error) {
+	params, err := virt.SplitQuery(rawQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -198,5 +198,5 @@ func libvirtParams(rawQuery string) ([]hostconn.Param, error) {
 }
 
 // Redact shows a libvirt URI without userinfo, query string or fragment
-// (hostconn.Redact): what remains is enough to tell hosts apart.
-func Redact(raw string) string { return hostconn.Redact(raw) }
+// (virt.Redact): what remains is enough to tell hosts apart.
+func Redact(raw string) string { return virt.Redact(raw) }

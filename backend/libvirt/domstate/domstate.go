@@ -11,7 +11,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
@@ -71,7 +71,7 @@ func Running(st libvirt.DomainState) bool {
 }
 
 // WaitRunning polls the domain state with backoff until it runs or ctx ends.
-func WaitRunning(ctx context.Context, dom hostconn.Domain) error {
+func WaitRunning(ctx context.Context, dom virt.Domain) error {
 	delay := backoff.New(20*time.Millisecond, time.Second)
 	for {
 		st, reason, err := dom.GetState()

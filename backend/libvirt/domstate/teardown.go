@@ -3,7 +3,7 @@ package domstate
 import (
 	"libvirt.org/go/libvirt"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // UndefineFlags also removes what libvirt keeps beside a definition, so a
@@ -13,9 +13,9 @@ const UndefineFlags = libvirt.DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.DOMAIN_UNDE
 
 // Destroy stops dom at once; a domain that is not running, or gone, is
 // fine.
-func Destroy(dom hostconn.Domain) error {
+func Destroy(dom virt.Domain) error {
 	err := dom.Destroy()
-	if err == nil || hostconn.IsCode(err, libvirt.ERR_OPERATION_INVALID, libvirt.ERR_NO_DOMAIN) {
+	if err == nil || virt.IsCode(err, libvirt.ERR_OPERATION_INVALID, libvirt.ERR_NO_DOMAIN) {
 		return nil
 	}
 	return err
@@ -27,9 +27,9 @@ func Destroy(dom hostconn.Domain) error {
 // state anyway unless told to keep it), so it is asked again without;
 // drivers that refuse the other flags (no NVRAM or checkpoint support)
 // get plain undefine: there is then nothing of that kind to leave behind.
-func Undefine(dom hostconn.Domain) error {
+func Undefine(dom virt.Domain) error {
 	unsupported := func(err error) bool {
-		return hostconn.IsCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED)
+		return virt.IsCode(err, libvirt.ERR_NO_SUPPORT, libvirt.ERR_INVALID_ARG, libvirt.ERR_ARGUMENT_UNSUPPORTED)
 	}
 	err := dom.UndefineFlags(UndefineFlags | libvirt.DOMAIN_UNDEFINE_TPM)
 	if unsupported(err) {
@@ -38,7 +38,7 @@ func Undefine(dom hostconn.Domain) error {
 	if unsupported(err) {
 		err = dom.Undefine()
 	}
-	if err == nil || hostconn.IsCode(err, libvirt.ERR_NO_DOMAIN) {
+	if err == nil || virt.IsCode(err, libvirt.ERR_NO_DOMAIN) {
 		return nil
 	}
 	return err

@@ -5,12 +5,12 @@ import (
 
 	"libvirt.org/go/libvirt"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // flagDomain answers UndefineFlags as a libvirt of a given age does.
 type flagDomain struct {
-	hostconn.Domain
+	virt.Domain
 	refuse func(libvirt.DomainUndefineFlagsValues) bool
 	calls  []libvirt.DomainUndefineFlagsValues
 	plain  bool

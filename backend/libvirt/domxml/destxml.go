@@ -9,7 +9,7 @@ import (
 
 // DestXML is VIR_MIGRATE_PARAM_DEST_XML: the source's migratable
 // XML (libvirt's own rendering of our definition; the caller checks it,
-// before and after, against the definition policy: migratepolicy.go)
+// before and after, against the definition policy: backend/libvirt/migrate/policy.go)
 // with every file disk pointed at its destination volume (without the
 // source's backing chain) and our metadata
 // element replaced by md (its host set to the destination), so Inventory

@@ -10,7 +10,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
-// Source is what a host answers about its QEMU (hostconn.Conn has both).
+// Source is what a host answers about its QEMU (virt.Conn has both).
 type Source interface {
 	GetCapabilities() (string, error)
 	GetDomainCapabilities(emulatorbin, arch, machine, virttype string, flags libvirt.ConnectGetDomainCapabilitiesFlags) (string, error)

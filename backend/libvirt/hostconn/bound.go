@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Every libvirt call the backend makes on a host goes through bounded
@@ -223,7 +224,7 @@ func unref(on held) {
 		}
 	case interface{ Free() error }:
 		_ = x.Free()
-	case Conn:
+	case virt.Conn:
 		_, _ = x.Close()
 	}
 }
@@ -235,7 +236,7 @@ func discard(v any) {
 		if x != nil {
 			_ = x.Free()
 		}
-	case []Domain:
+	case []virt.Domain:
 		for _, d := range x {
 			_ = d.Free()
 		}

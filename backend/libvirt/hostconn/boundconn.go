@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // boundConn, boundDomain, boundPool and boundVolume put every RPC of the
@@ -15,7 +17,7 @@ import (
 type boundConn struct {
 	h     *Host
 	cs    *callSlots // the connection's call slots (bound.go)
-	inner Conn
+	inner virt.Conn
 	extra time.Duration // on top of every call's bound (connect's budget)
 }
 
@@ -65,45 +67,45 @@ func (c *boundConn) ListNetworks() ([]string, error) {
 	return bounded(c.h, c.cs, c.inner, "ListNetworks", c.extra, c.inner.ListNetworks)
 }
 
-func (c *boundConn) domain(d Domain, name string, err error) (Domain, error) {
+func (c *boundConn) domain(d virt.Domain, name string, err error) (virt.Domain, error) {
 	if err != nil {
 		return nil, err
 	}
 	return &boundDomain{h: c.h, cs: c.cs, inner: d, name: name, extra: c.extra}, nil
 }
 
-func (c *boundConn) LookupDomainByName(name string) (Domain, error) {
-	d, err := bounded(c.h, c.cs, c.inner, "LookupDomainByName "+name, c.extra, func() (Domain, error) { return c.inner.LookupDomainByName(name) })
+func (c *boundConn) LookupDomainByName(name string) (virt.Domain, error) {
+	d, err := bounded(c.h, c.cs, c.inner, "LookupDomainByName "+name, c.extra, func() (virt.Domain, error) { return c.inner.LookupDomainByName(name) })
 	return c.domain(d, name, err)
 }
 
-func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]Domain, error) {
-	doms, err := bounded(c.h, c.cs, c.inner, "ListAllDomains", c.extra, func() ([]Domain, error) { return c.inner.ListAllDomains(flags) })
+func (c *boundConn) ListAllDomains(flags libvirt.ConnectListAllDomainsFlags) ([]virt.Domain, error) {
+	doms, err := bounded(c.h, c.cs, c.inner, "ListAllDomains", c.extra, func() ([]virt.Domain, error) { return c.inner.ListAllDomains(flags) })
 	for i := range doms {
 		doms[i] = &boundDomain{h: c.h, cs: c.cs, inner: doms[i], extra: c.extra}
 	}
 	return doms, err
 }
 
-func (c *boundConn) DomainDefineXML(xml string) (Domain, error) {
-	d, err := bounded(c.h, c.cs, c.inner, "DomainDefineXML", c.extra, func() (Domain, error) { return c.inner.DomainDefineXML(xml) })
+func (c *boundConn) DomainDefineXML(xml string) (virt.Domain, error) {
+	d, err := bounded(c.h, c.cs, c.inner, "DomainDefineXML", c.extra, func() (virt.Domain, error) { return c.inner.DomainDefineXML(xml) })
 	return c.domain(d, "", err)
 }
 
-func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (Domain, error) {
-	d, err := bounded(c.h, c.cs, c.inner, "DomainCreateXML", c.extra, func() (Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
+func (c *boundConn) DomainCreateXML(xml string, flags libvirt.DomainCreateFlags) (virt.Domain, error) {
+	d, err := bounded(c.h, c.cs, c.inner, "DomainCreateXML", c.extra, func() (virt.Domain, error) { return c.inner.DomainCreateXML(xml, flags) })
 	return c.domain(d, "", err)
 }
 
-func (c *boundConn) LookupStoragePoolByName(name string) (Pool, error) {
-	p, err := bounded(c.h, c.cs, c.inner, "LookupStoragePoolByName "+name, c.extra, func() (Pool, error) { return c.inner.LookupStoragePoolByName(name) })
+func (c *boundConn) LookupStoragePoolByName(name string) (virt.Pool, error) {
+	p, err := bounded(c.h, c.cs, c.inner, "LookupStoragePoolByName "+name, c.extra, func() (virt.Pool, error) { return c.inner.LookupStoragePoolByName(name) })
 	if err != nil {
 		return nil, err
 	}
 	return &boundPool{h: c.h, cs: c.cs, inner: p, name: name}, nil
 }
 
-func (c *boundConn) UploadVolume(vol Volume, data []byte) error {
+func (c *boundConn) UploadVolume(vol virt.Volume, data []byte) error {
 	ivol := unbound(vol) // referenced by the call too, like Migrate3's domain
 	return do(c.h, c.cs, heldAll{c.inner, ivol}, "volume upload", c.extra, func() error { return c.inner.UploadVolume(ivol, data) })
 }
@@ -114,14 +116,14 @@ func (c *boundConn) UploadVolume(vol Volume, data []byte) error {
 // each until it returns: abandoned at its bound, it outlives the caller's
 // handles, and a domain freed or a destination link closed under it (the
 // destination partitioned mid copy) crashed the process in libvirt.
-func (c *boundConn) Migrate3(dom Domain, dst Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (Domain, error) {
+func (c *boundConn) Migrate3(dom virt.Domain, dst virt.Conn, params *libvirt.DomainMigrateParameters, flags libvirt.DomainMigrateFlags) (virt.Domain, error) {
 	inner := dst
 	if bc, ok := dst.(*boundConn); ok {
 		inner = bc.inner
 	}
 	idom := unbound(dom)
 	on := heldAll{c.inner, idom, inner}
-	d, err := bounded(c.h, c.cs, on, "Migrate3", c.h.cfg.MigrateTimeout, func() (Domain, error) {
+	d, err := bounded(c.h, c.cs, on, "Migrate3", c.h.cfg.MigrateTimeout, func() (virt.Domain, error) {
 		return c.inner.Migrate3(idom, inner, params, flags)
 	})
 	if err != nil {
@@ -146,7 +148,7 @@ func unbound[T any](h T) T {
 type boundDomain struct {
 	h     *Host
 	cs    *callSlots
-	inner Domain
+	inner virt.Domain
 	extra time.Duration
 	name  string // "" when listed: GetName is local
 }
@@ -230,7 +232,7 @@ func (d *boundDomain) Resume() error {
 type boundPool struct {
 	h     *Host
 	cs    *callSlots
-	inner Pool
+	inner virt.Pool
 	name  string
 }
 
@@ -240,16 +242,16 @@ func (p *boundPool) GetInfo() (*libvirt.StoragePoolInfo, error) {
 	return bounded(p.h, p.cs, p.inner, "pool GetInfo "+p.name, 0, p.inner.GetInfo)
 }
 
-func (p *boundPool) LookupStorageVolByName(name string) (Volume, error) {
-	v, err := bounded(p.h, p.cs, p.inner, "LookupStorageVolByName "+name, 0, func() (Volume, error) { return p.inner.LookupStorageVolByName(name) })
+func (p *boundPool) LookupStorageVolByName(name string) (virt.Volume, error) {
+	v, err := bounded(p.h, p.cs, p.inner, "LookupStorageVolByName "+name, 0, func() (virt.Volume, error) { return p.inner.LookupStorageVolByName(name) })
 	if err != nil {
 		return nil, err
 	}
 	return &boundVolume{h: p.h, cs: p.cs, inner: v, name: name}, nil
 }
 
-func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (Volume, error) {
-	v, err := bounded(p.h, p.cs, p.inner, "StorageVolCreateXML", 0, func() (Volume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
+func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCreateFlags) (virt.Volume, error) {
+	v, err := bounded(p.h, p.cs, p.inner, "StorageVolCreateXML", 0, func() (virt.Volume, error) { return p.inner.StorageVolCreateXML(xml, flags) })
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +261,7 @@ func (p *boundPool) StorageVolCreateXML(xml string, flags libvirt.StorageVolCrea
 type boundVolume struct {
 	h     *Host
 	cs    *callSlots
-	inner Volume
+	inner virt.Volume
 	name  string
 }
 
@@ -281,4 +283,13 @@ func (v *boundVolume) Delete(flags libvirt.StorageVolDeleteFlags) error {
 
 func (p *boundPool) VolumeNames() ([]string, error) {
 	return bounded(p.h, p.cs, p.inner, "pool VolumeNames "+p.name, 0, p.inner.VolumeNames)
+}
+
+// Unwrap returns the connection a host's call bounds wrap (Acquire's
+// result), or c itself.
+func Unwrap(c virt.Conn) virt.Conn {
+	if bc, ok := c.(*boundConn); ok {
+		return bc.inner
+	}
+	return c
 }

@@ -1,11 +1,10 @@
-// Package hostconn is one libvirt host's connection, and the cgo boundary
-// of the provider: the only place that opens, watches and closes
-// connections to libvirt daemons.
+// Package hostconn is one libvirt host's connection: the only place that
+// opens, watches and closes connections to libvirt daemons. The handles it
+// hands out (virt.Conn, virt.Domain, virt.Pool, virt.Volume), libvirt's
+// error codes and URI redaction live in the leaf package
+// backend/libvirt/virt; Config.Dial lets tests wrap virt.Dial.
 //
 // A Host owns:
-//   - the handles (Conn, Domain, Pool, Volume: the methods the backend
-//     uses, over the cgo bindings; Dial opens a real connection, and
-//     Config.Dial lets tests wrap it);
 //   - the connection: dialled in the background, bounded (a host that is
 //     down at start delays nothing: FirstAttempt, ErrHostConnecting),
 //     re-dialled with capped exponential backoff after a loss seen by the
@@ -27,8 +26,8 @@
 //
 // Its owner (backend/libvirt) learns what changes through three hooks,
 // Config.OnConnected, Config.OnSize and Config.OnLateResult, and shows the host only by Where
-// and Status: a URI is redacted (Redact) and every error scrubbed of its
-// secrets (Scrub). The package knows nothing of domains' metadata,
+// and Status: a URI is redacted (virt.Redact) and every error scrubbed of
+// its secrets (virt.Scrub). The package knows nothing of domains' metadata,
 // placement or the engine; it imports only backend, for the sentinel
-// errors.
+// errors, and virt.
 package hostconn

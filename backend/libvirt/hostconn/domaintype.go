@@ -8,6 +8,8 @@ import (
 
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Values of --domain-type.
@@ -119,7 +121,7 @@ func IsKVMUnusable(err error) bool {
 }
 
 // chooseType reads the capabilities and applies --domain-type.
-func (h *Host) chooseType(conn Conn) (TypeChoice, error) {
+func (h *Host) chooseType(conn virt.Conn) (TypeChoice, error) {
 	caps, err := readCaps(conn)
 	if err != nil {
 		return TypeChoice{}, err
@@ -145,7 +147,7 @@ func (h *Host) FallBackToQEMU(reason string) bool {
 }
 
 // readCaps reads and parses the host's capabilities.
-func readCaps(conn Conn) (*libvirtxml.Caps, error) {
+func readCaps(conn virt.Conn) (*libvirtxml.Caps, error) {
 	s, err := conn.GetCapabilities()
 	if err != nil {
 		return nil, fmt.Errorf("read host capabilities: %w", err)
@@ -165,7 +167,7 @@ func readCaps(conn Conn) (*libvirtxml.Caps, error) {
 // tell; see docs/troubleshooting.md.) The name is the owner's
 // (Config.ProbeName: the bf- prefix the polkit rule allows) and the domain
 // has no metadata, so Inventory never counts it.
-func probeKVM(conn Conn, name string) error {
+func probeKVM(conn virt.Conn, name string) error {
 	x, err := (&libvirtxml.Domain{
 		Type:   DomainTypeKVM,
 		Name:   name,

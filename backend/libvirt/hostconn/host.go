@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Config is one host's connection: who it is, how it is reached, its
@@ -20,7 +21,7 @@ type Config struct {
 
 	// Dial opens a connection; nil is Dial. The backend's tests inject
 	// faults through it.
-	Dial DialFunc
+	Dial virt.DialFunc
 	// Logger is the base logger; the host adds its zone, URI (redacted)
 	// and, when Named, its name.
 	Logger *slog.Logger
@@ -65,10 +66,10 @@ type Host struct {
 	uri   string // raw; never shown
 	shown string // redacted
 	log   *slog.Logger
-	dial  DialFunc
+	dial  virt.DialFunc
 
 	mu      sync.Mutex
-	conn    Conn       // nil while down
+	conn    virt.Conn  // nil while down
 	choice  TypeChoice // domain type for guests, chosen on connect
 	lastErr string
 	since   time.Time // when it last went up or down
@@ -91,7 +92,7 @@ type Host struct {
 
 // New makes the host; Start dials it.
 func New(cfg Config) *Host {
-	shown := Redact(cfg.URI)
+	shown := virt.Redact(cfg.URI)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -101,7 +102,7 @@ func New(cfg Config) *Host {
 	}
 	dial := cfg.Dial
 	if dial == nil {
-		dial = Dial
+		dial = virt.Dial
 	}
 	return &Host{
 		cfg: cfg, uri: cfg.URI, shown: shown, dial: dial,
@@ -218,4 +219,4 @@ func (h *Host) Status() backend.HostStatus {
 }
 
 // Scrub removes the host URI's secrets from err's text (see Scrub).
-func (h *Host) Scrub(err error) error { return Scrub(err, h.uri) }
+func (h *Host) Scrub(err error) error { return virt.Scrub(err, h.uri) }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // nodeURI is a private test-driver world (the backend's testdata): every
@@ -26,7 +28,7 @@ func nodeURI(t testing.TB) string {
 
 // newTestHost starts a host on uri with the backend's defaults and short
 // reconnect pauses, and waits for its first connection attempt.
-func newTestHost(t testing.TB, uri string, dial DialFunc) *Host {
+func newTestHost(t testing.TB, uri string, dial virt.DialFunc) *Host {
 	t.Helper()
 	StartEventLoop(slog.Default())
 	h := New(Config{Zone: "z1", Name: "z1", URI: uri, Dial: dial, Pool: "bigfleet", ProbeName: "bf-test-kvm-probe",
@@ -93,11 +95,11 @@ func TestReconnectRereadsFilesNamedInURI(t *testing.T) {
 	}
 	var uris []string
 	var mu sync.Mutex
-	h := newTestHost(t, "test://"+file, func(uri string) (Conn, error) {
+	h := newTestHost(t, "test://"+file, func(uri string) (virt.Conn, error) {
 		mu.Lock()
 		uris = append(uris, uri)
 		mu.Unlock()
-		return Dial(uri)
+		return virt.Dial(uri)
 	})
 	if got := bridgeName(t, h); got != "virbr0" {
 		t.Fatalf("bridge before rotation = %q", got)
@@ -130,7 +132,7 @@ func bridgeName(t *testing.T, h *Host) string {
 		t.Fatal(err)
 	}
 	defer h.Release(conn)
-	net, err := Libvirt(Unwrap(conn)).LookupNetworkByName("default")
+	net, err := virt.Libvirt(Unwrap(conn)).LookupNetworkByName("default")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // HugePages is what a host offers of one huge page size: the pages
@@ -18,7 +20,7 @@ type HugePages struct {
 
 // HugePageSizes reads the host's capabilities and returns, for each size
 // asked (KiB), whether the CPU offers it and how much is reserved.
-func HugePageSizes(conn Conn, sizesKiB []uint64) (map[uint64]HugePages, error) {
+func HugePageSizes(conn virt.Conn, sizesKiB []uint64) (map[uint64]HugePages, error) {
 	caps, err := readCaps(conn)
 	if err != nil {
 		return nil, err
@@ -69,7 +71,7 @@ func kib(v uint64, unit string) uint64 {
 
 // ReadHugePages is HugePageSizes plus the free pages of each size
 // (virNodeGetFreePages over every NUMA cell).
-func ReadHugePages(conn Conn, sizesKiB []uint64) (map[uint64]HugePages, error) {
+func ReadHugePages(conn virt.Conn, sizesKiB []uint64) (map[uint64]HugePages, error) {
 	caps, err := readCaps(conn)
 	if err != nil {
 		return nil, err

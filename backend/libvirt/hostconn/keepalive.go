@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // How a link to a host that stops answering is cut, so that the calls
@@ -50,23 +52,23 @@ func LogLinkMode(log *slog.Logger, cfg Config) {
 	case err != nil:
 		log.Warn("libvirt client version unknown; libvirt keepalive off (watchdog pings and TCP timeouts only)", "err", err)
 	case v >= keepaliveFixed:
-		log.Info("libvirt keepalive on", "client", Version(v),
+		log.Info("libvirt keepalive on", "client", virt.Version(v),
 			"interval", fmt.Sprintf("%ds", cfg.KeepAliveSecs), "count", cfg.KeepAliveCount,
 			"call_timeout", cfg.CallTimeout.String())
 	default:
 		log.Warn("libvirt client predates 10.4.0 (CVE-2024-4418: its keepalive can crash the process); keepalive off: a silent host is found by the provider's pings, and a call still waiting on it is abandoned at --libvirt-call-timeout and keeps its thread until the kernel's TCP_USER_TIMEOUT cuts the link (ssh:// hosts: until TCP gives up). Run with libvirt0 10.4 or later (the image has 11.3)",
-			"client", Version(v), "call_timeout", cfg.CallTimeout.String())
+			"client", virt.Version(v), "call_timeout", cfg.CallTimeout.String())
 	}
 }
 
 // tuneLink turns on what cuts a dead link on a fresh connection (cs: its
 // call slots; win: the sockets its dial opened) and says whether its
 // socket has the TCP timeouts.
-func (h *Host) tuneLink(conn Conn, cs *callSlots, win dialWindow) linkState {
+func (h *Host) tuneLink(conn virt.Conn, cs *callSlots, win dialWindow) linkState {
 	if keepaliveSafe() {
 		bc := &boundConn{h: h, cs: cs, inner: conn}
 		if err := bc.SetKeepAlive(h.cfg.KeepAliveSecs, h.cfg.KeepAliveCount); err != nil {
-			h.log.Warn("libvirt keepalive not enabled on this connection", "err", Scrub(err, h.uri))
+			h.log.Warn("libvirt keepalive not enabled on this connection", "err", virt.Scrub(err, h.uri))
 		}
 	}
 	if !networkURI(h.uri) {
@@ -82,7 +84,7 @@ func (h *Host) tuneLink(conn Conn, cs *callSlots, win dialWindow) linkState {
 	case sshChild(h.uri):
 		why = "the ssh transport's socket belongs to the ssh child process (use qemu+libssh:// for the timeouts)"
 	case err != nil:
-		why = Scrub(err, h.uri).Error()
+		why = virt.Scrub(err, h.uri).Error()
 	}
 	h.log.Warn("libvirt connection runs without TCP timeouts on its socket: a dead link is found only by keepalive or the watchdog, and calls waiting on it run past --libvirt-call-timeout and keep their threads until TCP gives up (about 15 minutes)",
 		"why", why, "call_timeout", h.cfg.CallTimeout.String())
@@ -96,9 +98,9 @@ var errHostClosed = errors.New("host closed")
 // waits on (a host has one dial at a time): the connection it may still
 // make is installed then, or closed if the host was closed meanwhile. It
 // also returns the sockets the dial opened (sockopt.go).
-func (h *Host) dialBounded() (Conn, dialWindow, error) {
+func (h *Host) dialBounded() (virt.Conn, dialWindow, error) {
 	type result struct {
-		conn Conn
+		conn virt.Conn
 		win  dialWindow
 		err  error
 	}
@@ -108,7 +110,7 @@ func (h *Host) dialBounded() (Conn, dialWindow, error) {
 		c, err := h.dial(h.uri)
 		ch <- result{c, w.end(), err}
 	}()
-	abandon := func() (Conn, dialWindow, error) {
+	abandon := func() (virt.Conn, dialWindow, error) {
 		go func() {
 			if r := <-ch; r.conn != nil {
 				closeConn(r.conn)

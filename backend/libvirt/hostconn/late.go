@@ -3,6 +3,8 @@ package hostconn
 import (
 	"strings"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // An abandoned call is not undone: libvirt may still carry it out after
@@ -39,7 +41,7 @@ func (h *Host) lateResult(call string, err error, took time.Duration) {
 	}
 	if err != nil {
 		h.log.Info("abandoned libvirt call returned with an error", "call", call,
-			"took", took.Round(time.Millisecond).String(), "err", Scrub(err, h.uri))
+			"took", took.Round(time.Millisecond).String(), "err", virt.Scrub(err, h.uri))
 		return
 	}
 	h.log.Warn("libvirt call returned after it was abandoned; reconcile will judge its effect", "call", call,

@@ -9,6 +9,7 @@ import (
 
 	"libvirt.org/go/libvirt"
 
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
@@ -80,7 +81,7 @@ func (h *Host) connect() error {
 		return err
 	}
 	if err != nil {
-		err = Scrub(err, h.uri)
+		err = virt.Scrub(err, h.uri)
 		if h.setDown(err.Error()) {
 			h.log.Warn("libvirt host unreachable", "err", err)
 		} else {
@@ -99,7 +100,7 @@ func (h *Host) connect() error {
 		// would re-enter libvirt, so hand it to a goroutine.
 		go h.Drop(conn, fmt.Sprintf("connection closed (%s)", closeReason(reason)))
 	}); err != nil {
-		h.log.Debug("libvirt close callback not registered", "err", Scrub(err, h.uri))
+		h.log.Debug("libvirt close callback not registered", "err", virt.Scrub(err, h.uri))
 	}
 	// A new connection gets call slots of its own: calls still inside
 	// libvirt on a lost one keep (and give back) that one's.
@@ -111,7 +112,7 @@ func (h *Host) connect() error {
 		// the domain type asked for, is not usable: every Create would
 		// fail with a misleading error. Keep it down and say why.
 		closeConn(conn)
-		err = Scrub(err, h.uri)
+		err = virt.Scrub(err, h.uri)
 		if h.setDown(err.Error()) {
 			h.log.Warn("libvirt host refused", "err", err)
 		}
@@ -142,7 +143,7 @@ func (h *Host) connect() error {
 // Drop forgets conn (if it is still the current one), closes our reference
 // and wakes the loop to re-dial. Callers that still hold a reference keep
 // the handle valid until they release it; their calls fail fast.
-func (h *Host) Drop(conn Conn, why string) {
+func (h *Host) Drop(conn virt.Conn, why string) {
 	if bc, ok := conn.(*boundConn); ok {
 		conn = bc.inner // the host keeps its connection unwrapped
 	}
@@ -171,7 +172,7 @@ func (h *Host) Drop(conn Conn, why string) {
 
 // closeConn releases the host's own reference. The close callback holds one
 // too, so it is unregistered first.
-func closeConn(conn Conn) {
+func closeConn(conn virt.Conn) {
 	_ = conn.UnregisterCloseCallback()
 	_, _ = conn.Close()
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // lockedBuffer is a log sink safe for the host's background loop.
@@ -41,11 +43,11 @@ func networkHost(t *testing.T, uri string, dial func()) (*Host, *lockedBuffer) {
 		Logger:      slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		CallTimeout: 7 * time.Second, AgentTimeout: time.Second, MigrateTimeout: time.Minute,
 		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, KeepAliveSecs: 5, KeepAliveCount: 3,
-		Dial: func(string) (Conn, error) {
+		Dial: func(string) (virt.Conn, error) {
 			if dial != nil {
 				dial()
 			}
-			return Dial(world)
+			return virt.Dial(world)
 		}})
 	h.Start()
 	t.Cleanup(h.Close)
@@ -86,12 +88,12 @@ func TestUntunedLinkIsReported(t *testing.T) {
 	} {
 		h, logs := networkHost(t, uri, nil)
 		if got := h.Status().LinkTimeouts; got != "missing" {
-			t.Errorf("%s: LinkTimeouts = %q, want missing", Redact(uri), got)
+			t.Errorf("%s: LinkTimeouts = %q, want missing", virt.Redact(uri), got)
 		}
 		l := logs.String()
 		for _, want := range []string{`"level":"WARN"`, "runs without TCP timeouts", "keep their threads until TCP gives up", `"host":"kvm-1"`} {
 			if !strings.Contains(l, want) {
-				t.Errorf("%s: the log does not say %q:\n%s", Redact(uri), want, l)
+				t.Errorf("%s: the log does not say %q:\n%s", virt.Redact(uri), want, l)
 			}
 		}
 		if strings.HasPrefix(uri, "qemu+ssh") && !strings.Contains(l, "ssh child process") {

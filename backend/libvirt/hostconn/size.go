@@ -3,6 +3,8 @@ package hostconn
 import (
 	"sync"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Size is what a host last said about its size (virNodeGetInfo,
@@ -23,19 +25,19 @@ type Size struct {
 // ReadSize reads the host's size on conn and hands it to Config.OnSize. It runs at
 // connect and with every listing; a reading that fails keeps the last
 // one (logged at debug: the listing's own errors say what is wrong).
-func (h *Host) ReadSize(conn Conn) {
+func (h *Host) ReadSize(conn virt.Conn) {
 	h.capMu.Lock()
 	sz := h.size
 	h.capMu.Unlock()
 	if info, err := conn.GetNodeInfo(); err == nil {
 		sz.VCPUs, sz.MemoryMiB = int(info.Cpus), int64(info.Memory/1024)
 	} else {
-		h.log.Debug("node info not read", "err", Scrub(err, h.uri))
+		h.log.Debug("node info not read", "err", virt.Scrub(err, h.uri))
 	}
 	if free, err := conn.GetFreeMemory(); err == nil {
 		sz.FreeMemoryMiB = int64(free >> 20)
 	} else {
-		h.log.Debug("free memory not read", "err", Scrub(err, h.uri))
+		h.log.Debug("free memory not read", "err", virt.Scrub(err, h.uri))
 	}
 	if pool, err := conn.LookupStoragePoolByName(h.cfg.Pool); err == nil {
 		if info, err := pool.GetInfo(); err == nil {
@@ -47,7 +49,7 @@ func (h *Host) ReadSize(conn Conn) {
 		if hp, err := ReadHugePages(conn, h.cfg.HugePageSizes); err == nil {
 			sz.HugePages = hp
 		} else {
-			h.log.Debug("huge pages not read", "err", Scrub(err, h.uri))
+			h.log.Debug("huge pages not read", "err", virt.Scrub(err, h.uri))
 		}
 	}
 	h.capMu.Lock()
@@ -67,7 +69,7 @@ func (h *Host) Size() Size {
 
 // Versions are the libvirt and hypervisor versions of the host, read on
 // conn once per connection (see versionCache); "" when not read.
-func (h *Host) Versions(conn Conn) (lib, hyp string) {
+func (h *Host) Versions(conn virt.Conn) (lib, hyp string) {
 	return h.versions.read(h.Link(), conn)
 }
 
@@ -84,7 +86,7 @@ type versionCache struct {
 	lib, hyp string
 }
 
-func (c *versionCache) read(link time.Time, conn Conn) (lib, hyp string) {
+func (c *versionCache) read(link time.Time, conn virt.Conn) (lib, hyp string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !link.IsZero() && link.Equal(c.link) && c.lib != "" {
@@ -92,10 +94,10 @@ func (c *versionCache) read(link time.Time, conn Conn) (lib, hyp string) {
 	}
 	c.lib, c.hyp = "", ""
 	if v, err := conn.GetLibVersion(); err == nil {
-		c.lib = Version(v)
+		c.lib = virt.Version(v)
 	}
 	if v, err := conn.GetVersion(); err == nil {
-		c.hyp = Version(v)
+		c.hyp = virt.Version(v)
 	}
 	c.link = link
 	return c.lib, c.hyp

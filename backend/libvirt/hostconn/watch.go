@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // The watchdog replaces libvirt's keepalive (see connect): every
@@ -23,7 +25,7 @@ func (h *Host) pingTimeout() time.Duration {
 
 // watch pings conn (cs: its call slots) until it is no longer the
 // host's connection.
-func (h *Host) watch(conn Conn, cs *callSlots) {
+func (h *Host) watch(conn virt.Conn, cs *callSlots) {
 	tick := time.NewTicker(time.Duration(h.cfg.KeepAliveSecs) * time.Second)
 	defer tick.Stop()
 	for {
@@ -43,7 +45,7 @@ func (h *Host) watch(conn Conn, cs *callSlots) {
 }
 
 // current reports whether conn is still the host's live connection.
-func (h *Host) current(conn Conn) bool {
+func (h *Host) current(conn virt.Conn) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.conn == conn
@@ -55,7 +57,7 @@ func (h *Host) current(conn Conn) bool {
 // connection's one ping slot, so at most one ping is ever inside libvirt
 // per connection however long the daemon stays silent. A call that fails
 // on a link libvirt still calls alive is an answer: the daemon is there.
-func (h *Host) ping(conn Conn, cs *callSlots) error {
+func (h *Host) ping(conn virt.Conn, cs *callSlots) error {
 	wait := h.pingTimeout()
 	_, err := boundedIn(h, cs.ping, conn, "ping (GetLibVersion)", wait, conn.GetLibVersion)
 	var ct *CallTimeoutError
@@ -70,5 +72,5 @@ func (h *Host) ping(conn Conn, cs *callSlots) error {
 	if alive, aerr := conn.IsAlive(); aerr == nil && alive {
 		return nil
 	}
-	return fmt.Errorf("ping failed: %v", Scrub(err, h.uri))
+	return fmt.Errorf("ping failed: %v", virt.Scrub(err, h.uri))
 }

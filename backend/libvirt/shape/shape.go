@@ -17,6 +17,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -72,7 +73,7 @@ func needsOf(shapes map[string]backend.Shape) needs {
 // Probe reads what the host offers for the shapes given: domainType is
 // the type the host's domains get, pool and image the --storage-pool and
 // --image whose golden image a disk_gib is checked against.
-func Probe(conn hostconn.Conn, domainType, pool, image string, shapes map[string]backend.Shape) (Offers, error) {
+func Probe(conn virt.Conn, domainType, pool, image string, shapes map[string]backend.Shape) (Offers, error) {
 	o := Offers{DomainType: domainType}
 	n := needsOf(shapes)
 	if n.uefi || n.tpm || n.cpu {

@@ -3,14 +3,14 @@
 // migration compares), the copy-on-write overlay (EnsureOverlay), a plain
 // volume for a whole-disk copy (CreatePlain), the NoCloud seed ISO
 // (BuildSeedISO, CreateRaw) and deletion that never touches the golden
-// image (Delete). It works on a pool handle (hostconn.Pool) and needs no
+// image (Delete). It works on a pool handle (virt.Pool) and needs no
 // Backend.
 package volume
 
 import (
 	"libvirt.org/go/libvirt"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
-func isNoVolume(err error) bool { return hostconn.IsCode(err, libvirt.ERR_NO_STORAGE_VOL) }
+func isNoVolume(err error) bool { return virt.IsCode(err, libvirt.ERR_NO_STORAGE_VOL) }

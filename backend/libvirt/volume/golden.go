@@ -6,7 +6,7 @@ import (
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // GoldenIdentity identifies a golden image's content for a migration:
@@ -45,7 +45,7 @@ func GoldenIdentity(x *libvirtxml.StorageVolume, info *libvirt.StorageVolInfo) s
 // ovName is backed by and the destination's golden image, and says whether
 // the destination's may back an overlay copied incrementally; why says why
 // not.
-func SameGolden(spool, dpool hostconn.Pool, image, ovName string) (g Golden, why string) {
+func SameGolden(spool, dpool virt.Pool, image, ovName string) (g Golden, why string) {
 	src, err := ReadGolden(spool, image)
 	if err != nil {
 		return Golden{}, fmt.Sprintf("the source's golden image: %v", err)
@@ -65,7 +65,7 @@ func SameGolden(spool, dpool hostconn.Pool, image, ovName string) (g Golden, why
 
 // BackingPath is the backing file of volume name as its pool reports it
 // ("" for none).
-func BackingPath(pool hostconn.Pool, name string) (string, error) {
+func BackingPath(pool virt.Pool, name string) (string, error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err != nil {
 		return "", err

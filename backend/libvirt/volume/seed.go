@@ -11,10 +11,10 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
-func CreateRaw(pool hostconn.Pool, name string, size uint64) (hostconn.Volume, error) {
+func CreateRaw(pool virt.Pool, name string, size uint64) (virt.Volume, error) {
 	s, err := (&libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: size},

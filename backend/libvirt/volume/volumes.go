@@ -6,7 +6,7 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Golden describes the image overlays are backed by.
@@ -21,7 +21,7 @@ type Golden struct {
 
 // ReadGolden looks the golden image up in pool and reads its path, format
 // and capacity.
-func ReadGolden(pool hostconn.Pool, name string) (Golden, error) {
+func ReadGolden(pool virt.Pool, name string) (Golden, error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err != nil {
 		return Golden{}, fmt.Errorf("volume %q: %w", name, err)
@@ -53,7 +53,7 @@ func ReadGolden(pool hostconn.Pool, name string) (Golden, error) {
 }
 
 // XML reads and parses a volume's XML description.
-func XML(vol hostconn.Volume) (*libvirtxml.StorageVolume, error) {
+func XML(vol virt.Volume) (*libvirtxml.StorageVolume, error) {
 	s, err := vol.GetXMLDesc(0)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ var ErrForeignVolume = errors.New("volume exists but is not an overlay of the go
 // EnsureOverlay creates the overlay, or reuses one a previous attempt for
 // the same domain left behind if it is backed by the golden image. created
 // says whether this call made it (only then may a rollback delete it).
-func EnsureOverlay(pool hostconn.Pool, name string, g Golden) (path string, created bool, err error) {
+func EnsureOverlay(pool virt.Pool, name string, g Golden) (path string, created bool, err error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err == nil {
 		defer vol.Free()
@@ -123,7 +123,7 @@ var ErrGolden = errors.New("refusing to delete the golden image")
 
 // Delete deletes name from pool; a missing volume is fine. It refuses
 // the golden image whatever the caller asked.
-func Delete(pool hostconn.Pool, name, goldenName string) error {
+func Delete(pool virt.Pool, name, goldenName string) error {
 	if name == goldenName {
 		return fmt.Errorf("%q: %w", name, ErrGolden)
 	}
@@ -143,7 +143,7 @@ func Delete(pool hostconn.Pool, name, goldenName string) error {
 
 // CreatePlain makes a qcow2 volume of capacity bytes with no backing
 // file (the destination of a whole-disk copy) and returns its path.
-func CreatePlain(pool hostconn.Pool, name string, capacity uint64) (string, error) {
+func CreatePlain(pool virt.Pool, name string, capacity uint64) (string, error) {
 	s, err := (&libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
@@ -161,7 +161,7 @@ func CreatePlain(pool hostconn.Pool, name string, capacity uint64) (string, erro
 }
 
 // PathSize reads a volume's path and virtual size.
-func PathSize(pool hostconn.Pool, name string) (string, uint64, error) {
+func PathSize(pool virt.Pool, name string) (string, uint64, error) {
 	vol, err := pool.LookupStorageVolByName(name)
 	if err != nil {
 		return "", 0, fmt.Errorf("volume %s: %w", name, err)

@@ -1,4 +1,4 @@
-package libvirt
+package migrate
 
 import (
 	"fmt"
@@ -8,8 +8,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/guestfit"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
-	"github.com/bigfleet/libvirt-provider/backend/placement"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // A live migration's destination must be able to run the guest as it runs
@@ -22,27 +21,11 @@ import (
 // once (a zone's first migration after a reconnect reads every host's).
 const fitParallel = 8
 
-// reserveDestination books the migration's destination (as
-// placement.ReserveMoveAmong) among the hosts of the source's zone whose
-// QEMU can run the domain name; to, if set, is the only candidate.
-func (b *Backend) reserveDestination(src *host, name, machineID, to string, size placement.Size) (placement.Decision, error) {
-	g, err := guestOn(src, name)
-	if err != nil {
-		return placement.Decision{}, err
-	}
-	refused := b.refusedHosts(src, to, g)
-	if len(refused) > 0 {
-		b.log.Info("migration: hosts that cannot run the guest are ruled out", "zone", src.zone, "domain", name,
-			"machine", machineID, "guest", g.String(), "ruled_out", refused)
-	}
-	return b.plan.ReserveMoveAmong(src.zone, machineID, src.name, to, size, refused)
-}
-
-// guestOn reads what the domain needs of a host from its migratable
+// GuestOn reads what the domain needs of a host from its migratable
 // definition on src (what a destination is given).
-func guestOn(src *host, name string) (guestfit.Guest, error) {
+func GuestOn(src End, name string) (guestfit.Guest, error) {
 	var g guestfit.Guest
-	err := src.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	err := src.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		x, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_MIGRATABLE)
 		if err != nil {
 			return fmt.Errorf("migratable XML of %s: %w", name, err)
@@ -55,22 +38,17 @@ func guestOn(src *host, name string) (guestfit.Guest, error) {
 		return nil
 	})
 	if err != nil {
-		return g, fmt.Errorf("host %s: %w", src.name, err)
+		return g, fmt.Errorf("host %s: %w", src.Name, err)
 	}
 	return g, nil
 }
 
-// refusedHosts judges the candidates (the zone's connected hosts other
-// than src, or to alone) and returns each that cannot run g with why. A
+// Refused judges the candidates (the zone's connected hosts other than
+// the source, or the one asked for) and returns each that cannot run g
+// with why. A
 // host whose facts cannot be read is ruled out too, with the cause: its
 // link is failing, and so would a migration to it.
-func (b *Backend) refusedHosts(src *host, to string, g guestfit.Guest) map[string]string {
-	var candidates []*host
-	for _, h := range b.list {
-		if h.zone == src.zone && h != src && (to == "" || h.name == to) && h.Ready() == nil {
-			candidates = append(candidates, h)
-		}
-	}
+func (mv *Mover) Refused(zone string, candidates []End, g guestfit.Guest) map[string]string {
 	refused, unchecked := map[string]string{}, map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -83,16 +61,16 @@ func (b *Backend) refusedHosts(src *host, to string, g guestfit.Guest) map[strin
 			mu.Lock()
 			defer mu.Unlock()
 			if v.Refused != "" {
-				refused[h.name] = v.Refused
+				refused[h.Name] = v.Refused
 			} else if v.Unchecked != "" {
-				unchecked[h.name] = v.Unchecked
+				unchecked[h.Name] = v.Unchecked
 			}
 		})
 	}
 	wg.Wait()
 	if len(unchecked) > 0 {
-		b.log.Info("migration: not everything about the guest could be checked on these hosts; the migration itself will tell",
-			"zone", src.zone, "guest", g.String(), "unchecked", unchecked)
+		mv.Log.Info("migration: not everything about the guest could be checked on these hosts; the migration itself will tell",
+			"zone", zone, "guest", g.String(), "unchecked", unchecked)
 	}
 	return refused
 }
@@ -100,11 +78,11 @@ func (b *Backend) refusedHosts(src *host, to string, g guestfit.Guest) map[strin
 // refuses judges whether h can run g, from its facts cached for its
 // current connection; a host whose capabilities cannot be read is refused
 // with the cause.
-func (h *host) refuses(g guestfit.Guest) guestfit.Verdict {
+func (h End) refuses(g guestfit.Guest) guestfit.Verdict {
 	var v guestfit.Verdict
-	err := h.With(func(conn hostconn.Conn) error {
+	err := h.With(func(conn virt.Conn) error {
 		var err error
-		v, err = h.fit.Refuses(h.Link(), conn, g, h.DomainType().Type)
+		v, err = h.Fit.Refuses(h.Link(), conn, g, h.DomainType().Type)
 		return err
 	})
 	if err != nil {

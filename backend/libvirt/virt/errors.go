@@ -1,4 +1,4 @@
-package hostconn
+package virt
 
 import (
 	"errors"
@@ -32,13 +32,6 @@ func IsCode(err error, codes ...libvirt.ErrorNumber) bool {
 	return false
 }
 
-func isCode(err error, codes ...libvirt.ErrorNumber) bool { return IsCode(err, codes...) }
-
-func isNoDomain(err error) bool { return isCode(err, libvirt.ERR_NO_DOMAIN) }
-
-// isNotRunning: destroying a domain that is already off is not a failure.
-func isNotRunning(err error) bool { return isCode(err, libvirt.ERR_OPERATION_INVALID) }
-
 // Message is libvirt's own text of err (without the Go binding's
 // "virError(Code=..)" wrapper), or err.Error() for anything else.
 func Message(err error) string {
@@ -48,8 +41,6 @@ func Message(err error) string {
 	}
 	return err.Error()
 }
-
-func message(err error) string { return Message(err) }
 
 // Version renders libvirt's major*1e6 + minor*1e3 + release.
 func Version(v uint32) string {

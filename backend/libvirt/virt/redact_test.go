@@ -1,4 +1,4 @@
-package hostconn
+package virt
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package hostconn
+package virt
 
 import (
 	"errors"
@@ -116,4 +116,9 @@ func Scrub(err error, raw string) error {
 }
 
 // shortValue keeps a quoted URI value short in a message.
-func shortValue(v string) string { return truncate(v, 16) }
+func shortValue(v string) string {
+	if len(v) <= 16 {
+		return v
+	}
+	return v[:16] + "…"
+}

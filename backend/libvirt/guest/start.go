@@ -1,38 +1,28 @@
-package libvirt
+package guest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"libvirt.org/go/libvirt"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
-var _ backend.Starter = (*Backend)(nil)
-
-// Start starts the machine's domain again after it stopped behind our back
+// Start starts the located domain again after it stopped behind our back
 // (virsh destroy, a QEMU killed or crashed, the guest powered off). It is
 // idempotent: a domain that is already active (running, paused, shutting
-// down) is left as it is and reported as success. The domain must be ours;
-// a stranger's is never started.
-func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placement) error {
-	h, name, err := b.locate(machineID, pl, pl.Zone)
-	if err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	return b.startOn(ctx, h, name, machineID)
-}
-
-// startOn is Start on the located domain (a Configure that found it shut
-// off hands down what it located instead of locating it again).
-func (b *Backend) startOn(ctx context.Context, h *host, name, machineID string) error {
+// down) is left as it is and reported as success. The domain must be
+// ours; a stranger's is never started.
+func (g *Guests) Start(ctx context.Context, t Target) error {
+	h, name, machineID := t.Host, t.Domain, t.MachineID
 	started := false // this call started the guest (not one already active)
-	err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
-		if _, err := b.owned(dom, name, machineID); err != nil {
+	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
+		if _, err := meta.ReadOwned(dom, name, g.cfg.Provider, machineID); err != nil {
 			return err
 		}
 		active, err := dom.IsActive()
@@ -54,11 +44,37 @@ func (b *Backend) startOn(ctx context.Context, h *host, name, machineID string) 
 	if err != nil {
 		return fmt.Errorf("start: %s: %w", name, h.Scrub(err))
 	}
-	b.log.Info("domain started again", "zone", h.zone, "domain", name, "machine", machineID)
-	if b.cfg.WaitBooted && started {
-		b.watchBoot(h, name, machineID) // "booting" until its booted check passes
+	g.cfg.Log.Info("domain started again", "zone", t.Zone, "domain", name, "machine", machineID)
+	if g.cfg.WaitBooted && started {
+		g.WatchBoot(t) // "booting" until its booted check passes
 	}
 	return nil
+}
+
+// configurable reads the metadata of the machine a Configure binds. Its
+// domain may be shut off or crashed (the host rebooted, QEMU was killed):
+// the machine is IDLE, which BigFleet counts as warm capacity, and the
+// next reconcile would start it again. So the Configure starts it itself
+// and then waits for the boot (bootedFirst), instead of failing a machine
+// that is fine. A paused domain is an operator's or libvirt's decision and
+// fails at once, as OwnedRunning says.
+func (g *Guests) configurable(ctx context.Context, t Target, spec backend.ConfigureSpec) (meta.Metadata, error) {
+	md, err := g.OwnedRunning(t)
+	var stopped *stoppedError
+	if !errors.As(err, &stopped) || !stopped.rs.Inactive() {
+		return md, err
+	}
+	if !spec.MayStart {
+		g.cfg.Log.Warn("configure: the domain is not running and is not started: another host may run the guest", "domain", t.Domain,
+			"machine", spec.MachineID, "was", stopped.rs.String(), "why", spec.WhyNotStart)
+		return md, errors.Join(err, spec.WhyNotStart)
+	}
+	g.cfg.Log.Warn("configure: the domain was not running; starting it again", "domain", t.Domain,
+		"machine", spec.MachineID, "was", stopped.rs.String())
+	if err := g.Start(ctx, t); err != nil {
+		return md, err
+	}
+	return g.OwnedRunning(t)
 }
 
 // notRunning is nil for a running domain, otherwise a *stoppedError with
@@ -99,7 +115,7 @@ func (e *stoppedError) Unwrap() []error {
 	return []error{backend.ErrNotRunning}
 }
 
-// ownedRunning reads the metadata of our machine's domain, for the
+// OwnedRunning reads the metadata of our machine's domain, for the
 // operations that talk to the guest agent (Configure, Drain): in the same
 // lookup, a domain that is not
 // running (shut off, crashed, paused, ...) fails at once, wrapping
@@ -107,11 +123,12 @@ func (e *stoppedError) Unwrap() []error {
 // up, migrating) is transient too. Waiting out the agent's timeout
 // for a guest that cannot answer only delays that answer (2 min for a
 // Drain) and hides its cause.
-func (b *Backend) ownedRunning(h *host, name, machineID string) (meta.Metadata, error) {
+func (g *Guests) OwnedRunning(t Target) (meta.Metadata, error) {
+	h, name, machineID := t.Host, t.Domain, t.MachineID
 	var md meta.Metadata
-	err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		var err error
-		if md, err = b.owned(dom, name, machineID); err != nil {
+		if md, err = meta.ReadOwned(dom, name, g.cfg.Provider, machineID); err != nil {
 			return err
 		}
 		st, reason, err := dom.GetState()

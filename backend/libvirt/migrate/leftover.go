@@ -1,9 +1,8 @@
-package libvirt
+package migrate
 
 import (
 	"fmt"
-
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
@@ -16,22 +15,22 @@ import (
 // already refused a destination with a domain of this machine's name, the
 // only domain whose volumes these names are (they derive from it); it is
 // checked again here, next to the deletion, so the rule holds on its own.
-func (m *migration) clearLeftover(dpool hostconn.Pool, name string) error {
+func (m *migration) clearLeftover(dpool virt.Pool, name string) error {
 	if _, _, err := volume.PathSize(dpool, name); isNoVolume(err) {
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("migrate: leftover check on host %s: %w", m.dst.name, err)
+		return fmt.Errorf("migrate: leftover check on host %s: %w", m.dst.Name, err)
 	}
 	if other, err := m.dconn.LookupDomainByName(m.name); err == nil {
 		_ = other.Free()
-		return fmt.Errorf("migrate: host %s has a domain named %s using volume %s: refusing to touch it (a copy for reconcile to judge)", m.dst.name, m.name, name)
+		return fmt.Errorf("migrate: host %s has a domain named %s using volume %s: refusing to touch it (a copy for reconcile to judge)", m.dst.Name, m.name, name)
 	} else if !isNoDomain(err) {
-		return fmt.Errorf("migrate: look up %s on host %s: %w", m.name, m.dst.name, err)
+		return fmt.Errorf("migrate: look up %s on host %s: %w", m.name, m.dst.Name, err)
 	}
-	if err := volume.Delete(dpool, name, m.b.cfg.Image); err != nil {
-		return fmt.Errorf("migrate: delete leftover volume %s on host %s: %w", name, m.dst.name, err)
+	if err := volume.Delete(dpool, name, m.mv.Store.Golden); err != nil {
+		return fmt.Errorf("migrate: delete leftover volume %s on host %s: %w", name, m.dst.Name, err)
 	}
-	m.b.log.Warn("deleted a volume an earlier migration left on the destination; it is made fresh",
-		"host", m.dst.name, "volume", name, "domain", m.name, "machine", m.machineID)
+	m.mv.Log.Warn("deleted a volume an earlier migration left on the destination; it is made fresh",
+		"host", m.dst.Name, "volume", name, "domain", m.name, "machine", m.machineID)
 	return nil
 }

@@ -1,4 +1,4 @@
-package hostconn
+package virt
 
 import (
 	"errors"
@@ -280,13 +280,4 @@ func (p *lvStoragePool) VolumeNames() ([]string, error) {
 		}
 	}
 	return names, nil
-}
-
-// Unwrap returns the connection a host's call bounds wrap (Acquire's
-// result), or c itself.
-func Unwrap(c Conn) Conn {
-	if bc, ok := c.(*boundConn); ok {
-		return bc.inner
-	}
-	return c
 }

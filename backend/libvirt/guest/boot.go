@@ -1,4 +1,4 @@
-package libvirt
+package guest
 
 import (
 	"cmp"
@@ -11,10 +11,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
-
-var _ backend.BootReporter = (*Backend)(nil)
 
 // boots is the runtime view of the guests that are booting (or whose boot
 // after a restart failed), by machine id, for BootStatus; and the
@@ -102,12 +100,21 @@ func (bs *boots) close() {
 	bs.wg.Wait()
 }
 
-// BootStatus is backend.BootReporter.
-func (b *Backend) BootStatus(machineID string) (backend.BootStatus, bool) {
-	b.boots.mu.Lock()
-	defer b.boots.mu.Unlock()
-	st, ok := b.boots.status[machineID]
+// Status is backend.BootReporter's BootStatus: the machine's boot as the
+// waits on it saw it last.
+func (g *Guests) Status(machineID string) (backend.BootStatus, bool) {
+	g.boots.mu.Lock()
+	defer g.boots.mu.Unlock()
+	st, ok := g.boots.status[machineID]
 	return st.BootStatus, ok
+}
+
+// Watching reports whether a background check of machineID's boot runs.
+func (g *Guests) Watching(machineID string) bool {
+	g.boots.mu.Lock()
+	defer g.boots.mu.Unlock()
+	_, ok := g.boots.watches[machineID]
+	return ok
 }
 
 // awaitBooted waits, within ctx, until the machine's guest agent answers
@@ -116,80 +123,82 @@ func (b *Backend) BootStatus(machineID string) (backend.BootStatus, bool) {
 // the check's (agent silent, boot failed with the cause, still booting at
 // the deadline), logged at WARN; what, "create" or "configure", names the
 // caller in the log.
-func (b *Backend) awaitBooted(ctx context.Context, h *host, name, machineID, what string) error {
-	return b.awaitBootedAs(ctx, h, name, machineID, what, b.boots.begin(machineID, "waiting for the guest agent"))
+func (g *Guests) awaitBooted(ctx context.Context, t Target, what string) error {
+	return g.awaitBootedAs(ctx, t, what, g.boots.begin(t.MachineID, "waiting for the guest agent"))
 }
 
 // awaitBootedAs is awaitBooted as the wait gen (boots.begin).
-func (b *Backend) awaitBootedAs(ctx context.Context, h *host, name, machineID, what string, gen uint64) error {
+func (g *Guests) awaitBootedAs(ctx context.Context, t Target, what string, gen uint64) error {
+	name, machineID := t.Domain, t.MachineID
 	start := time.Now()
-	cfg := b.cfg.Booted
+	cfg := g.cfg.Booted
 	if what == "configure" {
 		// A Configure waits for a silent agent as long as it always did.
-		cfg.AgentWait = cmp.Or(b.cfg.Bootstrap.AgentWait, guestagent.DefaultAgentWait)
+		cfg.AgentWait = cmp.Or(g.cfg.Bootstrap.AgentWait, guestagent.DefaultAgentWait)
 	}
 	cfg.Progress = func(reason string) {
-		b.boots.update(machineID, gen, backend.BootBooting, reason)
-		b.log.Debug("guest booting", "domain", name, "machine", machineID, "reason", reason)
+		g.boots.update(machineID, gen, backend.BootBooting, reason)
+		g.cfg.Log.Debug("guest booting", "domain", name, "machine", machineID, "reason", reason)
 	}
-	via, err := b.agentClient(h, name).AwaitBooted(ctx, cfg)
+	via, err := g.Client(t).AwaitBooted(ctx, cfg)
 	var be *guestagent.BootError
 	if errors.As(err, &be) {
-		b.boots.update(machineID, gen, backend.BootFailed, be.Msg)
-		b.log.Warn("guest did not boot", "during", what, "domain", name, "machine", machineID, "err", err,
+		g.boots.update(machineID, gen, backend.BootFailed, be.Msg)
+		g.cfg.Log.Warn("guest did not boot", "during", what, "domain", name, "machine", machineID, "err", err,
 			"took", time.Since(start).Round(time.Millisecond).String())
 		return err
 	}
-	b.boots.update(machineID, gen, "", "")
+	g.boots.update(machineID, gen, "", "")
 	if err != nil {
 		return err // ctx ended: the caller's deadline, or a newer wait
 	}
 	if via == guestagent.ViaAgent {
-		b.boots.once.Do(func() {
-			b.log.Info("the image has neither the booted hook nor systemctl: a guest counts as booted once its agent answers",
+		g.boots.once.Do(func() {
+			g.cfg.Log.Info("the image has neither the booted hook nor systemctl: a guest counts as booted once its agent answers",
 				"domain", name, "hook", guestagent.DefaultBootedHook)
 		})
 	}
-	b.log.Info("guest booted", "during", what, "domain", name, "machine", machineID, "via", string(via),
+	g.cfg.Log.Info("guest booted", "during", what, "domain", name, "machine", machineID, "via", string(via),
 		"took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
-// errStoppedBooting marks the end of a boot wait because the domain
-// stopped (awaitBootedRunning).
-var errStoppedBooting = errors.New("the guest stopped while it booted")
+// ErrStoppedBooting marks the end of a boot wait because the domain
+// stopped (AwaitBootedRunning).
+var ErrStoppedBooting = errors.New("the guest stopped while it booted")
 
-// awaitBootedRunning is awaitBooted for Create and Configure, looking at
+// AwaitBootedRunning is awaitBooted for Create and Configure, looking at
 // the domain meanwhile: a guest that stops while it boots (its host
 // rebooted, QEMU killed, the guest powered off) would never answer, and
 // waiting out the deadline on it would fail a machine that is fine. The
 // wait ends at once with a transient error naming the state, so the engine
 // runs the call again, which starts the domain (Create's adopt,
 // Configure's configurable).
-func (b *Backend) awaitBootedRunning(ctx context.Context, h *host, name, machineID, what string) error {
+func (g *Guests) AwaitBootedRunning(ctx context.Context, t Target, what string) error {
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.watchStopped(wctx, stop, h, name)
+		g.watchStopped(wctx, stop, t)
 	}()
-	err := b.awaitBooted(wctx, h, name, machineID, what)
+	err := g.awaitBooted(wctx, t, what)
 	stop(nil)
 	<-done
-	if cause := context.Cause(wctx); err != nil && errors.Is(cause, errStoppedBooting) {
-		b.log.Warn("guest stopped while it booted; the call runs again and starts it", "during", what,
-			"domain", name, "machine", machineID, "err", cause)
+	if cause := context.Cause(wctx); err != nil && errors.Is(cause, ErrStoppedBooting) {
+		g.cfg.Log.Warn("guest stopped while it booted; the call runs again and starts it", "during", what,
+			"domain", t.Domain, "machine", t.MachineID, "err", cause)
 		return cause
 	}
 	return err
 }
 
-// watchStopped ends ctx through stop, with errStoppedBooting (transient)
+// watchStopped ends ctx through stop, with ErrStoppedBooting (transient)
 // and the domain's state, once the domain is shut off, crashed or gone. A
 // host it cannot ask proves nothing: the wait goes on.
-func (b *Backend) watchStopped(ctx context.Context, stop context.CancelCauseFunc, h *host, name string) {
-	tick := time.NewTicker(b.stoppedEvery)
+func (g *Guests) watchStopped(ctx context.Context, stop context.CancelCauseFunc, t Target) {
+	name := t.Domain
+	tick := time.NewTicker(g.StoppedEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -198,53 +207,54 @@ func (b *Backend) watchStopped(ctx context.Context, stop context.CancelCauseFunc
 		case <-tick.C:
 		}
 		var rs backend.RunState
-		err := h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
+		err := t.Host.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 			st, reason, err := dom.GetState()
 			rs = domstate.Run(st, reason)
 			return err
 		})
 		switch {
 		case isNoDomain(err):
-			stop(fmt.Errorf("%w: domain %s is gone (%w)", errStoppedBooting, name, backend.ErrTransient))
+			stop(fmt.Errorf("%w: domain %s is gone (%w)", ErrStoppedBooting, name, backend.ErrTransient))
 			return
 		case err == nil && rs.Inactive():
-			stop(fmt.Errorf("%w: domain %s is %s (%w)", errStoppedBooting, name, rs, backend.ErrTransient))
+			stop(fmt.Errorf("%w: domain %s is %s (%w)", ErrStoppedBooting, name, rs, backend.ErrTransient))
 			return
 		}
 	}
 }
 
-// watchBoot checks, in the background, the boot of a guest reconcile has
+// WatchBoot checks, in the background, the boot of a guest reconcile has
 // just started again, so the machine shows "booting" until it has booted
 // (BootStatus; a Configure on it waits itself). A boot that fails stays
 // visible as "boot failed" with its cause. Bounded by BootTimeout; a later
 // wait on the machine or Close ends it.
-func (b *Backend) watchBoot(h *host, name, machineID string) {
-	ctx, cancel := context.WithTimeout(b.boots.stop, b.cfg.BootTimeout)
-	b.boots.mu.Lock()
-	if old, ok := b.boots.watches[machineID]; ok {
+func (g *Guests) WatchBoot(t Target) {
+	machineID := t.MachineID
+	ctx, cancel := context.WithTimeout(g.boots.stop, g.cfg.BootTimeout)
+	g.boots.mu.Lock()
+	if old, ok := g.boots.watches[machineID]; ok {
 		old()
 	}
-	b.boots.watches[machineID] = cancel
-	b.boots.mu.Unlock()
-	gen := b.boots.begin(machineID, "started again by reconcile")
-	b.boots.wg.Add(1)
+	g.boots.watches[machineID] = cancel
+	g.boots.mu.Unlock()
+	gen := g.boots.begin(machineID, "started again by reconcile")
+	g.boots.wg.Add(1)
 	go func() {
-		defer b.boots.wg.Done()
+		defer g.boots.wg.Done()
 		defer cancel()
-		_ = b.awaitBootedAs(ctx, h, name, machineID, "restart", gen) // logged; BootStatus shows a failure
+		_ = g.awaitBootedAs(ctx, t, "restart", gen) // logged; BootStatus shows a failure
 	}()
 }
 
 // bootedFirst is Configure's check that the guest has booted before the
 // bootstrap hook runs: a guest reconcile started again may still be
 // booting. Its error names the cause, prefixed as Configure's errors are.
-func (b *Backend) bootedFirst(ctx context.Context, h *host, name, machineID string) error {
-	if !b.cfg.WaitBooted {
+func (g *Guests) bootedFirst(ctx context.Context, t Target) error {
+	if !g.cfg.WaitBooted {
 		return nil
 	}
-	b.boots.stopWatch(machineID)
-	if err := b.awaitBootedRunning(ctx, h, name, machineID, "configure"); err != nil {
+	g.boots.stopWatch(t.MachineID)
+	if err := g.AwaitBootedRunning(ctx, t, "configure"); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
 	return nil

@@ -1,11 +1,10 @@
-package libvirt
+package migrate
 
 import (
 	"fmt"
 
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domxml"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
@@ -15,7 +14,7 @@ import (
 // migratable XML. That XML is libvirt's rendering of whatever is defined
 // on the source now, which anyone with domain.write there could have
 // redefined since our Create checked it; so it goes through the same
-// allow-list as a Create (checkRendered), twice: as the source has it,
+// allow-list as a Create (Policy.CheckRendered), twice: as the source has it,
 // before any work on the destination, and as the destination will get it.
 
 // migratePolicy is the policy of the destination's domain: a Create's
@@ -24,11 +23,11 @@ import (
 func (m *migration) migratePolicy(files ...string) (domxml.Policy, error) {
 	em, err := domxml.DefaultEmulator(m.dconn, m.dst.DomainType().Type)
 	if err != nil {
-		return domxml.Policy{}, fmt.Errorf("migrate: capabilities of host %s: %w", m.dst.name, err)
+		return domxml.Policy{}, fmt.Errorf("migrate: capabilities of host %s: %w", m.dst.Name, err)
 	}
 	// The zero shape: a shaped domain (UEFI, TPM, huge pages, a CPU of
 	// its own, other NICs) is not migrated (its rendering is refused).
-	p := m.b.policyFor(m.dst.DomainType().Type, "", "", backend.Shape{})
+	p := m.mv.Policy(m.dst.DomainType().Type)
 	p.Files, p.Emulator = nil, em
 	for _, f := range files {
 		if f != "" {
@@ -42,9 +41,9 @@ func (m *migration) migratePolicy(files ...string) (domxml.Policy, error) {
 // volumes as the allowed disks, and the overlay's backing file as the
 // allowed backing chain.
 func (m *migration) checkSource(srcXML string) error {
-	spool, err := m.sconn.LookupStoragePoolByName(m.b.cfg.Pool)
+	spool, err := m.sconn.LookupStoragePoolByName(m.mv.Store.Pool)
 	if err != nil {
-		return fmt.Errorf("migrate: storage pool %s on host %s: %w", m.b.cfg.Pool, m.src.name, err)
+		return fmt.Errorf("migrate: storage pool %s on host %s: %w", m.mv.Store.Pool, m.src.Name, err)
 	}
 	defer spool.Free()
 	var files []string
@@ -52,12 +51,12 @@ func (m *migration) checkSource(srcXML string) error {
 		if path, _, err := volume.PathSize(spool, v); err == nil {
 			files = append(files, path)
 		} else if !isNoVolume(err) {
-			return fmt.Errorf("migrate: volume on host %s: %w", m.src.name, err)
+			return fmt.Errorf("migrate: volume on host %s: %w", m.src.Name, err)
 		}
 	}
 	backing, err := volume.BackingPath(spool, meta.OverlayName(m.name))
 	if err != nil && !isNoVolume(err) {
-		return fmt.Errorf("migrate: volume on host %s: %w", m.src.name, err)
+		return fmt.Errorf("migrate: volume on host %s: %w", m.src.Name, err)
 	}
 	return m.checkXML(srcXML, backing, files...)
 }
@@ -78,9 +77,9 @@ func (m *migration) checkXML(x, backing string, files ...string) error {
 	}
 	if err := p.CheckRendered(&d); err != nil {
 		if domxml.Shaped(&d) {
-			return fmt.Errorf("migrate %s to host %s: a machine with a UEFI, TPM, huge page or CPU shape is not live-migrated: %w", m.name, m.dst.name, err)
+			return fmt.Errorf("migrate %s to host %s: a machine with a UEFI, TPM, huge page or CPU shape is not live-migrated: %w", m.name, m.dst.Name, err)
 		}
-		return fmt.Errorf("migrate %s to host %s: %w", m.name, m.dst.name, err)
+		return fmt.Errorf("migrate %s to host %s: %w", m.name, m.dst.Name, err)
 	}
 	return nil
 }
