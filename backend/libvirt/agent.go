@@ -100,30 +100,3 @@ func (b *Backend) locateGuest(machineID string, pl backend.Placement, zone strin
 func (h *host) guest(name, machineID string) guest.Target {
 	return guest.Target{Host: h.Host, Zone: h.zone, Domain: name, MachineID: machineID}
 }
-
-// ClearMark is backend.MarkClearer: it removes shardID's fence mark from
-// the domain's metadata, the binding and the other marks unchanged (the
-// admin API's fence clear). A domain that holds no such mark is left
-// alone; one that is not ours is an error, as for every write.
-func (b *Backend) ClearMark(_ context.Context, machineID string, pl backend.Placement, shardID string) error {
-	h, name, err := b.locate(machineID, pl, "")
-	if err != nil {
-		return fmt.Errorf("clear fence mark: %w", err)
-	}
-	err = h.WithDomain(name, func(_ hostconn.Conn, dom hostconn.Domain) error {
-		md, err := b.owned(dom, name, machineID)
-		if err != nil {
-			return err
-		}
-		if _, ok := md.Marks[shardID]; !ok {
-			return nil
-		}
-		md.Marks = maps.Clone(md.Marks)
-		delete(md.Marks, shardID)
-		return meta.Write(dom, md)
-	})
-	if err != nil {
-		return fmt.Errorf("clear fence mark: %w", err)
-	}
-	return nil
-}
