@@ -11,7 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Mode is --caller-identity.
@@ -154,8 +154,8 @@ func (g *Guard) check(ctx context.Context, procedure, shard string, peer connect
 	}
 	g.refused(ctx, method, r, peer)
 	// The observer (outermost) turns this into PermissionDenied through
-	// server.WireError, the one place wire codes are made.
-	return &lifecycle.Error{Code: lifecycle.CodePermission, Msg: r.Msg}
+	// convert.WireError, the one place wire codes are made.
+	return &record.Error{Code: record.CodePermission, Msg: r.Msg}
 }
 
 func (g *Guard) refused(ctx context.Context, method string, r *Refusal, peer connect.Peer) {
