@@ -32,8 +32,8 @@ type offering struct {
 }
 
 // encodeOffering is the canonical encoding of m's offering part (format
-// byte, then a storev1.Offering marshalled deterministically: maps in key
-// order), so equal parts have equal bytes. An empty part encodes to the
+// byte, then a storev1.Offering with its maps in key order), so equal
+// parts have equal bytes. An empty part encodes to the
 // format byte alone.
 func encodeOffering(m *lifecycle.Machine) []byte {
 	return marshal(&storev1.Offering{
@@ -42,9 +42,9 @@ func encodeOffering(m *lifecycle.Machine) []byte {
 		CapacityType:            int64(m.CapacityType),
 		PricePerHour:            m.PricePerHour,
 		InterruptionProbability: m.InterruptionProbability,
-		Resources:               m.Resources,
-		Allocatable:             m.Allocatable,
-		Labels:                  m.Labels,
+		Resources:               toEntries(m.Resources),
+		Allocatable:             toEntries(m.Allocatable),
+		Labels:                  toEntries(m.Labels),
 		Vcpu:                    int64(m.VCPU),
 		MemoryMib:               int64(m.MemoryMiB),
 	})
@@ -58,18 +58,26 @@ func decodeOffering(v []byte) (*offering, error) {
 	if err := unmarshal(v[1:], &p); err != nil {
 		return nil, err
 	}
-	return &offering{
+	o := &offering{
 		InstanceType:            p.InstanceType,
 		Zone:                    p.Zone,
 		CapacityType:            lifecycle.CapacityType(p.CapacityType),
 		PricePerHour:            p.PricePerHour,
 		InterruptionProbability: p.InterruptionProbability,
-		Resources:               p.Resources,
-		Allocatable:             p.Allocatable,
-		Labels:                  p.Labels,
 		VCPU:                    int(p.Vcpu),
 		MemoryMiB:               int(p.MemoryMib),
-	}, nil
+	}
+	var err error
+	for _, f := range []struct {
+		name string
+		to   *map[string]string
+		from []*storev1.Entry
+	}{{"resources", &o.Resources, p.Resources}, {"allocatable", &o.Allocatable, p.Allocatable}, {"labels", &o.Labels, p.Labels}} {
+		if *f.to, err = fromEntries(f.from); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return o, nil
 }
 
 // apply sets m's offering part. The maps are shared with every record of

@@ -28,14 +28,14 @@ const (
 // is the record's key and is not repeated in the value; what a capacity
 // offering's slots share (type, zone, price, resources, allocatable,
 // labels, hardware) is stored once in the offerings bucket and referenced
-// by id (offering.go). Values are marshalled deterministically (maps in
-// key order), which is what the hand-written codec before it wrote, byte
-// for byte (testdata/golden).
-var deterministic = proto.MarshalOptions{Deterministic: true}
+// by id (offering.go). Maps are written in key order (entries.go), which
+// is what the hand-written codec before it wrote, byte for byte
+// (testdata/golden).
 
 // encodeRecord is m's value in binary v1, with its offering part replaced
 // by the reference off (0: the offering part is empty).
 func encodeRecord(m *lifecycle.Machine, off uint64) []byte {
+	times := newTimeBuf(2 + 2*len(m.History))
 	r := &storev1.Record{
 		State:         int64(m.State),
 		HostProvider:  m.Host.Provider,
@@ -43,14 +43,14 @@ func encodeRecord(m *lifecycle.Machine, off uint64) []byte {
 		Offering:      off,
 		LastError:     m.LastError,
 		Cluster:       m.Cluster,
-		ShardMetadata: m.ShardMetadata,
+		ShardMetadata: toEntries(m.ShardMetadata),
 		Domain:        m.Domain,
 		HostName:      m.HostName,
 		OperationId:   m.OperationID,
 		OpKind:        string(m.OpKind),
-		OpDeadline:    encodeTime(m.OpDeadline),
+		OpDeadline:    times.encode(m.OpDeadline),
 		DrainGrace:    m.DrainGrace,
-		StateSince:    encodeTime(m.StateSince),
+		StateSince:    times.encode(m.StateSince),
 		Revision:      m.Revision,
 	}
 	if len(m.History) > 0 {
@@ -61,7 +61,7 @@ func encodeRecord(m *lifecycle.Machine, off uint64) []byte {
 			hist[i] = storev1.Transition{
 				OperationId: t.OperationID, Kind: string(t.Kind),
 				From: int64(t.From), To: int64(t.To),
-				Started: encodeTime(t.Started), Ended: encodeTime(t.Ended),
+				Started: times.encode(t.Started), Ended: times.encode(t.Ended),
 				Outcome: t.Outcome, LastError: t.LastError, Note: t.Note,
 			}
 			r.History[i] = &hist[i]
@@ -73,7 +73,7 @@ func encodeRecord(m *lifecycle.Machine, off uint64) []byte {
 // marshal is the format byte then msg. Marshalling a message of this
 // package cannot fail (no required fields, no UTF-8 checks).
 func marshal(msg proto.Message) []byte {
-	b, err := deterministic.MarshalAppend([]byte{formatBinaryV1}, msg)
+	b, err := proto.MarshalOptions{}.MarshalAppend([]byte{formatBinaryV1}, msg)
 	if err != nil {
 		panic(fmt.Sprintf("store: marshal %T: %v", msg, err))
 	}
@@ -121,7 +121,10 @@ func decodeRecordV1(m *lifecycle.Machine, v []byte, offerings offeringLookup) er
 		}
 		o.apply(m)
 	}
-	m.LastError, m.Cluster, m.ShardMetadata = r.LastError, r.Cluster, r.ShardMetadata
+	m.LastError, m.Cluster = r.LastError, r.Cluster
+	if m.ShardMetadata, err = fromEntries(r.ShardMetadata); err != nil {
+		return fmt.Errorf("shard_metadata: %w", err)
+	}
 	m.Domain, m.HostName, m.OperationID, m.OpKind = r.Domain, r.HostName, r.OperationId, lifecycle.OpKind(r.OpKind)
 	if m.OpDeadline, err = decodeTime(r.OpDeadline); err != nil {
 		return fmt.Errorf("op_deadline: %w", err)

@@ -14,13 +14,22 @@ import (
 // location is not kept (readers get UTC), as with JSON. The zero time is
 // no bytes, so the field is absent.
 
-func encodeTime(t time.Time) []byte {
+// timeBuf hands out the time fields of one record from one allocation.
+type timeBuf []byte
+
+// newTimeBuf has room for n times.
+func newTimeBuf(n int) timeBuf { return make(timeBuf, 0, n*2*binary.MaxVarintLen64) }
+
+// encode returns t's bytes, nil for the zero time.
+func (tb *timeBuf) encode(t time.Time) []byte {
 	if t.IsZero() {
 		return nil
 	}
-	b := make([]byte, 0, 2*binary.MaxVarintLen64)
-	b = protowire.AppendVarint(b, protowire.EncodeZigZag(t.Unix()))
-	return protowire.AppendVarint(b, uint64(t.Nanosecond()))
+	at := len(*tb)
+	b := protowire.AppendVarint(*tb, protowire.EncodeZigZag(t.Unix()))
+	b = protowire.AppendVarint(b, uint64(t.Nanosecond()))
+	*tb = b
+	return b[at:len(b):len(b)]
 }
 
 var errMalformedTime = errors.New("malformed time")

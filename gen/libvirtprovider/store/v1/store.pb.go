@@ -43,14 +43,14 @@ type Record struct {
 	HostProvider string `protobuf:"bytes,2,opt,name=host_provider,json=hostProvider" json:"host_provider,omitempty"`
 	HostRef      string `protobuf:"bytes,3,opt,name=host_ref,json=hostRef" json:"host_ref,omitempty"`
 	// The Offering's key in the offerings bucket; 0: no offering part.
-	Offering      uint64            `protobuf:"varint,4,opt,name=offering" json:"offering,omitempty"`
-	LastError     string            `protobuf:"bytes,5,opt,name=last_error,json=lastError" json:"last_error,omitempty"`
-	Cluster       string            `protobuf:"bytes,6,opt,name=cluster" json:"cluster,omitempty"`
-	ShardMetadata map[string]string `protobuf:"bytes,7,rep,name=shard_metadata,json=shardMetadata" json:"shard_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Domain        string            `protobuf:"bytes,8,opt,name=domain" json:"domain,omitempty"`
-	HostName      string            `protobuf:"bytes,9,opt,name=host_name,json=hostName" json:"host_name,omitempty"`
-	OperationId   string            `protobuf:"bytes,10,opt,name=operation_id,json=operationId" json:"operation_id,omitempty"`
-	OpKind        string            `protobuf:"bytes,11,opt,name=op_kind,json=opKind" json:"op_kind,omitempty"`
+	Offering      uint64   `protobuf:"varint,4,opt,name=offering" json:"offering,omitempty"`
+	LastError     string   `protobuf:"bytes,5,opt,name=last_error,json=lastError" json:"last_error,omitempty"`
+	Cluster       string   `protobuf:"bytes,6,opt,name=cluster" json:"cluster,omitempty"`
+	ShardMetadata []*Entry `protobuf:"bytes,7,rep,name=shard_metadata,json=shardMetadata" json:"shard_metadata,omitempty"`
+	Domain        string   `protobuf:"bytes,8,opt,name=domain" json:"domain,omitempty"`
+	HostName      string   `protobuf:"bytes,9,opt,name=host_name,json=hostName" json:"host_name,omitempty"`
+	OperationId   string   `protobuf:"bytes,10,opt,name=operation_id,json=operationId" json:"operation_id,omitempty"`
+	OpKind        string   `protobuf:"bytes,11,opt,name=op_kind,json=opKind" json:"op_kind,omitempty"`
 	// A time field's bytes are two bare varints, no tags: the seconds since
 	// the Unix epoch (zigzag) and the nanoseconds (0..999999999); empty is
 	// the zero time. Every time.Time instant fits, unlike UnixNano's years
@@ -137,7 +137,7 @@ func (x *Record) GetCluster() string {
 	return ""
 }
 
-func (x *Record) GetShardMetadata() map[string]string {
+func (x *Record) GetShardMetadata() []*Entry {
 	if x != nil {
 		return x.ShardMetadata
 	}
@@ -316,29 +316,87 @@ func (x *Transition) GetNote() string {
 	return ""
 }
 
+// Entry is one element of a string map. The maps are repeated entries, not
+// map<string, string> (the same bytes on the wire), so that the encoder
+// writes them in key order itself: equal maps give equal bytes without
+// protobuf's reflective deterministic mode, which made encoding 3x slower.
+// On decoding, a key that repeats keeps its last value, as a map does.
+// Key and value are written even when empty, as a map entry's are.
+type Entry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *string                `protobuf:"bytes,1,opt,name=key" json:"key,omitempty"`
+	Value         *string                `protobuf:"bytes,2,opt,name=value" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Entry) Reset() {
+	*x = Entry{}
+	mi := &file_libvirtprovider_store_v1_store_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Entry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Entry) ProtoMessage() {}
+
+func (x *Entry) ProtoReflect() protoreflect.Message {
+	mi := &file_libvirtprovider_store_v1_store_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Entry.ProtoReflect.Descriptor instead.
+func (*Entry) Descriptor() ([]byte, []int) {
+	return file_libvirtprovider_store_v1_store_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Entry) GetKey() string {
+	if x != nil && x.Key != nil {
+		return *x.Key
+	}
+	return ""
+}
+
+func (x *Entry) GetValue() string {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return ""
+}
+
 // Offering is the part of a record that every slot of one capacity
-// offering shares: encoded deterministically (maps in key order), equal
-// offerings have equal bytes, which is how they are deduplicated.
+// offering shares: encoded with its maps in key order, equal offerings
+// have equal bytes, which is how they are deduplicated.
 type Offering struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	InstanceType string                 `protobuf:"bytes,1,opt,name=instance_type,json=instanceType" json:"instance_type,omitempty"`
 	Zone         string                 `protobuf:"bytes,2,opt,name=zone" json:"zone,omitempty"`
 	CapacityType int64                  `protobuf:"zigzag64,3,opt,name=capacity_type,json=capacityType" json:"capacity_type,omitempty"`
 	// The exact bits: -0 and NaN are kept; only +0 is absent.
-	PricePerHour            float64           `protobuf:"fixed64,4,opt,name=price_per_hour,json=pricePerHour" json:"price_per_hour,omitempty"`
-	InterruptionProbability float64           `protobuf:"fixed64,5,opt,name=interruption_probability,json=interruptionProbability" json:"interruption_probability,omitempty"`
-	Resources               map[string]string `protobuf:"bytes,6,rep,name=resources" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Allocatable             map[string]string `protobuf:"bytes,7,rep,name=allocatable" json:"allocatable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Labels                  map[string]string `protobuf:"bytes,8,rep,name=labels" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Vcpu                    int64             `protobuf:"zigzag64,9,opt,name=vcpu" json:"vcpu,omitempty"`
-	MemoryMib               int64             `protobuf:"zigzag64,10,opt,name=memory_mib,json=memoryMib" json:"memory_mib,omitempty"`
+	PricePerHour            float64  `protobuf:"fixed64,4,opt,name=price_per_hour,json=pricePerHour" json:"price_per_hour,omitempty"`
+	InterruptionProbability float64  `protobuf:"fixed64,5,opt,name=interruption_probability,json=interruptionProbability" json:"interruption_probability,omitempty"`
+	Resources               []*Entry `protobuf:"bytes,6,rep,name=resources" json:"resources,omitempty"`
+	Allocatable             []*Entry `protobuf:"bytes,7,rep,name=allocatable" json:"allocatable,omitempty"`
+	Labels                  []*Entry `protobuf:"bytes,8,rep,name=labels" json:"labels,omitempty"`
+	Vcpu                    int64    `protobuf:"zigzag64,9,opt,name=vcpu" json:"vcpu,omitempty"`
+	MemoryMib               int64    `protobuf:"zigzag64,10,opt,name=memory_mib,json=memoryMib" json:"memory_mib,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Offering) Reset() {
 	*x = Offering{}
-	mi := &file_libvirtprovider_store_v1_store_proto_msgTypes[2]
+	mi := &file_libvirtprovider_store_v1_store_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +408,7 @@ func (x *Offering) String() string {
 func (*Offering) ProtoMessage() {}
 
 func (x *Offering) ProtoReflect() protoreflect.Message {
-	mi := &file_libvirtprovider_store_v1_store_proto_msgTypes[2]
+	mi := &file_libvirtprovider_store_v1_store_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +421,7 @@ func (x *Offering) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offering.ProtoReflect.Descriptor instead.
 func (*Offering) Descriptor() ([]byte, []int) {
-	return file_libvirtprovider_store_v1_store_proto_rawDescGZIP(), []int{2}
+	return file_libvirtprovider_store_v1_store_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Offering) GetInstanceType() string {
@@ -401,21 +459,21 @@ func (x *Offering) GetInterruptionProbability() float64 {
 	return 0
 }
 
-func (x *Offering) GetResources() map[string]string {
+func (x *Offering) GetResources() []*Entry {
 	if x != nil {
 		return x.Resources
 	}
 	return nil
 }
 
-func (x *Offering) GetAllocatable() map[string]string {
+func (x *Offering) GetAllocatable() []*Entry {
 	if x != nil {
 		return x.Allocatable
 	}
 	return nil
 }
 
-func (x *Offering) GetLabels() map[string]string {
+func (x *Offering) GetLabels() []*Entry {
 	if x != nil {
 		return x.Labels
 	}
@@ -440,7 +498,7 @@ var File_libvirtprovider_store_v1_store_proto protoreflect.FileDescriptor
 
 const file_libvirtprovider_store_v1_store_proto_rawDesc = "" +
 	"\n" +
-	"$libvirtprovider/store/v1/store.proto\x12\x18libvirtprovider.store.v1\"\x81\x05\n" +
+	"$libvirtprovider/store/v1/store.proto\x12\x18libvirtprovider.store.v1\"\xab\x04\n" +
 	"\x06Record\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\x12R\x05state\x12#\n" +
 	"\rhost_provider\x18\x02 \x01(\tR\fhostProvider\x12\x19\n" +
@@ -448,8 +506,8 @@ const file_libvirtprovider_store_v1_store_proto_rawDesc = "" +
 	"\boffering\x18\x04 \x01(\x04R\boffering\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x05 \x01(\tR\tlastError\x12\x18\n" +
-	"\acluster\x18\x06 \x01(\tR\acluster\x12Z\n" +
-	"\x0eshard_metadata\x18\a \x03(\v23.libvirtprovider.store.v1.Record.ShardMetadataEntryR\rshardMetadata\x12\x16\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12F\n" +
+	"\x0eshard_metadata\x18\a \x03(\v2\x1f.libvirtprovider.store.v1.EntryR\rshardMetadata\x12\x16\n" +
 	"\x06domain\x18\b \x01(\tR\x06domain\x12\x1b\n" +
 	"\thost_name\x18\t \x01(\tR\bhostName\x12!\n" +
 	"\foperation_id\x18\n" +
@@ -462,10 +520,7 @@ const file_libvirtprovider_store_v1_store_proto_rawDesc = "" +
 	"\vstate_since\x18\x0e \x01(\fR\n" +
 	"stateSince\x12\x1a\n" +
 	"\brevision\x18\x0f \x01(\x04R\brevision\x12>\n" +
-	"\ahistory\x18\x10 \x03(\v2$.libvirtprovider.store.v1.TransitionR\ahistory\x1a@\n" +
-	"\x12ShardMetadataEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x01\n" +
+	"\ahistory\x18\x10 \x03(\v2$.libvirtprovider.store.v1.TransitionR\ahistory\"\xe4\x01\n" +
 	"\n" +
 	"Transition\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
@@ -477,29 +532,23 @@ const file_libvirtprovider_store_v1_store_proto_rawDesc = "" +
 	"\aoutcome\x18\a \x01(\tR\aoutcome\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\b \x01(\tR\tlastError\x12\x12\n" +
-	"\x04note\x18\t \x01(\tR\x04note\"\xa5\x05\n" +
+	"\x04note\x18\t \x01(\tR\x04note\"=\n" +
+	"\x05Entry\x12\x17\n" +
+	"\x03key\x18\x01 \x01(\tB\x05\xaa\x01\x02\b\x01R\x03key\x12\x1b\n" +
+	"\x05value\x18\x02 \x01(\tB\x05\xaa\x01\x02\b\x01R\x05value\"\xb7\x03\n" +
 	"\bOffering\x12#\n" +
 	"\rinstance_type\x18\x01 \x01(\tR\finstanceType\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12#\n" +
 	"\rcapacity_type\x18\x03 \x01(\x12R\fcapacityType\x12$\n" +
 	"\x0eprice_per_hour\x18\x04 \x01(\x01R\fpricePerHour\x129\n" +
-	"\x18interruption_probability\x18\x05 \x01(\x01R\x17interruptionProbability\x12O\n" +
-	"\tresources\x18\x06 \x03(\v21.libvirtprovider.store.v1.Offering.ResourcesEntryR\tresources\x12U\n" +
-	"\vallocatable\x18\a \x03(\v23.libvirtprovider.store.v1.Offering.AllocatableEntryR\vallocatable\x12F\n" +
-	"\x06labels\x18\b \x03(\v2..libvirtprovider.store.v1.Offering.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x18interruption_probability\x18\x05 \x01(\x01R\x17interruptionProbability\x12=\n" +
+	"\tresources\x18\x06 \x03(\v2\x1f.libvirtprovider.store.v1.EntryR\tresources\x12A\n" +
+	"\vallocatable\x18\a \x03(\v2\x1f.libvirtprovider.store.v1.EntryR\vallocatable\x127\n" +
+	"\x06labels\x18\b \x03(\v2\x1f.libvirtprovider.store.v1.EntryR\x06labels\x12\x12\n" +
 	"\x04vcpu\x18\t \x01(\x12R\x04vcpu\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\n" +
-	" \x01(\x12R\tmemoryMib\x1a<\n" +
-	"\x0eResourcesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
-	"\x10AllocatableEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
-	"\vLabelsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01BRZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/store/v1;storev1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
+	" \x01(\x12R\tmemoryMibBRZIgithub.com/bigfleet/libvirt-provider/gen/libvirtprovider/store/v1;storev1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_libvirtprovider_store_v1_store_proto_rawDescOnce sync.Once
@@ -513,22 +562,19 @@ func file_libvirtprovider_store_v1_store_proto_rawDescGZIP() []byte {
 	return file_libvirtprovider_store_v1_store_proto_rawDescData
 }
 
-var file_libvirtprovider_store_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_libvirtprovider_store_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_libvirtprovider_store_v1_store_proto_goTypes = []any{
 	(*Record)(nil),     // 0: libvirtprovider.store.v1.Record
 	(*Transition)(nil), // 1: libvirtprovider.store.v1.Transition
-	(*Offering)(nil),   // 2: libvirtprovider.store.v1.Offering
-	nil,                // 3: libvirtprovider.store.v1.Record.ShardMetadataEntry
-	nil,                // 4: libvirtprovider.store.v1.Offering.ResourcesEntry
-	nil,                // 5: libvirtprovider.store.v1.Offering.AllocatableEntry
-	nil,                // 6: libvirtprovider.store.v1.Offering.LabelsEntry
+	(*Entry)(nil),      // 2: libvirtprovider.store.v1.Entry
+	(*Offering)(nil),   // 3: libvirtprovider.store.v1.Offering
 }
 var file_libvirtprovider_store_v1_store_proto_depIdxs = []int32{
-	3, // 0: libvirtprovider.store.v1.Record.shard_metadata:type_name -> libvirtprovider.store.v1.Record.ShardMetadataEntry
+	2, // 0: libvirtprovider.store.v1.Record.shard_metadata:type_name -> libvirtprovider.store.v1.Entry
 	1, // 1: libvirtprovider.store.v1.Record.history:type_name -> libvirtprovider.store.v1.Transition
-	4, // 2: libvirtprovider.store.v1.Offering.resources:type_name -> libvirtprovider.store.v1.Offering.ResourcesEntry
-	5, // 3: libvirtprovider.store.v1.Offering.allocatable:type_name -> libvirtprovider.store.v1.Offering.AllocatableEntry
-	6, // 4: libvirtprovider.store.v1.Offering.labels:type_name -> libvirtprovider.store.v1.Offering.LabelsEntry
+	2, // 2: libvirtprovider.store.v1.Offering.resources:type_name -> libvirtprovider.store.v1.Entry
+	2, // 3: libvirtprovider.store.v1.Offering.allocatable:type_name -> libvirtprovider.store.v1.Entry
+	2, // 4: libvirtprovider.store.v1.Offering.labels:type_name -> libvirtprovider.store.v1.Entry
 	5, // [5:5] is the sub-list for method output_type
 	5, // [5:5] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
@@ -547,7 +593,7 @@ func file_libvirtprovider_store_v1_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_libvirtprovider_store_v1_store_proto_rawDesc), len(file_libvirtprovider_store_v1_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
