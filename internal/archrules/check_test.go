@@ -273,6 +273,17 @@ func goList(tagSets ...string) (string, []pkg, error) {
 			p.Tests = union(p.Tests, rel(append(l.TestImports, l.XTestImports...)))
 		}
 	}
+	// go list ran in another process, so go test's cache saw none of the
+	// files it read: touch them here (each package's directory and Go
+	// files), so that a cached pass cannot outlive a changed import.
+	for _, p := range merged {
+		entries, _ := os.ReadDir(p.Dir)
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".go") {
+				os.Stat(filepath.Join(p.Dir, e.Name()))
+			}
+		}
+	}
 	var out []pkg
 	for _, p := range merged {
 		// A package's own external test imports the package itself.
