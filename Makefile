@@ -90,8 +90,12 @@ test-polkit: node-deps
 	@mkdir -p out
 	set -o pipefail; node --test --test-reporter=tap deploy/host-setup/polkit/ | tee out/polkit.tap
 
+# The chart's checks: a missing or non-executable script is a failure, not
+# a stage that passes having checked nothing.
 chart-check:
-	@if [ -x test/chart/check.sh ]; then test/chart/check.sh; fi
+	@test -f test/chart/check.sh || { echo "chart-check: test/chart/check.sh is missing" >&2; exit 1; }
+	@test -x test/chart/check.sh || { echo "chart-check: test/chart/check.sh is not executable (git update-index --chmod=+x)" >&2; exit 1; }
+	test/chart/check.sh
 
 test-browser: build
 	@scripts/deps.sh browser

@@ -10,7 +10,7 @@
 #                  on IDLE → CONFIGURED, Create → CONFIGURED, p50/p90 over
 #                  BENCH_BOOT_N machines. Table: out/bench-boot.md. Not a
 #                  stage of make test. On a shared machine run it under
-#                  `flock /tmp/bf-realvirt.lock`.
+#                  `flock /tmp/bf-real-libvirt.lock`.
 .PHONY: bench-boot
 
 BENCH_BOOT_N ?= 5

@@ -13,7 +13,7 @@
 #                  systemd, blob sha256 checked in the guest) → Drain → Delete,
 #                  and the same on the initramfs test guest for comparison.
 #                  Times: out/test-golden-times.txt. Real libvirtd: on a shared
-#                  machine run it under `flock /tmp/bf-realvirt.lock`.
+#                  machine run it under `flock /tmp/bf-real-libvirt.lock`.
 # make golden-boot-times  boot-to-agent and boot-to-booted (the image's
 #                  /opt/bigfleet/booted says 0) of the image under BIOS and
 #                  UEFI (plain qemu, OVMF from Debian's ovmf), no libvirt.

@@ -6,7 +6,7 @@
 # uefi-secure + tpm (the guest reports Secure Boot enabled and has tpm0),
 # and two NICs (the guest has both). Prints each type's boot-to-agent time.
 # It touches the real libvirtd: on a shared machine run it under
-# `flock /tmp/bf-realvirt.lock make test-shapes`. IMAGE=path skips the build;
+# `flock /tmp/bf-real-libvirt.lock make test-shapes`. IMAGE=path skips the build;
 # GOLDEN=debian13 boots Debian 13's.
 
 .PHONY: test-shapes

@@ -1,65 +1,7 @@
 package server
 
-import (
-	"context"
-	"errors"
+import "errors"
 
-	"connectrpc.com/connect"
-
-	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
-)
-
-// errPanic is what the recovery interceptor hands to WireError: the panic
-// value itself may carry request data, so it never reaches the client.
+// errPanic is what the recovery interceptor hands to convert.WireError: the
+// panic value itself may carry request data, so it never reaches the client.
 var errPanic = errors.New("internal error (recovered panic)")
-
-// codeOf is THE error→wire-code table. FailedPrecondition comes from
-// lifecycle.CodeFenced and nothing else: BigFleet reads it as "you were
-// fenced", so any other use would make a shard give up its lease.
-var codeOf = map[lifecycle.Code]connect.Code{
-	lifecycle.CodeInvalid:       connect.CodeInvalidArgument,
-	lifecycle.CodeFenced:        connect.CodeFailedPrecondition,
-	lifecycle.CodeNotFound:      connect.CodeNotFound,
-	lifecycle.CodeUnimplemented: connect.CodeUnimplemented,
-	lifecycle.CodeAborted:       connect.CodeAborted,
-	lifecycle.CodeUnavailable:   connect.CodeUnavailable,
-	lifecycle.CodePermission:    connect.CodePermissionDenied,
-	lifecycle.CodeExhausted:     connect.CodeResourceExhausted,
-}
-
-// WireError turns any error a handler, checker or interceptor produced into
-// the *connect.Error sent to the client. It is the only caller of
-// connect.NewError in the module, so every code this service emits can be
-// read off this function and the table above.
-func WireError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		// Produced by connect itself (e.g. a message over the read limit).
-		return ce
-	}
-	return connect.NewError(classify(err), err)
-}
-
-func classify(err error) connect.Code {
-	var le *lifecycle.Error
-	switch {
-	case errors.As(err, &le):
-		if c, ok := codeOf[le.Code]; ok {
-			return c
-		}
-		return connect.CodeInternal
-	case errors.Is(err, context.Canceled):
-		return connect.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.CodeDeadlineExceeded
-	case errors.Is(err, backend.ErrHostUnavailable):
-		// Retryable outages: BigFleet backs off and tries again.
-		return connect.CodeUnavailable
-	default:
-		return connect.CodeInternal
-	}
-}

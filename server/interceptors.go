@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 )
 
 // RequestIDHeader carries the request id in both directions.
@@ -105,7 +106,7 @@ func (o observer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		start := time.Now()
 		id := requestIDFrom(req.Header())
 		res, err := next(&idContext{ctx, id}, req)
-		err = WireError(err)
+		err = convert.WireError(err)
 		if res != nil {
 			res.Header().Set(RequestIDHeader, id)
 		}
@@ -129,7 +130,7 @@ func (o observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 		start := time.Now()
 		id := requestIDFrom(conn.RequestHeader())
 		conn.ResponseHeader().Set(RequestIDHeader, id)
-		err := WireError(next(&idContext{ctx, id}, conn))
+		err := convert.WireError(next(&idContext{ctx, id}, conn))
 		o.record(ctx, conn.Spec().Procedure, conn.Peer(), id, err, time.Since(start))
 		return err
 	}
@@ -237,5 +238,5 @@ func (r recoverer) caught(ctx context.Context, method string, v any) error {
 		slog.String("request_id", RequestID(ctx)),
 		slog.Any("panic", v),
 		slog.String("stack", string(debug.Stack())))
-	return WireError(errPanic)
+	return convert.WireError(errPanic)
 }

@@ -7,11 +7,12 @@ import (
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 )
 
 // service implements the generated CapacityProviderHandler. Each method is
 // translate → delegate → translate; policy lives in the engine, codes in
-// WireError.
+// convert.WireError.
 type service struct {
 	engine Engine
 }
@@ -21,7 +22,7 @@ var _ bigfleetv1alpha1connect.CapacityProviderHandler = (*service)(nil)
 func (s *service) Create(ctx context.Context, req *connect.Request[pb.CreateRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Create(ctx, createFromProto(req.Msg))
 	if err != nil {
-		return nil, WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -29,7 +30,7 @@ func (s *service) Create(ctx context.Context, req *connect.Request[pb.CreateRequ
 func (s *service) Configure(ctx context.Context, req *connect.Request[pb.ConfigureRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Configure(ctx, configureFromProto(req.Msg))
 	if err != nil {
-		return nil, WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -37,7 +38,7 @@ func (s *service) Configure(ctx context.Context, req *connect.Request[pb.Configu
 func (s *service) Drain(ctx context.Context, req *connect.Request[pb.DrainRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Drain(ctx, drainFromProto(req.Msg))
 	if err != nil {
-		return nil, WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -45,7 +46,7 @@ func (s *service) Drain(ctx context.Context, req *connect.Request[pb.DrainReques
 func (s *service) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequest]) (*connect.Response[pb.TransitionAck], error) {
 	ack, err := s.engine.Delete(ctx, deleteFromProto(req.Msg))
 	if err != nil {
-		return nil, WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(ackToProto(ack)), nil
 }
@@ -53,7 +54,7 @@ func (s *service) Delete(ctx context.Context, req *connect.Request[pb.DeleteRequ
 func (s *service) Get(ctx context.Context, req *connect.Request[pb.MachineRef]) (*connect.Response[pb.Machine], error) {
 	m, err := s.engine.GetShared(ctx, req.Msg.GetId())
 	if err != nil {
-		return nil, WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(machineMessage(m)), nil
 }
@@ -61,7 +62,7 @@ func (s *service) Get(ctx context.Context, req *connect.Request[pb.MachineRef]) 
 func (s *service) List(ctx context.Context, req *connect.Request[pb.ListFilter]) (*connect.Response[pb.MachineList], error) {
 	res, err := s.engine.ListShared(ctx, listFromProto(req.Msg))
 	if err != nil {
-		return nil, WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(listMessage(res)), nil
 }

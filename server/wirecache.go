@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -35,7 +36,7 @@ const (
 // nil when the record cannot be encoded (a string that is not UTF-8): the
 // carrier is then not used and the ordinary marshal reports the error.
 func encodeMachine(m *lifecycle.Machine) []byte {
-	b, err := deterministic.Marshal(MachineToProto(*m))
+	b, err := deterministic.Marshal(convert.MachineToProto(*m))
 	if err != nil {
 		return nil
 	}
@@ -62,7 +63,7 @@ func carry[M proto.Message](msg M, raw []byte) M {
 func machineMessage(m *lifecycle.Machine) *pb.Machine {
 	b := machineBytes(m)
 	if b == nil {
-		return MachineToProto(*m)
+		return convert.MachineToProto(*m)
 	}
 	return carry(new(pb.Machine), b)
 }
@@ -99,7 +100,7 @@ func listMessage(res lifecycle.SharedList) *pb.MachineList {
 func sharedListToProto(res lifecycle.SharedList) *pb.MachineList {
 	out := &pb.MachineList{Machines: make([]*pb.Machine, len(res.Machines)), Revision: res.Revision}
 	for i, m := range res.Machines {
-		out.Machines[i] = MachineToProto(*m)
+		out.Machines[i] = convert.MachineToProto(*m)
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -67,13 +68,13 @@ func TestCachedBytesEqualMarshal(t *testing.T) {
 	t.Parallel()
 	var page lifecycle.SharedList
 	for name, m := range wireCases() {
-		want := marshalDet(t, MachineToProto(m))
+		want := marshalDet(t, convert.MachineToProto(m))
 		got, err := proto.Marshal(machineMessage(&m))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s: served %x (%v), want %x", name, got, err, want)
 		}
 		back := new(pb.Machine)
-		if err := proto.Unmarshal(got, back); err != nil || !proto.Equal(back, MachineToProto(m)) {
+		if err := proto.Unmarshal(got, back); err != nil || !proto.Equal(back, convert.MachineToProto(m)) {
 			t.Errorf("%s: reads back as %v (%v)", name, back, err)
 		}
 		page.Machines = append(page.Machines, &m)
@@ -98,7 +99,7 @@ func TestCarrierJSON(t *testing.T) {
 	m := fullMachine(lifecycle.Configured)
 	page := lifecycle.SharedList{Machines: []*lifecycle.Machine{&m, &m}, Revision: []byte("cursor")}
 	for name, c := range map[string]struct{ carrier, real proto.Message }{
-		"machine": {machineMessage(&m), MachineToProto(m)},
+		"machine": {machineMessage(&m), convert.MachineToProto(m)},
 		"list":    {listMessage(page), sharedListToProto(page)},
 		"plain":   {&pb.TransitionAck{OperationId: "op"}, &pb.TransitionAck{OperationId: "op"}},
 	} {
@@ -165,7 +166,7 @@ func TestServedBytesFollowRevisions(t *testing.T) {
 		if err := p.c.conn.Invoke(ctx, svc+"Get", &pb.MachineRef{Id: "m1"}, &got, grpc.ForceCodecV2(rawCodec{})); err != nil {
 			t.Fatal(err)
 		}
-		if want := marshalDet(t, MachineToProto(cur)); !bytes.Equal(got.b, want) {
+		if want := marshalDet(t, convert.MachineToProto(cur)); !bytes.Equal(got.b, want) {
 			t.Fatalf("%s: Get served %x, want %x", step, got.b, want)
 		}
 		var lst rawBytes

@@ -11,7 +11,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -34,7 +34,7 @@ func stateToProto(s lifecycle.State) pb.MachineState {
 // server's own mapping) and adds the bookkeeping BigFleet never sees.
 func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
 	out := &adminv1.AdminMachine{
-		Machine:       server.MachineToProto(m),
+		Machine:       convert.MachineToProto(m),
 		Domain:        m.Domain,
 		OperationId:   m.OperationID,
 		OperationKind: string(m.OpKind),

@@ -11,7 +11,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -51,7 +51,7 @@ func (s *Service) cordonWrite(ctx context.Context, action, host, reason string, 
 	}
 	s.done(a, action, target, "", p, err)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return h, nil
 }

@@ -11,5 +11,5 @@
 // (--admin-clients); an empty list allows nobody. WhoAmI tells a caller
 // which it is. Every write attempt is logged with the caller's identity
 // and counted per identity, allowed or not. Errors reach the wire only
-// through server.WireError, the module's one error→code mapping.
+// through convert.WireError, the module's one error→code mapping.
 package admin

@@ -12,7 +12,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -65,7 +65,7 @@ func (s *Service) downWrite(ctx context.Context, action, host, reason string, do
 	}
 	s.done(a, action, target, "", p, err)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	s.logDown(h, down, rec, prev)
 	return h, nil

@@ -7,7 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 )
 
 const actionFenceClear = "fence-clear"
@@ -25,7 +25,7 @@ func (s *Service) ClearFenceMark(ctx context.Context, req *connect.Request[admin
 	c, err := s.eng.ClearMark(ctx, id, shard, a.identity)
 	s.done(a, actionFenceClear, target, "", req.Peer(), err)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	limit, _ := s.eng.ShardLimit()
 	return connect.NewResponse(&adminv1.ClearFenceMarkResponse{

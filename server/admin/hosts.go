@@ -9,7 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -33,7 +33,7 @@ func machineHost(m lifecycle.Machine) string {
 func (s *Service) ListHosts(ctx context.Context, _ *connect.Request[adminv1.ListHostsRequest]) (*connect.Response[adminv1.ListHostsResponse], error) {
 	hosts, err := s.hosts(ctx)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(&adminv1.ListHostsResponse{Hosts: hosts}), nil
 }

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 )
 
 const actionMigrate = "migrate"
@@ -26,7 +26,7 @@ func (s *Service) MigrateMachine(ctx context.Context, req *connect.Request[admin
 	res, err := s.eng.Migrate(ctx, id, to) // validates id
 	s.done(a, actionMigrate, target, "", req.Peer(), err)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(&adminv1.MigrateMachineResponse{
 		Machine:   s.machineView(res.Machine, s.now()),

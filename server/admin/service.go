@@ -16,8 +16,8 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1/adminv1connect"
-	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/callerid"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -240,11 +240,11 @@ func (s *Service) GetFleetSummary(_ context.Context, _ *connect.Request[adminv1.
 
 func (s *Service) ListMachines(ctx context.Context, req *connect.Request[adminv1.ListMachinesRequest]) (*connect.Response[adminv1.ListMachinesResponse], error) {
 	if req.Msg.GetMaxResults() < 0 {
-		return nil, server.WireError(&lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "max_results must not be negative"})
+		return nil, convert.WireError(&lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "max_results must not be negative"})
 	}
 	all, err := s.all(ctx)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	states, zones, hosts := req.Msg.GetStates(), req.Msg.GetZones(), req.Msg.GetHosts()
 	ms := slices.DeleteFunc(all, func(m lifecycle.Machine) bool {
@@ -267,7 +267,7 @@ func (s *Service) ListMachines(ctx context.Context, req *connect.Request[adminv1
 func (s *Service) GetMachine(ctx context.Context, req *connect.Request[adminv1.GetMachineRequest]) (*connect.Response[adminv1.GetMachineResponse], error) {
 	m, err := s.eng.Get(ctx, req.Msg.GetId())
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(&adminv1.GetMachineResponse{Machine: s.machineView(m, s.now())}), nil
 }
@@ -275,7 +275,7 @@ func (s *Service) GetMachine(ctx context.Context, req *connect.Request[adminv1.G
 func (s *Service) GetMachineHistory(ctx context.Context, req *connect.Request[adminv1.GetMachineHistoryRequest]) (*connect.Response[adminv1.GetMachineHistoryResponse], error) {
 	m, err := s.eng.Get(ctx, req.Msg.GetId())
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	out := &adminv1.GetMachineHistoryResponse{MachineId: m.ID, Limit: lifecycle.HistoryLimit}
 	now := s.now()

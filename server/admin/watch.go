@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -59,7 +59,7 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 	stream *connect.ServerStream[adminv1.WatchMachinesResponse]) error {
 	all, err := s.all(ctx)
 	if err != nil {
-		return server.WireError(err)
+		return convert.WireError(err)
 	}
 	seen := make(map[string]uint64, len(all))
 	boots := s.newBootTrack()

@@ -8,7 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -94,7 +94,7 @@ func (s *Service) allow(ctx context.Context, action string, target slog.Attr, p 
 	s.writes.WithLabelValues(action, "denied", a.label).Inc()
 	s.log.Warn("admin write refused", "action", action, target, "identity", a.identity,
 		"reason", a.reason, "peer", p.Addr, "protocol", p.Protocol)
-	return a, server.WireError(&lifecycle.Error{Code: lifecycle.CodePermission, Msg: a.reason})
+	return a, convert.WireError(&lifecycle.Error{Code: lifecycle.CodePermission, Msg: a.reason})
 }
 
 // done logs and counts a write that was allowed to run, under the
@@ -132,7 +132,7 @@ func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[admin
 	}
 	s.done(a, actionRelease, target, ack.OperationID, req.Peer(), err)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(&adminv1.ReleaseMachineResponse{
 		OperationId: ack.OperationID,
@@ -149,7 +149,7 @@ func (s *Service) TriggerReconcile(ctx context.Context, req *connect.Request[adm
 	err = ctx.Err() // a pass cut short by the client is not a success
 	s.done(a, actionReconcile, noTarget, "", req.Peer(), err)
 	if err != nil {
-		return nil, server.WireError(err)
+		return nil, convert.WireError(err)
 	}
 	return connect.NewResponse(&adminv1.TriggerReconcileResponse{Reconcile: reconcileToProto(rep)}), nil
 }

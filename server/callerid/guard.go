@@ -12,7 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Mode is --caller-identity.
@@ -173,8 +173,8 @@ func (g *Guard) verdict(ctx context.Context, method string, r *Refusal, peer con
 	}
 	g.refused(ctx, method, r, peer)
 	// The observer (outermost) turns this into PermissionDenied through
-	// server.WireError, the one place wire codes are made.
-	return &lifecycle.Error{Code: lifecycle.CodePermission, Msg: r.Msg}
+	// convert.WireError, the one place wire codes are made.
+	return &record.Error{Code: record.CodePermission, Msg: r.Msg}
 }
 
 // AdminInterceptor holds the admin service's reads to DecideAdminRead.

@@ -69,27 +69,70 @@ func TestSeedGrowsButNeverShrinks(t *testing.T) {
 	}
 }
 
+// TestCloseDuringMutations: Close runs while 64 goroutines create and
+// delete (launching transitions as it stops them). Every call is accepted
+// or refused with a code that says why (Aborted: out of position;
+// Unavailable: shutting down), every call made after Close returned is
+// refused as shutting down, and after a restart every machine settles in
+// a resting state, none FAILED.
 func TestCloseDuringMutations(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 64)
+	const enoughAccepted = 64 // Close waits for this many acks: transitions are running
+	var accepted atomic.Int64
+	busy := make(chan struct{})
+	var busyOnce sync.Once
+	var closed atomic.Bool
+	check := func(id, what string, afterClose bool, err error) {
+		switch {
+		case err == nil && !afterClose:
+			if accepted.Add(1) >= enoughAccepted {
+				busyOnce.Do(func() { close(busy) })
+			}
+		case afterClose && (codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "shutting down")):
+			t.Errorf("%s %s after Close returned: %v, want Unavailable (shutting down)", what, id, err)
+		case err != nil && codeOf(err) != CodeAborted && codeOf(err) != CodeUnavailable:
+			t.Errorf("%s %s: %v (code %d), want it accepted, Aborted or Unavailable", what, id, err, codeOf(err))
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {
 			id := fmt.Sprintf("m%03d", i)
-			for range 20 {
-				f.e.Create(context.Background(), CreateRequest{MachineID: id})
-				f.e.Delete(context.Background(), DeleteRequest{MachineID: id})
+			// Until one round after Close returned (bounded, should Close hang).
+			for range 100_000 {
+				after := closed.Load()
+				_, err := f.e.Create(context.Background(), CreateRequest{MachineID: id})
+				check(id, "Create", after, err)
+				_, err = f.e.Delete(context.Background(), DeleteRequest{MachineID: id})
+				check(id, "Delete", after, err)
+				if after {
+					return
+				}
 			}
+			t.Errorf("%s: Close never returned", id)
 		})
 	}
-	time.Sleep(2 * time.Millisecond)
+	select {
+	case <-busy:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("only %d mutations accepted in 10s", accepted.Load())
+	}
 	f.e.Close() // must not race the launches (WaitGroup reuse)
+	closed.Store(true)
 	wg.Wait()
+
 	f.start(64)
 	for i := range 64 {
-		m, _ := f.e.Get(context.Background(), fmt.Sprintf("m%03d", i))
+		m, err := f.e.Get(context.Background(), fmt.Sprintf("m%03d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if m.State.Transitional() {
-			f.waitState(m.ID, map[State]State{Creating: Idle, Deleting: Speculative}[m.State])
+			m = f.waitState(m.ID, map[State]State{Creating: Idle, Deleting: Speculative}[m.State])
+		}
+		if m.State != Idle && m.State != Speculative {
+			t.Errorf("%s after restart: %s (last_error %q), want IDLE or SPECULATIVE", m.ID, m.State, m.LastError)
 		}
 	}
 }

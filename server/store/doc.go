@@ -11,6 +11,9 @@
 //     transaction and one fsync (group commit), so throughput grows with
 //     concurrency while every write stays O(batch), never O(fleet).
 //
-// The file layout is described in bolt.go and codec.go; it carries a schema
+// The file layout is described in bolt.go and codec.go, and the values of
+// machine records and offerings in proto/libvirtprovider/store/v1/store.proto
+// (record.go, offering.go; testdata/golden holds values older releases
+// wrote, which must keep loading); the file carries a schema
 // version in meta so a future layout can refuse or migrate an old file.
 package store

@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/encoding/protowire"
 
+	storev1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/store/v1"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -31,70 +31,53 @@ type offering struct {
 	MemoryMiB               int
 }
 
-const (
-	oInstanceType protowire.Number = 1
-	oZone         protowire.Number = 2
-	oCapacityType protowire.Number = 3
-	oPrice        protowire.Number = 4
-	oInterruption protowire.Number = 5
-	oResources    protowire.Number = 6
-	oAllocatable  protowire.Number = 7
-	oLabels       protowire.Number = 8
-	oVCPU         protowire.Number = 9
-	oMemoryMiB    protowire.Number = 10
-)
-
 // encodeOffering is the canonical encoding of m's offering part (format
-// byte, then fields; maps in key order), so equal parts have equal bytes.
-// An empty part encodes to the format byte alone.
+// byte, then a storev1.Offering with its maps in key order), so equal
+// parts have equal bytes. An empty part encodes to the
+// format byte alone.
 func encodeOffering(m *lifecycle.Machine) []byte {
-	b := make([]byte, 0, 160)
-	b = append(b, formatBinaryV1)
-	b = appendString(b, oInstanceType, m.InstanceType)
-	b = appendString(b, oZone, m.Zone)
-	b = appendInt(b, oCapacityType, int64(m.CapacityType))
-	b = appendFloat(b, oPrice, m.PricePerHour)
-	b = appendFloat(b, oInterruption, m.InterruptionProbability)
-	b = appendMap(b, oResources, m.Resources)
-	b = appendMap(b, oAllocatable, m.Allocatable)
-	b = appendMap(b, oLabels, m.Labels)
-	b = appendInt(b, oVCPU, int64(m.VCPU))
-	return appendInt(b, oMemoryMiB, int64(m.MemoryMiB))
+	return marshal(&storev1.Offering{
+		InstanceType:            m.InstanceType,
+		Zone:                    m.Zone,
+		CapacityType:            int64(m.CapacityType),
+		PricePerHour:            m.PricePerHour,
+		InterruptionProbability: m.InterruptionProbability,
+		Resources:               toEntries(m.Resources),
+		Allocatable:             toEntries(m.Allocatable),
+		Labels:                  toEntries(m.Labels),
+		Vcpu:                    int64(m.VCPU),
+		MemoryMib:               int64(m.MemoryMiB),
+	})
 }
 
 func decodeOffering(v []byte) (*offering, error) {
 	if len(v) == 0 || v[0] != formatBinaryV1 {
 		return nil, fmt.Errorf("unknown offering format %x", v[:min(len(v), 1)])
 	}
-	o := new(offering)
-	d := decoder{b: v[1:]}
-	for num, typ, ok := d.next(); ok; num, typ, ok = d.next() {
-		switch num {
-		case oInstanceType:
-			o.InstanceType = d.string(num, typ)
-		case oZone:
-			o.Zone = d.string(num, typ)
-		case oCapacityType:
-			o.CapacityType = lifecycle.CapacityType(d.int(num, typ))
-		case oPrice:
-			o.PricePerHour = d.float(num, typ)
-		case oInterruption:
-			o.InterruptionProbability = d.float(num, typ)
-		case oResources:
-			d.mapEntry(num, typ, &o.Resources)
-		case oAllocatable:
-			d.mapEntry(num, typ, &o.Allocatable)
-		case oLabels:
-			d.mapEntry(num, typ, &o.Labels)
-		case oVCPU:
-			o.VCPU = int(d.int(num, typ))
-		case oMemoryMiB:
-			o.MemoryMiB = int(d.int(num, typ))
-		default:
-			d.unknown(num)
+	var p storev1.Offering
+	if err := unmarshal(v[1:], &p); err != nil {
+		return nil, err
+	}
+	o := &offering{
+		InstanceType:            p.InstanceType,
+		Zone:                    p.Zone,
+		CapacityType:            lifecycle.CapacityType(p.CapacityType),
+		PricePerHour:            p.PricePerHour,
+		InterruptionProbability: p.InterruptionProbability,
+		VCPU:                    int(p.Vcpu),
+		MemoryMiB:               int(p.MemoryMib),
+	}
+	var err error
+	for _, f := range []struct {
+		name string
+		to   *map[string]string
+		from []*storev1.Entry
+	}{{"resources", &o.Resources, p.Resources}, {"allocatable", &o.Allocatable, p.Allocatable}, {"labels", &o.Labels, p.Labels}} {
+		if *f.to, err = fromEntries(f.from); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
-	return o, d.err
+	return o, nil
 }
 
 // apply sets m's offering part. The maps are shared with every record of

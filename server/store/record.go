@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
+	storev1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/store/v1"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
@@ -22,78 +24,60 @@ const (
 	formatBinaryV1 = 0x01
 )
 
-// Machine record fields (binary v1). The id is the record's key and is not
-// repeated in the value; what a capacity offering's slots share (type,
-// zone, price, resources, allocatable, labels, hardware) is stored once in
-// the offerings bucket and referenced by id (offering.go).
-const (
-	fState         protowire.Number = 1
-	fHostProvider  protowire.Number = 2
-	fHostRef       protowire.Number = 3
-	fOffering      protowire.Number = 4
-	fLastError     protowire.Number = 5
-	fCluster       protowire.Number = 6
-	fShardMetadata protowire.Number = 7
-	fDomain        protowire.Number = 8
-	fHostName      protowire.Number = 9
-	fOperationID   protowire.Number = 10
-	fOpKind        protowire.Number = 11
-	fOpDeadline    protowire.Number = 12
-	fDrainGrace    protowire.Number = 13
-	fStateSince    protowire.Number = 14
-	fRevision      protowire.Number = 15
-	fHistory       protowire.Number = 16
-)
-
-// Transition fields, nested in fHistory.
-const (
-	tOperationID protowire.Number = 1
-	tKind        protowire.Number = 2
-	tFrom        protowire.Number = 3
-	tTo          protowire.Number = 4
-	tStarted     protowire.Number = 5
-	tEnded       protowire.Number = 6
-	tOutcome     protowire.Number = 7
-	tLastError   protowire.Number = 8
-	tNote        protowire.Number = 9
-)
+// Binary v1 is a storev1.Record (proto/libvirtprovider/store/v1): the id
+// is the record's key and is not repeated in the value; what a capacity
+// offering's slots share (type, zone, price, resources, allocatable,
+// labels, hardware) is stored once in the offerings bucket and referenced
+// by id (offering.go). Maps are written in key order (entries.go), which
+// is what the hand-written codec before it wrote, byte for byte
+// (testdata/golden).
 
 // encodeRecord is m's value in binary v1, with its offering part replaced
 // by the reference off (0: the offering part is empty).
 func encodeRecord(m *lifecycle.Machine, off uint64) []byte {
-	b := make([]byte, 0, 96+len(m.History)*96)
-	b = append(b, formatBinaryV1)
-	b = appendInt(b, fState, int64(m.State))
-	b = appendString(b, fHostProvider, m.Host.Provider)
-	b = appendString(b, fHostRef, m.Host.Ref)
-	b = appendUint(b, fOffering, off)
-	b = appendString(b, fLastError, m.LastError)
-	b = appendString(b, fCluster, m.Cluster)
-	b = appendMap(b, fShardMetadata, m.ShardMetadata)
-	b = appendString(b, fDomain, m.Domain)
-	b = appendString(b, fHostName, m.HostName)
-	b = appendString(b, fOperationID, m.OperationID)
-	b = appendString(b, fOpKind, string(m.OpKind))
-	b = appendTime(b, fOpDeadline, m.OpDeadline)
-	b = appendInt(b, fDrainGrace, m.DrainGrace)
-	b = appendTime(b, fStateSince, m.StateSince)
-	b = appendUint(b, fRevision, m.Revision)
-	for i := range m.History {
-		b = appendNested(b, fHistory, func(b []byte) []byte { return appendTransition(b, &m.History[i]) })
+	times := newTimeBuf(2 + 2*len(m.History))
+	r := &storev1.Record{
+		State:         int64(m.State),
+		HostProvider:  m.Host.Provider,
+		HostRef:       m.Host.Ref,
+		Offering:      off,
+		LastError:     m.LastError,
+		Cluster:       m.Cluster,
+		ShardMetadata: toEntries(m.ShardMetadata),
+		Domain:        m.Domain,
+		HostName:      m.HostName,
+		OperationId:   m.OperationID,
+		OpKind:        string(m.OpKind),
+		OpDeadline:    times.encode(m.OpDeadline),
+		DrainGrace:    m.DrainGrace,
+		StateSince:    times.encode(m.StateSince),
+		Revision:      m.Revision,
 	}
-	return b
+	if len(m.History) > 0 {
+		r.History = make([]*storev1.Transition, len(m.History))
+		hist := make([]storev1.Transition, len(m.History))
+		for i := range m.History {
+			t := &m.History[i]
+			hist[i] = storev1.Transition{
+				OperationId: t.OperationID, Kind: string(t.Kind),
+				From: int64(t.From), To: int64(t.To),
+				Started: times.encode(t.Started), Ended: times.encode(t.Ended),
+				Outcome: t.Outcome, LastError: t.LastError, Note: t.Note,
+			}
+			r.History[i] = &hist[i]
+		}
+	}
+	return marshal(r)
 }
 
-func appendTransition(b []byte, t *lifecycle.Transition) []byte {
-	b = appendString(b, tOperationID, t.OperationID)
-	b = appendString(b, tKind, string(t.Kind))
-	b = appendInt(b, tFrom, int64(t.From))
-	b = appendInt(b, tTo, int64(t.To))
-	b = appendTime(b, tStarted, t.Started)
-	b = appendTime(b, tEnded, t.Ended)
-	b = appendString(b, tOutcome, t.Outcome)
-	b = appendString(b, tLastError, t.LastError)
-	return appendString(b, tNote, t.Note)
+// marshal is the format byte then msg. Marshalling a message of this
+// package cannot fail (no required fields, no UTF-8 checks).
+func marshal(msg proto.Message) []byte {
+	b, err := proto.MarshalOptions{}.MarshalAppend([]byte{formatBinaryV1}, msg)
+	if err != nil {
+		panic(fmt.Sprintf("store: marshal %T: %v", msg, err))
+	}
+	return b
 }
 
 // offeringLookup resolves an offering reference of a record.
@@ -123,86 +107,82 @@ func decodeMachine(k, v []byte, offerings offeringLookup) (lifecycle.Machine, er
 }
 
 func decodeRecordV1(m *lifecycle.Machine, v []byte, offerings offeringLookup) error {
-	d := decoder{b: v}
-	for num, typ, ok := d.next(); ok; num, typ, ok = d.next() {
-		switch num {
-		case fState:
-			m.State = lifecycle.State(d.int(num, typ))
-		case fHostProvider:
-			m.Host.Provider = d.string(num, typ)
-		case fHostRef:
-			m.Host.Ref = d.string(num, typ)
-		case fOffering:
-			id := d.uint(num, typ)
-			if d.err != nil {
-				break
-			}
-			o, ok := offerings(id)
-			if !ok {
-				return fmt.Errorf("offering %d is not in the file", id)
-			}
-			o.apply(m)
-		case fLastError:
-			m.LastError = d.string(num, typ)
-		case fCluster:
-			m.Cluster = d.string(num, typ)
-		case fShardMetadata:
-			d.mapEntry(num, typ, &m.ShardMetadata)
-		case fDomain:
-			m.Domain = d.string(num, typ)
-		case fHostName:
-			m.HostName = d.string(num, typ)
-		case fOperationID:
-			m.OperationID = d.string(num, typ)
-		case fOpKind:
-			m.OpKind = lifecycle.OpKind(d.string(num, typ))
-		case fOpDeadline:
-			m.OpDeadline = d.time(num, typ)
-		case fDrainGrace:
-			m.DrainGrace = d.int(num, typ)
-		case fStateSince:
-			m.StateSince = d.time(num, typ)
-		case fRevision:
-			m.Revision = d.uint(num, typ)
-		case fHistory:
-			t, err := decodeTransition(d.bytes(num, typ))
-			if d.err == nil && err != nil {
-				return fmt.Errorf("history entry %d: %w", len(m.History), err)
-			}
-			m.History = append(m.History, t)
-		default:
-			d.unknown(num)
+	var r storev1.Record
+	if err := unmarshal(v, &r); err != nil {
+		return err
+	}
+	var err error
+	m.State = lifecycle.State(r.State)
+	m.Host = lifecycle.HostRef{Provider: r.HostProvider, Ref: r.HostRef}
+	if r.Offering != 0 {
+		o, ok := offerings(r.Offering)
+		if !ok {
+			return fmt.Errorf("offering %d is not in the file", r.Offering)
+		}
+		o.apply(m)
+	}
+	m.LastError, m.Cluster = r.LastError, r.Cluster
+	if m.ShardMetadata, err = fromEntries(r.ShardMetadata); err != nil {
+		return fmt.Errorf("shard_metadata: %w", err)
+	}
+	m.Domain, m.HostName, m.OperationID, m.OpKind = r.Domain, r.HostName, r.OperationId, lifecycle.OpKind(r.OpKind)
+	if m.OpDeadline, err = decodeTime(r.OpDeadline); err != nil {
+		return fmt.Errorf("op_deadline: %w", err)
+	}
+	m.DrainGrace, m.Revision = r.DrainGrace, r.Revision
+	if m.StateSince, err = decodeTime(r.StateSince); err != nil {
+		return fmt.Errorf("state_since: %w", err)
+	}
+	if len(r.History) > 0 {
+		m.History = make([]lifecycle.Transition, len(r.History))
+	}
+	for i, t := range r.History {
+		if err := decodeTransition(&m.History[i], t); err != nil {
+			return fmt.Errorf("history entry %d: %w", i, err)
 		}
 	}
-	return d.err
+	return nil
 }
 
-func decodeTransition(v []byte) (lifecycle.Transition, error) {
-	var t lifecycle.Transition
-	d := decoder{b: v}
-	for num, typ, ok := d.next(); ok; num, typ, ok = d.next() {
-		switch num {
-		case tOperationID:
-			t.OperationID = d.string(num, typ)
-		case tKind:
-			t.Kind = lifecycle.OpKind(d.string(num, typ))
-		case tFrom:
-			t.From = lifecycle.State(d.int(num, typ))
-		case tTo:
-			t.To = lifecycle.State(d.int(num, typ))
-		case tStarted:
-			t.Started = d.time(num, typ)
-		case tEnded:
-			t.Ended = d.time(num, typ)
-		case tOutcome:
-			t.Outcome = d.string(num, typ)
-		case tLastError:
-			t.LastError = d.string(num, typ)
-		case tNote:
-			t.Note = d.string(num, typ)
-		default:
-			d.unknown(num)
-		}
+func decodeTransition(out *lifecycle.Transition, t *storev1.Transition) error {
+	if err := refuseUnknown(t); err != nil {
+		return err
 	}
-	return t, d.err
+	var err error
+	*out = lifecycle.Transition{OperationID: t.OperationId, Kind: lifecycle.OpKind(t.Kind),
+		From: lifecycle.State(t.From), To: lifecycle.State(t.To),
+		Outcome: t.Outcome, LastError: t.LastError, Note: t.Note}
+	if out.Started, err = decodeTime(t.Started); err != nil {
+		return fmt.Errorf("started: %w", err)
+	}
+	if out.Ended, err = decodeTime(t.Ended); err != nil {
+		return fmt.Errorf("ended: %w", err)
+	}
+	return nil
+}
+
+// unmarshal decodes v into msg and refuses unknown fields. Strings and
+// bytes are copied: v may be bbolt's mmap, valid only in its transaction.
+func unmarshal(v []byte, msg proto.Message) error {
+	if err := proto.Unmarshal(v, msg); err != nil {
+		return err
+	}
+	return refuseUnknown(msg)
+}
+
+// refuseUnknown: the format byte, not optional fields, is how the format
+// evolves, so a field this version does not know means a damaged record.
+// So does a known field of the wrong wire type, which protobuf keeps as
+// unknown too; the error names the first such field.
+func refuseUnknown(msg proto.Message) error {
+	u := msg.ProtoReflect().GetUnknown()
+	if len(u) == 0 {
+		return nil
+	}
+	num, typ, _ := protowire.ConsumeTag(u)
+	fd := msg.ProtoReflect().Descriptor().Fields().ByNumber(num)
+	if fd == nil {
+		return fmt.Errorf("unknown field %d of %s", num, msg.ProtoReflect().Descriptor().Name())
+	}
+	return fmt.Errorf("field %d (%s) has wire type %d, not %s's", num, fd.Name(), typ, fd.Kind())
 }

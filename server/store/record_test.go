@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -210,7 +211,7 @@ func TestDecodeRefusesDamage(t *testing.T) {
 		"missing offering": {good, none, "offering 7 is not in the file"},
 		"truncated":        {good[:len(good)-3], some, "decode machine"},
 		"unknown field":    {append(bytes.Clone(good), 0xf8, 0x01, 0x01), some, "unknown field 31"},
-		"wrong wire type":  {[]byte{formatBinaryV1, 0x0a, 0x00}, some, "field 1 has wire type 2"},
+		"wrong wire type":  {[]byte{formatBinaryV1, 0x0a, 0x00}, some, "field 1 (state) has wire type 2"},
 		"bad JSON":         {[]byte(`{"id":`), some, "JSON record"},
 	}
 	for name, c := range cases {
@@ -228,6 +229,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	for _, m := range roundTripCases() {
 		f.Add(encodeRecord(&m, 1), encodeOffering(&m))
 		f.Add(encodeMachineJSON(f, &m), []byte{formatBinaryV1})
+	}
+	for name := range goldenCases() {
+		rec, err := os.ReadFile(goldenPath(name, "record"))
+		must(f, err)
+		off, err := os.ReadFile(goldenPath(name, "offering"))
+		must(f, err)
+		f.Add(rec, off)
 	}
 	f.Add([]byte{formatBinaryV1, 0x82, 0x01, 0x02, 0x08}, []byte{formatBinaryV1, 0x32, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, rec, off []byte) {

@@ -1,4 +1,4 @@
-package server
+package convert
 
 import (
 	"context"
@@ -44,25 +44,6 @@ func TestMachineToProto(t *testing.T) {
 	}
 }
 
-func TestRequestsFromProto(t *testing.T) {
-	t.Parallel()
-	meta := map[string]string{"k": "v"}
-	c := configureFromProto(&pb.ConfigureRequest{MachineId: "m", ClusterId: "c", BootstrapBlob: []byte{1},
-		ShardMetadata: meta, ShardId: "s", ShardEpoch: 9, SequenceNumber: 1<<63 - 1})
-	meta["k"] = "changed"
-	if c.ShardMetadata["k"] != "v" || c.Token != (lifecycle.Token{ShardID: "s", Epoch: 9, Sequence: 1<<63 - 1}) {
-		t.Errorf("configure = %+v", c)
-	}
-	d := drainFromProto(&pb.DrainRequest{MachineId: "m", GracePeriodSeconds: -1})
-	if d.GraceSeconds != -1 {
-		t.Error("negative grace must reach the engine to be refused there")
-	}
-	q := listFromProto(&pb.ListFilter{States: []pb.MachineState{pb.MachineState_MACHINE_STATE_IDLE}, MaxResults: -5})
-	if q.MaxResults != -5 || len(q.States) != 1 || q.States[0] != lifecycle.Idle {
-		t.Errorf("list = %+v", q)
-	}
-}
-
 // TestErrorTable pins the one error→code mapping.
 func TestErrorTable(t *testing.T) {
 	t.Parallel()
@@ -84,7 +65,6 @@ func TestErrorTable(t *testing.T) {
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), connect.CodeDeadlineExceeded},
 		{fmt.Errorf("zone z: %w", backend.ErrHostUnavailable), connect.CodeUnavailable},
 		{errors.New("disk on fire"), connect.CodeInternal},
-		{errPanic, connect.CodeInternal},
 		{WireError(le(lifecycle.CodeAborted)), connect.CodeAborted}, // already mapped: passes through
 	}
 	for _, tc := range cases {

@@ -1,4 +1,4 @@
-package server
+package convert
 
 import (
 	"maps"
@@ -8,65 +8,10 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
-// The engine's enums share the wire numbering (see lifecycle/types.go), so
+// The engine's enums share the wire numbering (see lifecycle/record), so
 // mapping is a cast. The guard below is the one place that would notice if
 // that stopped being true.
 var _ = [1]struct{}{}[int(lifecycle.Failed)-int(pb.MachineState_MACHINE_STATE_FAILED)]
-
-func tokenOf(shardID string, epoch, seq int64) lifecycle.Token {
-	return lifecycle.Token{ShardID: shardID, Epoch: epoch, Sequence: seq}
-}
-
-func createFromProto(r *pb.CreateRequest) lifecycle.CreateRequest {
-	return lifecycle.CreateRequest{
-		MachineID: r.GetMachineId(),
-		Token:     tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
-	}
-}
-
-// configureFromProto copies the metadata map: the engine stores what it is
-// given, and the decoded message belongs to the RPC, not to the engine.
-func configureFromProto(r *pb.ConfigureRequest) lifecycle.ConfigureRequest {
-	return lifecycle.ConfigureRequest{
-		MachineID:     r.GetMachineId(),
-		ClusterID:     r.GetClusterId(),
-		BootstrapBlob: r.GetBootstrapBlob(),
-		ShardMetadata: maps.Clone(r.GetShardMetadata()),
-		Token:         tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
-	}
-}
-
-func drainFromProto(r *pb.DrainRequest) lifecycle.DrainRequest {
-	return lifecycle.DrainRequest{
-		MachineID:    r.GetMachineId(),
-		GraceSeconds: r.GetGracePeriodSeconds(),
-		Token:        tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
-	}
-}
-
-func deleteFromProto(r *pb.DeleteRequest) lifecycle.DeleteRequest {
-	return lifecycle.DeleteRequest{
-		MachineID: r.GetMachineId(),
-		Token:     tokenOf(r.GetShardId(), r.GetShardEpoch(), r.GetSequenceNumber()),
-	}
-}
-
-// listFromProto passes max_results through unclamped: whether a negative
-// cap is an error is the engine's rule, not the mapping's.
-func listFromProto(r *pb.ListFilter) lifecycle.ListQuery {
-	q := lifecycle.ListQuery{
-		MaxResults: int(r.GetMaxResults()),
-		Since:      r.GetSinceRevision(),
-	}
-	for _, s := range r.GetStates() {
-		q.States = append(q.States, lifecycle.State(s))
-	}
-	return q
-}
-
-func ackToProto(a lifecycle.Ack) *pb.TransitionAck {
-	return &pb.TransitionAck{OperationId: a.OperationID, Machine: MachineToProto(a.Machine)}
-}
 
 // MachineToProto builds the wire view of a record (also used by the admin
 // API, so both show a machine identically). Maps are copied so the
