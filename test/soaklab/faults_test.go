@@ -247,20 +247,37 @@ func (s *soak) markRestart() {
 // the provider serves and reaches every host again (a rebooted host's
 // libvirtd, a rotated certificate), then lets reconcile run two passes.
 func (s *soak) settle(when string) {
-	s.bringBackFenced(when)
 	deadline := time.Now().Add(3 * time.Minute)
 	var dark []string
 	for {
+		// A fence command may fire for a host still dark from the burst
+		// (its outage passed --host-down-after), even during the wait.
+		s.bringBackFenced(when)
 		dark = s.darkHosts()
-		if len(dark) == 0 || time.Now().After(deadline) {
+		if len(dark) == 0 {
+			time.Sleep(2 * reconcileEvery)
+			if !s.anyDown() {
+				return
+			}
+			continue
+		}
+		if time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	if len(dark) > 0 {
-		s.violate(soakkit.ClOther, "settle|"+when, fmt.Sprintf("settle %s: hosts %v still not connected after 3 min of calm", when, dark), nil)
-	}
+	s.violate(soakkit.ClOther, "settle|"+when, fmt.Sprintf("settle %s: hosts %v still not connected after 3 min of calm", when, dark), nil)
 	time.Sleep(2 * reconcileEvery)
+}
+
+// anyDown: some host of the soak is declared down.
+func (s *soak) anyDown() bool {
+	for _, h := range s.hosts {
+		if info, err := s.hostInfo(h.Name); err == nil && info.GetDown() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // darkHosts are the soak's hosts the provider does not report connected.

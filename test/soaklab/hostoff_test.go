@@ -118,8 +118,13 @@ func (s *soak) hostOff(k soakkit.FaultKind, host string, hold time.Duration) (st
 	return fmt.Sprintf("%s; back after %s", note, time.Since(t0).Round(100*time.Millisecond)), nil
 }
 
-// rejoin waits until a powered-on host declared down answers and two
-// reconcile passes have fenced it, then ends the declaration.
+// rejoin waits until a powered-on host declared down answers and the
+// fenced rejoin has removed every stale copy it holds (a domain of a
+// machine deleted or living on another host), as the runbook says
+// (docs/pools.md: leave it declared down until a pass has listed it and
+// its stale copies are gone), then ends the declaration. Stale copies
+// still there after 2 min are a violation of the rejoin, not a reason to
+// wait forever.
 func (s *soak) rejoin(host string) error {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -133,7 +138,49 @@ func (s *soak) rejoin(host string) error {
 		time.Sleep(time.Second)
 	}
 	time.Sleep(2 * reconcileEvery)
+	var stale []string
+	for t0 := time.Now(); time.Since(t0) < 2*time.Minute; time.Sleep(reconcileEvery) {
+		if stale = s.staleCopies(host); len(stale) == 0 {
+			break
+		}
+	}
+	if len(stale) > 0 {
+		s.violate(soakkit.ClOrphan, "fenced|"+host+"|"+strings.Join(stale, ","),
+			fmt.Sprintf("fenced rejoin of %s: stale copies still there 2 min after it answered: %v", host, stale), nil)
+	}
 	return s.declare(host, false, "")
+}
+
+// staleCopies are the soak's domains on host whose machine was deleted
+// (no VM) or lives on another host, or whose machine is between two
+// states (judged again at the next look).
+func (s *soak) staleCopies(host string) []string {
+	l, err := s.lab.list(host, s.prefix())
+	if err != nil {
+		return []string{"(not listed: " + err.Error() + ")"}
+	}
+	var stale []string
+	for _, id := range s.ids {
+		if _, ok := l.doms[s.domain[id]]; !ok {
+			continue
+		}
+		m, err := soakkit.Get(s.admin, id)
+		if err != nil {
+			stale = append(stale, id+" (unread)")
+			continue
+		}
+		switch st := m.GetState(); st {
+		case pb.MachineState_MACHINE_STATE_IDLE, pb.MachineState_MACHINE_STATE_CONFIGURED, pb.MachineState_MACHINE_STATE_FAILED:
+			if _, h, _ := refParts(m); h != host {
+				stale = append(stale, fmt.Sprintf("%s (%s on %q)", id, st, h))
+			}
+		case pb.MachineState_MACHINE_STATE_SPECULATIVE:
+			stale = append(stale, id+" (deleted)")
+		default:
+			stale = append(stale, fmt.Sprintf("%s (%s)", id, st))
+		}
+	}
+	return stale
 }
 
 // awaitDown waits until host is declared down and says how long it took.
