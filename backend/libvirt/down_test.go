@@ -100,3 +100,30 @@ func TestHostDeclaredDown(t *testing.T) {
 	}
 	t.Logf("after the declaration ended, m4 placed on %s", p.Host)
 }
+
+// A zone whose only hosts are one declared down and one unreachable is
+// not ready: a Create there would have no host to go to (the soak saw
+// such Creates accepted and FAILED at once). A zone whose every host is
+// declared down stays ready, so a Delete of its machines completes.
+func TestZoneWithOnlyADownAndAnUnreachableHostIsNotReady(t *testing.T) {
+	t.Parallel()
+	b := poolBackend(t, func(c *Config) {
+		c.Hosts = []Host{c.Hosts[0], {Zone: "z1", URI: "qemu+unix:///system?socket=/nonexistent/bf.sock", Name: "c", Named: true, Enforce: true}}
+	})
+	up := b.loc.zoned["z1"][0].name
+	if err := b.ZoneReady("z1"); err != nil {
+		t.Fatalf("zone with %s up: %v", up, err)
+	}
+	if err := b.SetDown(up, true, "PSU failed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ZoneReady("z1"); err == nil {
+		t.Fatalf("zone ready with %s declared down and c unreachable", up)
+	}
+	if err := b.SetDown("c", true, "PSU failed too"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ZoneReady("z1"); err != nil {
+		t.Fatalf("zone with every host declared down: %v; want ready (calls answered at once)", err)
+	}
+}
