@@ -245,6 +245,13 @@ func TestShapeHugePagesPlacement(t *testing.T) {
 	}
 	shapes := map[string]backend.Shape{"huge": {HugePageKiB: 2048}}
 	b := newBackendWith(t, e, "it-shape-huge", func(c *libvirt.Config) { c.Shapes = shapes })
+	// The host reads its size (free huge pages included) just after it
+	// counts as connected; a Create placed in between is caught by the
+	// shape check on the host instead (another error). Hosts reads it.
+	waitUntil(t, 30*time.Second, "the host's size read", func() bool {
+		hs := b.Hosts(t.Context())
+		return len(hs) == 1 && hs[0].Capacity.MemoryMiB > 0
+	})
 	id := uniq("huge")
 	spec := backend.MachineSpec{MachineID: id, OperationID: "op-" + id, Zone: "local", InstanceType: "huge", VCPU: 1, MemoryMiB: 128}
 	_, err := b.Create(t.Context(), spec)
