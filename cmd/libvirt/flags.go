@@ -82,6 +82,8 @@ type config struct {
 	AdminClients string // --admin-clients
 	AdminAddr    string // --admin-addr
 	AdminTLSCA   string // --admin-tls-ca
+
+	leaderFlags // --leader-elect and its settings (ha.go)
 }
 
 // newFlagSet declares every flag with its default and a description an
@@ -151,6 +153,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.AdminClients, "admin-clients", "", "comma-separated `patterns` of verified client certificates that may write (with --admin-write), matched against DNS/URI/email SANs (CN only without SANs): exact, or *.domain for one more DNS label; empty allows nobody")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "", "`address` serving only the admin API and page (with --tls-cert/--tls-key, and --admin-tls-ca or --tls-ca); empty serves them on --addr")
 	fs.StringVar(&c.AdminTLSCA, "admin-tls-ca", "", "PEM CA bundle `file` that --admin-addr verifies client certificates against (default --tls-ca)")
+	addLeaderFlags(fs, &c.leaderFlags)
 	return fs
 }
 
@@ -224,6 +227,7 @@ func (c *config) validate() error {
 	}
 	errs = append(errs, c.validateCallerIdentity()...)
 	errs = append(errs, c.validateAdmin()...)
+	errs = append(errs, c.validateLeader()...)
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("%v", err)
 	}
