@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -32,7 +33,7 @@ const (
 )
 
 // exitMargin is kept free between the end of the caller's longest step and
-// the lease's expiry: time to refuse, log and exit.
+// the lease's expiry: time to notice (watch's tick), refuse and exit.
 const exitMargin = 500 * time.Millisecond
 
 // Config is one candidacy.
@@ -96,6 +97,12 @@ type Callbacks struct {
 // process that lost the lease must not campaign again with what it still
 // holds (it exits and starts afresh as a standby).
 func Run(ctx context.Context, cs kubernetes.Interface, c Config, cb Callbacks) error {
+	var once sync.Once
+	stopped := func() {
+		if cb.OnStopped != nil {
+			once.Do(cb.OnStopped)
+		}
+	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaOf(c),
 		Client:     cs.CoordinationV1(),
@@ -113,7 +120,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, c Config, cb Callbacks) e
 		Name:            c.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: cb.OnStarted,
-			OnStoppedLeading: cb.OnStopped,
+			OnStoppedLeading: stopped,
 			OnNewLeader:      cb.OnLeader,
 		},
 	})
@@ -125,8 +132,44 @@ func Run(ctx context.Context, cs kubernetes.Interface, c Config, cb Callbacks) e
 			slog.String("identity", c.Identity), slog.String("lease_duration", c.Lease.String()),
 			slog.String("renew_deadline", c.Renew.String()), slog.String("retry_period", c.Retry.String()))
 	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go watch(wctx, le, c, stopped)
 	le.Run(ctx)
 	return nil
+}
+
+// watch stops leading the moment the last successful renewal is older
+// than the renew deadline. client-go's own renew loop learns it later: a
+// try already waiting on the API when the deadline passes runs to its
+// request timeout, and each try's deadline starts a retry period after the
+// last success (measured: 4.9 s after an apiserver froze, with lease 4 s,
+// renew 3 s, retry 0.5 s, i.e. past the lease). This clock is the one the
+// margin is computed on: last renewal + renew + a tick.
+func watch(ctx context.Context, le *leaderelection.LeaderElector, c Config, stopped func()) {
+	t := time.NewTicker(watchTick(c))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Check errs when this process leads and its last observed
+		// renewal is older than Lease + (Renew - Lease) = Renew.
+		if err := le.Check(c.Renew - c.Lease); err != nil {
+			if c.Logger != nil {
+				c.Logger.Error("leader: renew deadline passed without a renewal; stopping", slog.String("renew_deadline", c.Renew.String()))
+			}
+			stopped()
+			return
+		}
+	}
+}
+
+// watchTick is how often watch looks: a small part of the margin.
+func watchTick(c Config) time.Duration {
+	return min(100*time.Millisecond, c.Retry/4)
 }
 
 // RESTConfig is the API's address and credentials: --kubeconfig when set,
