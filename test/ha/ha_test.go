@@ -109,15 +109,21 @@ func binary(t *testing.T) string {
 	return b
 }
 
-// newProvider configures (does not start) candidate name.
-func newProvider(t *testing.T, k *kube, name, lease string, tm timing, extra ...string) *provider {
+// newProvider configures (does not start) candidate name on the fake
+// backend.
+func newProvider(t *testing.T, k *kube, name, lease string, tm timing) *provider {
+	return newProviderOn(t, k, name, lease, tm, "--use-fake-backend", "--seed-count=40")
+}
+
+// newProviderOn configures candidate name with the backend flags given.
+func newProviderOn(t *testing.T, k *kube, name, lease string, tm timing, backend ...string) *provider {
 	p := &provider{name: name, addr: freeAddr(t), metrics: freeAddr(t),
 		logFile: filepath.Join(t.TempDir(), name+".log")}
-	p.args = append([]string{"--use-fake-backend", "--seed-count=40", "--leader-elect",
-		"--kubeconfig=" + k.kubeconfig, "--leader-elect-lease-name=" + lease,
-		"--leader-elect-lease=" + tm.lease.String(), "--leader-elect-renew=" + tm.renew.String(),
-		"--leader-elect-retry=" + tm.retry.String(), "--libvirt-call-timeout=" + tm.callTimeout,
-		"--addr=" + p.addr, "--metrics-addr=" + p.metrics, "--log-format=text"}, extra...)
+	p.args = append(backend, "--leader-elect",
+		"--kubeconfig="+k.kubeconfig, "--leader-elect-lease-name="+lease,
+		"--leader-elect-lease="+tm.lease.String(), "--leader-elect-renew="+tm.renew.String(),
+		"--leader-elect-retry="+tm.retry.String(), "--libvirt-call-timeout="+tm.callTimeout,
+		"--addr="+p.addr, "--metrics-addr="+p.metrics, "--log-format=text")
 	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
