@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
@@ -92,5 +93,33 @@ func TestNilGate(t *testing.T) {
 	if !g.Acting() || g.Refuse() != nil || g.Ready() != nil {
 		t.Fatal("nil gate refuses")
 	}
-	_ = http.StatusOK
+}
+
+// TestGateCoversMounted: services mounted beside CapacityProvider (the
+// admin API) get the gate through the interceptors Mount hands them.
+func TestGateCoversMounted(t *testing.T) {
+	t.Parallel()
+	g := NewGate("pod-b")
+	g.SetLeader("pod-a")
+	r := grpcreflect.NewStaticReflector("x.Y")
+	srv := httptest.NewUnstartedServer(NewHandler(Options{Engine: newFakeEngine(), Gate: g,
+		Mount: []func(*http.ServeMux, connect.HandlerOption){func(mux *http.ServeMux, ic connect.HandlerOption) {
+			mux.Handle(grpcreflect.NewHandlerV1(r, ic))
+		}}}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := grpcreflect.NewClient(srv.Client(), srv.URL, connect.WithGRPC())
+	stream := c.NewStream(t.Context())
+	_, err := stream.ListServices()
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "the leader is pod-a") {
+		t.Fatalf("mounted service on a standby: %v; want Unavailable naming pod-a", err)
+	}
+	_, _ = stream.Close()
+	g.Open()
+	stream = c.NewStream(t.Context())
+	defer func() { _, _ = stream.Close() }()
+	if _, err := stream.ListServices(); err != nil {
+		t.Fatalf("mounted service on the leader: %v", err)
+	}
 }
