@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -104,7 +105,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, c Config, cb Callbacks) e
 		}
 	}
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaOf(c),
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 	}

@@ -76,16 +76,14 @@ func (k *kube) apiserverPID(t *testing.T) int {
 
 // provider is one bin/libvirt process.
 type provider struct {
-	name           string
-	addr, metrics  string
-	cmd            *exec.Cmd
-	done           chan struct{}
-	exitErr        error
-	conn           *grpc.ClientConn
-	logFile        string
-	args           []string
-	startedAt      time.Time
-	killedOrExited bool
+	name          string
+	addr, metrics string
+	cmd           *exec.Cmd
+	done          chan struct{}
+	exitErr       error
+	conn          *grpc.ClientConn
+	logFile       string
+	args          []string
 }
 
 func freeAddr(t *testing.T) string {
@@ -146,7 +144,7 @@ func (p *provider) start(t *testing.T) {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p.done, p.exitErr, p.startedAt = make(chan struct{}), nil, time.Now()
+	p.done, p.exitErr = make(chan struct{}), nil
 	go func(cmd *exec.Cmd, done chan struct{}) {
 		p.exitErr = cmd.Wait()
 		log.Close()
@@ -328,12 +326,11 @@ func failovers(t *testing.T, k *kube, tm timing, lease string, n int) (times []t
 		killedAt := time.Now()
 		_ = leader.cmd.Process.Signal(syscall.SIGKILL)
 		<-leader.done
-		got, took := waitLeader(t, 2*tm.bound(), standby)
+		got, _ := waitLeader(t, 2*tm.bound(), standby)
 		if got != standby {
 			t.Fatalf("kill %d: %s served, not the standby", i, got.name)
 		}
 		d := time.Since(killedAt)
-		_ = took
 		times = append(times, d)
 		t.Logf("kill %d (%s): %s served %s after SIGKILL of %s", i+1, tm.name, standby.name, d.Round(time.Millisecond), leader.name)
 		if d > tm.bound() {
