@@ -432,3 +432,37 @@ func TestCutFromAPI(t *testing.T) {
 		t.Fatalf("%s serves after the API came back, not the standby", got.name)
 	}
 }
+
+// TestGracefulHandover: on SIGTERM the leader finishes its work, releases
+// the Lease and exits 0; the standby takes over at its next retry, well
+// before the lease would have expired.
+func TestGracefulHandover(t *testing.T) {
+	k := startKube(t)
+	tm := short
+	a := newProvider(t, k, "pod-a", "graceful", tm)
+	b := newProvider(t, k, "pod-b", "graceful", tm)
+	a.start(t)
+	b.start(t)
+	leader, _ := waitLeader(t, tm.lease+tm.bound(), a, b)
+	standby := other(leader, a, b)
+	if !waitReady(standby, leader, 5*time.Second) {
+		t.Fatal("no settled leader")
+	}
+	accept(t, leader)
+	termAt := time.Now()
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	got, _ := waitLeader(t, tm.bound(), standby)
+	took := time.Since(termAt)
+	if got != standby {
+		t.Fatal("the standby did not take over")
+	}
+	<-leader.done
+	if leader.exitErr != nil {
+		t.Errorf("leader exit on SIGTERM: %v; want 0\n%s", leader.exitErr, leader.tail())
+	}
+	t.Logf("standby %s served %s after SIGTERM of %s", standby.name, took.Round(time.Millisecond), leader.name)
+	// Released, not expired: a retry period plus the shutdown and start.
+	if took >= tm.lease {
+		t.Errorf("handover took %s: the Lease was not released (lease %s)", took, tm.lease)
+	}
+}
