@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bigfleet/libvirt-provider/server"
@@ -143,6 +144,21 @@ func newElection(ctx context.Context, d *daemon) (*election, error) {
 	}
 	e.work, e.abortWork = context.WithCancel(context.WithoutCancel(ctx))
 	return e, nil
+}
+
+// registerLeaderGauge exports leader_acting: 1 while this replica acts,
+// 0 on a standby or a leader that is stopping. Across the replicas of one
+// release, its sum is the number of actors: 1, or 0 during a failover.
+func (e *election) registerLeaderGauge(reg prometheus.Registerer) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "leader_acting",
+		Help: "1 while this replica holds the leader Lease and acts, 0 otherwise (--leader-elect).",
+	}, func() float64 {
+		if e.gate.Acting() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // campaign starts campaigning in the background. The candidacy outlives

@@ -199,6 +199,7 @@ func (d *daemon) buildHandler() error {
 	d.status.AddProbe(d.st.ready)
 	if d.election != nil {
 		d.status.AddProbe(d.election.gate.Ready) // only the acting leader is ready
+		d.election.registerLeaderGauge(d.metrics.Registry)
 	}
 	guard, err := newGuard(d.cfg, d.metrics, d.log)
 	if err != nil {

@@ -188,6 +188,23 @@ func (p *provider) get(path string) int {
 	return res.StatusCode
 }
 
+// acting is the leader_acting gauge's value ("" when absent).
+func (p *provider) acting() string {
+	c := http.Client{Timeout: time.Second}
+	res, err := c.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "leader_acting "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 func (p *provider) healthy() bool { return p.get("/healthz") == http.StatusOK }
 func (p *provider) ready() bool   { return p.get("/readyz") == http.StatusOK }
 
@@ -266,6 +283,12 @@ func checkStandby(t *testing.T, standby, leader *provider) {
 	}
 	if !leader.ready() {
 		t.Errorf("leader %s: /readyz not ok", leader.name)
+	}
+	if got := standby.acting(); got != "0" {
+		t.Errorf("standby %s: leader_acting %q, want 0", standby.name, got)
+	}
+	if got := leader.acting(); got != "1" {
+		t.Errorf("leader %s: leader_acting %q, want 1", leader.name, got)
 	}
 	for _, call := range []func() error{
 		func() error { _, err := standby.list(t.Context()); return err },
