@@ -44,6 +44,10 @@ type Options struct {
 	// Pass Interceptors() to connect handlers mounted this way so they get
 	// request ids, logs, metrics and panic recovery too.
 	Mount []func(mux *http.ServeMux, interceptors connect.HandlerOption)
+
+	// Gate, under --leader-elect, refuses every call but health checks
+	// while this process is not the acting leader; nil: always open.
+	Gate *Gate
 }
 
 // NewHandler builds the mux served on --addr: CapacityProvider (gRPC,
@@ -65,7 +69,11 @@ func NewHandler(opts Options) http.Handler {
 	if status == nil {
 		status = NewStatus()
 	}
-	ic := connect.WithInterceptors(observer{log: log, metrics: metrics}, recoverer{log: log, metrics: metrics})
+	ics := []connect.Interceptor{observer{log: log, metrics: metrics}}
+	if opts.Gate != nil {
+		ics = append(ics, gateInterceptor{opts.Gate})
+	}
+	ic := connect.WithInterceptors(append(ics, recoverer{log: log, metrics: metrics})...)
 	common := []connect.HandlerOption{ic, connect.WithReadMaxBytes(MaxRequestBytes)}
 
 	mux := http.NewServeMux()

@@ -86,6 +86,7 @@ type config struct {
 	FenceCommand  string        // --fence-command
 	HostDownAfter time.Duration // --host-down-after
 	FenceTimeout  time.Duration // --fence-timeout
+	leaderFlags // --leader-elect and its settings (ha.go)
 }
 
 const defaultFenceTimeout = 2 * time.Minute
@@ -160,6 +161,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.FenceCommand, "fence-command", "", "absolute `path` of the operator's fence command (an IPMI or Redfish power-off), run as PATH ZONE HOST for a host unreachable for --host-down-after; exit 0 declares the host down (as libvirtctl down does). Never run while no other host answers")
 	fs.DurationVar(&c.HostDownAfter, "host-down-after", 0, "how long a host must be unreachable before --fence-command runs for it (at least 10s); 0: hosts are declared down only by an operator")
 	fs.DurationVar(&c.FenceTimeout, "fence-timeout", defaultFenceTimeout, "bound on one run of --fence-command; a command past it is killed and counts as failed")
+	addLeaderFlags(fs, &c.leaderFlags)
 	return fs
 }
 
@@ -234,6 +236,7 @@ func (c *config) validate() error {
 	errs = append(errs, c.validateCallerIdentity()...)
 	errs = append(errs, c.validateAdmin()...)
 	errs = append(errs, c.validateFence()...)
+	errs = append(errs, c.validateLeader()...)
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("%v", err)
 	}

@@ -34,6 +34,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err := d.loadTLS(ctx); err != nil {
 		return err
 	}
+	if cfg.LeaderElect {
+		e, err := newElection(ctx, d)
+		if err != nil {
+			return err
+		}
+		d.election = e
+		if err := setAsideState(cfg.State, log); err != nil {
+			return err
+		}
+	}
 	seed, err := d.openState(ctx)
 	if err != nil {
 		return err
@@ -51,6 +61,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return err
 	}
 	d.logServing(stdout)
+	if d.election != nil {
+		d.campaign(ctx)
+	}
 	return d.waitAndShutdown(ctx)
 }
 
@@ -77,6 +90,7 @@ type daemon struct {
 	adminSecurity server.Security
 	ops           *server.OpsServer
 	serveErr      chan error
+	election      *election // nil without --leader-elect
 
 	closers []func() // closeAll runs them newest first
 }
@@ -173,6 +187,9 @@ func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) erro
 	if err := restoreFakeVMs(ctx, d.be, eng); err != nil {
 		return err
 	}
+	if d.election != nil {
+		return nil // a standby's engine starts only once it leads (election.lead)
+	}
 	eng.Start(context.WithoutCancel(ctx))
 	waitFirstListing(ctx, eng, d.log)
 	return nil
@@ -183,6 +200,10 @@ func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) erro
 func (d *daemon) buildHandler() error {
 	d.status = server.NewStatus()
 	d.status.AddProbe(d.st.ready)
+	if d.election != nil {
+		d.status.AddProbe(d.election.gate.Ready) // only the acting leader is ready
+		d.election.registerLeaderGauge(d.metrics.Registry)
+	}
 	guard, err := newGuard(d.cfg, d.metrics, d.log)
 	if err != nil {
 		return err
@@ -196,6 +217,9 @@ func (d *daemon) buildHandler() error {
 	d.hopts = server.Options{
 		Engine: d.eng, Logger: d.log.With(slog.String("component", "rpc")),
 		Metrics: d.metrics, Status: d.status, Reflection: d.cfg.Reflection, Guard: guard,
+	}
+	if d.election != nil {
+		d.hopts.Gate = d.election.gate
 	}
 	return nil
 }
@@ -259,6 +283,8 @@ func (d *daemon) waitAndShutdown(ctx context.Context) error {
 			slog.String("bound", cfg.ShutdownTimeout.String()))
 	case err = <-d.serveErr:
 		log.Error("listener failed; shutting down", slog.Any("error", err))
+	case err = <-d.lostChan(): // the work context is cancelled already
+		log.Error("leader lease lost: refusing calls, cancelling in-flight work, exiting", slog.Any("error", err))
 	}
 	d.status.BeginShutdown()
 	eng.StopAccepting() // from here a mutation is Unavailable ("shutting down"), never half-accepted
@@ -267,7 +293,7 @@ func (d *daemon) waitAndShutdown(ctx context.Context) error {
 	// the bound to finish, while the listener stays open so clients still
 	// connected can read their outcome and are told why mutations fail.
 	// Only past the bound is anything cancelled.
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(d.workContext(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	eng.Shutdown(shutdownCtx)
 	// Then the RPCs still in flight (reads and refusals, milliseconds each)
@@ -284,6 +310,7 @@ func (d *daemon) waitAndShutdown(ctx context.Context) error {
 		}
 	}
 	_ = d.ops.Shutdown(rpcCtx)
+	d.resign() // all work stopped: release the Lease, if held
 	log.Info("stopped")
 	return err // then serve's closeAll: store Close, backend Close (engine.Close is a no-op after Shutdown)
 }

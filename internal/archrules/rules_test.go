@@ -35,6 +35,7 @@ var rooms = []room{
 	{"server/store", []string{"server/lifecycle", "gen/libvirtprovider/store/..."}},
 	{"server/tlsreload", nil},
 	{"server/hostfence", []string{"backend"}},
+	{"server/leader", nil},
 	{"server/lifecycle", []string{"backend", "internal/backoff", "server/lifecycle/..."}},
 	{"server/lifecycle/record", []string{"backend"}},
 	{"server/lifecycle/caps", []string{"backend"}},

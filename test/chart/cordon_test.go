@@ -30,6 +30,9 @@ func checkCordonFile(t *testing.T, args map[string]string, mounts map[string]cor
 		t.Errorf("the cordon file's directory %s is not a mount: cordons would be lost, or not written, on a read-only root", dir)
 	case m.ReadOnly:
 		t.Errorf("the cordon file's directory %s is mounted read-only: a cordon could not be saved", dir)
+	case vols[m.Name].PersistentVolumeClaim == nil && args["leader-elect"] == "true" && vols[m.Name].EmptyDir != nil:
+		// Under leader election the state and cordon files are per pod
+		// and do not follow a failover (docs/ha.md, "Not yet done").
 	case vols[m.Name].PersistentVolumeClaim == nil:
 		t.Errorf("the cordon file's directory %s is volume %s, not a PersistentVolumeClaim: cordons would not survive a restart", dir, m.Name)
 	}

@@ -11,6 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -46,6 +48,9 @@ type rendered struct {
 	serviceAccount  *corev1.ServiceAccount
 	networkPolicy   *networkingv1.NetworkPolicy
 	serviceMonitor  *ServiceMonitor
+	role            *rbacv1.Role
+	roleBinding     *rbacv1.RoleBinding
+	pdb             *policyv1.PodDisruptionBudget
 	kinds           []string
 	configMapSource string
 }
@@ -126,6 +131,15 @@ func (r *rendered) add(file string, doc []byte) error {
 	case "monitoring.coreos.com/v1/ServiceMonitor":
 		r.serviceMonitor = &ServiceMonitor{}
 		err = decodeStrict(doc, r.serviceMonitor)
+	case "rbac.authorization.k8s.io/v1/Role":
+		r.role = &rbacv1.Role{}
+		err = decodeStrict(doc, r.role)
+	case "rbac.authorization.k8s.io/v1/RoleBinding":
+		r.roleBinding = &rbacv1.RoleBinding{}
+		err = decodeStrict(doc, r.roleBinding)
+	case "policy/v1/PodDisruptionBudget":
+		r.pdb = &policyv1.PodDisruptionBudget{}
+		err = decodeStrict(doc, r.pdb)
 	default:
 		return fmt.Errorf("%s renders %s, which this check does not know", file, key)
 	}
@@ -159,6 +173,7 @@ func TestRenderedManifests(t *testing.T) {
 			checkDeployment(t, r, vals)
 			checkService(t, r, vals)
 			checkOptionalObjects(t, r, vals)
+			checkLeaderObjects(t, r, vals)
 		})
 	}
 }
@@ -172,16 +187,8 @@ func checkDeployment(t *testing.T, r *rendered, vals map[string]any) {
 	if d.Namespace != namespace {
 		t.Errorf("Deployment namespace %q", d.Namespace)
 	}
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("replicas must be exactly 1")
-	}
-	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("strategy %q, want Recreate (single-writer state)", d.Spec.Strategy.Type)
-	}
 	pod := d.Spec.Template.Spec
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("automountServiceAccountToken must be false")
-	}
+	checkReplicas(t, r, vals)
 	ps := pod.SecurityContext
 	if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ptrInt(ps.RunAsUser) != imageUID ||
 		ptrInt(ps.RunAsGroup) != imageUID || ptrInt(ps.FSGroup) != imageUID {
@@ -288,7 +295,8 @@ func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container, vals map[
 		if m.SubPath != "" {
 			t.Errorf("mount %s uses subPath: Secret/ConfigMap updates would never arrive", m.Name)
 		}
-		writable := m.MountPath == "/tmp" || v.PersistentVolumeClaim != nil || (v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathSocket)
+		writable := m.MountPath == "/tmp" || v.PersistentVolumeClaim != nil ||
+			(m.MountPath == "/var/lib/libvirt-provider" && v.EmptyDir != nil) || (v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathSocket)
 		if !writable && !m.ReadOnly {
 			t.Errorf("mount %s at %s must be readOnly", m.Name, m.MountPath)
 		}
@@ -352,7 +360,7 @@ func checkOptionalObjects(t *testing.T, r *rendered, vals map[string]any) {
 	t.Helper()
 	inMemory := lookup(vals, "state", "inMemory") == true
 	existing, _ := lookup(vals, "state", "existingClaim").(string)
-	if (r.pvc != nil) != (!inMemory && existing == "") {
+	if (r.pvc != nil) != (!inMemory && existing == "" && !leaderElection(vals)) {
 		t.Errorf("PVC rendered=%v with inMemory=%v existingClaim=%q", r.pvc != nil, inMemory, existing)
 	}
 	if r.pvc != nil {

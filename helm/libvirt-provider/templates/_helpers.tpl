@@ -68,6 +68,15 @@ app.kubernetes.io/part-of: bigfleet
 {{- define "libvirt-provider.tlsSecret" -}}
 {{- default (printf "%s-tls" (include "libvirt-provider.fullname" .)) .Values.tls.secretName }}
 {{- end }}
+{{- define "libvirt-provider.leaseName" -}}
+{{- default (include "libvirt-provider.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{/* The state lives on a claim: durable state without leader election. */}}
+{{- define "libvirt-provider.stateClaim" -}}
+{{- if and (not .Values.state.inMemory) (not .Values.leaderElection.enabled) }}true{{- end }}
+{{- end }}
+
 {{- define "libvirt-provider.pvcName" -}}
 {{- default (printf "%s-state" (include "libvirt-provider.fullname" .)) .Values.state.existingClaim }}
 {{- end }}
@@ -91,6 +100,18 @@ by every template, so `helm template` fails before anything is applied.
 {{- end }}
 {{- if and .Values.tls.mtls (not .Values.tls.enabled) }}
 {{- fail "tls.mtls=true needs tls.enabled=true" }}
+{{- end }}
+{{- if and (gt (int64 .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicas=%v needs leaderElection.enabled=true: two providers acting at once would drive the same VMs twice" .Values.replicas) }}
+{{- end }}
+{{- if lt (int64 .Values.replicas) 1 }}
+{{- fail "replicas must be at least 1" }}
+{{- end }}
+{{- if and .Values.leaderElection.enabled .Values.state.existingClaim }}
+{{- fail "state.existingClaim needs leaderElection.enabled=false: under leader election each pod keeps its state on an emptyDir (docs/ha.md)" }}
+{{- end }}
+{{- if not (has .Values.leaderElection.antiAffinity (list "soft" "hard")) }}
+{{- fail (printf "leaderElection.antiAffinity %q: want soft or hard" .Values.leaderElection.antiAffinity) }}
 {{- end }}
 {{- $adm := .Values.admin }}
 {{- if and $adm.listener.caSecret (not $adm.listener.enabled) }}
@@ -230,6 +251,15 @@ by every template, so `helm template` fails before anything is applied.
 {{- if $v.admin.listener.caSecret }}
 {{- $args = append $args (printf "--admin-tls-ca=%s/ca.crt" (include "libvirt-provider.adminCADir" .)) }}
 {{- end }}
+{{- end }}
+{{- if $v.leaderElection.enabled }}
+{{- $le := $v.leaderElection }}
+{{- $args = append $args "--leader-elect=true" }}
+{{- $args = append $args (printf "--leader-elect-lease=%s" $le.lease) }}
+{{- $args = append $args (printf "--leader-elect-renew=%s" $le.renew) }}
+{{- $args = append $args (printf "--leader-elect-retry=%s" $le.retry) }}
+{{- $args = append $args (printf "--leader-elect-lease-name=%s" (include "libvirt-provider.leaseName" .)) }}
+{{- $args = append $args (printf "--libvirt-call-timeout=%s" $le.libvirtCallTimeout) }}
 {{- end }}
 {{- range $v.extraArgs }}
 {{- $args = append $args (toString .) }}
