@@ -25,10 +25,23 @@ func (e *Engine) abandonConfigure(op Machine) error {
 	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
 	if err != nil {
 		err = fmt.Errorf("the machine's %s call did not return: %w", running, err)
-	} else {
-		err = ab.AbandonConfigure(ctx, op.ID, op.Placement())
-		leave()
+		e.log.Warn("could not clean up after a Configure cut by a restart", "machine", op.ID, "op", op.OperationID, "err", err)
+		return err
 	}
+	defer leave()
+	return e.abandonGuest(op)
+}
+
+// abandonGuest is abandonConfigure's backend call, for a caller that holds
+// the machine's call gate.
+func (e *Engine) abandonGuest(op Machine) error {
+	ab := e.can.Abandoner
+	if ab == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(e.bgCtx, abandonTimeout)
+	defer cancel()
+	err := ab.AbandonConfigure(ctx, op.ID, op.Placement())
 	if err != nil {
 		e.log.Warn("could not clean up after a Configure cut by a restart", "machine", op.ID, "op", op.OperationID, "err", err)
 	}
