@@ -88,11 +88,14 @@ func (b *Bootstrapper) runBootstrap(ctx context.Context, op string, argv []strin
 	return res, err
 }
 
-// tracePath is where the bootstrap trace lives: next to BlobPath.
-func (b *Bootstrapper) tracePath() string {
-	dir, file := path.Split(b.cfg.BlobPath)
+// TracePath is where the bootstrap trace of a guest whose blob goes to
+// blobPath lives: next to it, on the same disk.
+func TracePath(blobPath string) string {
+	dir, file := path.Split(blobPath)
 	return path.Join(dir, "."+file+".trace")
 }
+
+func (b *Bootstrapper) tracePath() string { return TracePath(b.cfg.BlobPath) }
 
 // ProbeBootstrap answers what the guest shows of the bootstrap hook of the
 // Configure op. An error means the guest could not be asked (its agent
