@@ -37,7 +37,8 @@ func (e *Engine) resumeConfigure(op Machine) {
 	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
 	var r result
 	if err != nil {
-		r = result{err: timedOut(OpConfigure, roundBudget(budget), running, nil)}
+		r = result{err: &timeoutError{msg: fmt.Sprintf("configure %s, and the machine's earlier %s call did not return within --configure-timeout (%s)",
+			cutByRestart, running, roundBudget(budget))}}
 	} else {
 		r = e.decideCutConfigure(ctx, &op, roundBudget(budget))
 		if r.err != nil || r.rollback != "" {
@@ -111,7 +112,8 @@ func (e *Engine) finishCutConfigure(ctx context.Context, m *Machine, spec backen
 		}
 		if !backend.IsTransient(err) || ctx.Err() != nil || delay.Wait(ctx) != nil {
 			if ctx.Err() != nil {
-				return result{err: timedOut(OpConfigure, budget, "", err)}
+				return result{err: &timeoutError{msg: fmt.Sprintf("configure %s after its bootstrap hook finished ok, and finishing it did not end within --configure-timeout (%s): %v",
+					cutByRestart, budget, err)}}
 			}
 			return result{err: fmt.Errorf("%s after its bootstrap hook finished ok; finishing it failed: %w", cutByRestart, err)}
 		}
