@@ -37,8 +37,8 @@ func (e *Engine) resumeConfigure(op Machine) {
 	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
 	var r result
 	if err != nil {
-		r = result{err: &timeoutError{msg: fmt.Sprintf("configure %s, and the machine's earlier %s call did not return within --configure-timeout (%s)",
-			cutByRestart, running, roundBudget(budget))}}
+		r = result{err: &timeoutError{msg: fmt.Sprintf("configure interrupted by a provider restart, and the machine's earlier %s call did not return within --configure-timeout (%s)",
+			running, roundBudget(budget))}}
 	} else {
 		r = e.decideCutConfigure(ctx, &op, roundBudget(budget))
 		if r.err != nil || r.rollback != "" {
@@ -51,9 +51,6 @@ func (e *Engine) resumeConfigure(op Machine) {
 	}
 	e.finish(op, r)
 }
-
-// cutByRestart starts the cause of every Configure a restart ended FAILED.
-const cutByRestart = "interrupted by a provider restart"
 
 // decideCutConfigure asks the guest until it can tell, and returns the
 // Configure's end: a rollback, a success (the Configure finished) or a
@@ -72,7 +69,7 @@ func (e *Engine) decideCutConfigure(ctx context.Context, m *Machine, budget time
 		tr, err := pr.ProbeConfigure(ctx, spec)
 		switch {
 		case errors.Is(err, backend.ErrNotFound):
-			return result{err: fmt.Errorf("%s, and its domain is gone, so nothing can show whether its bootstrap hook ran: %w", cutByRestart, err)}
+			return result{err: fmt.Errorf("interrupted by a provider restart, and its domain is gone, so nothing can show whether its bootstrap hook ran: %w", err)}
 		case err != nil:
 			last = err
 		case tr.Hook == backend.HookRunning:
@@ -82,15 +79,15 @@ func (e *Engine) decideCutConfigure(ctx context.Context, m *Machine, budget time
 		case tr.Hook == backend.HookSucceeded:
 			return e.finishCutConfigure(ctx, m, spec, budget)
 		case tr.Hook == backend.HookFailed:
-			return result{err: fmt.Errorf("%s; its bootstrap hook had exited with status %d", cutByRestart, tr.ExitCode)}
+			return result{err: fmt.Errorf("interrupted by a provider restart; its bootstrap hook had exited with status %d", tr.ExitCode)}
 		default:
-			return result{err: fmt.Errorf("%s; its bootstrap hook %s, so nobody can tell whether the node joined its cluster", cutByRestart, tr.Hook)}
+			return result{err: fmt.Errorf("interrupted by a provider restart; its bootstrap hook %s, so nobody can tell whether the node joined its cluster", tr.Hook)}
 		}
 		e.log.Warn("the guest cannot tell yet what became of a Configure cut by a restart; asking again until --configure-timeout",
 			"machine", m.ID, "op", m.OperationID, "err", last)
 		if delay.Wait(ctx) != nil {
-			return result{err: &timeoutError{msg: fmt.Sprintf("configure %s, and the guest could not tell within --configure-timeout (%s) whether its bootstrap hook ran: %v",
-				cutByRestart, budget, last)}}
+			return result{err: &timeoutError{msg: fmt.Sprintf("configure interrupted by a provider restart, and the guest could not tell within --configure-timeout (%s) whether its bootstrap hook ran: %v",
+				budget, last)}}
 		}
 	}
 }
@@ -112,10 +109,10 @@ func (e *Engine) finishCutConfigure(ctx context.Context, m *Machine, spec backen
 		}
 		if !backend.IsTransient(err) || ctx.Err() != nil || delay.Wait(ctx) != nil {
 			if ctx.Err() != nil {
-				return result{err: &timeoutError{msg: fmt.Sprintf("configure %s after its bootstrap hook finished ok, and finishing it did not end within --configure-timeout (%s): %v",
-					cutByRestart, budget, err)}}
+				return result{err: &timeoutError{msg: fmt.Sprintf("configure interrupted by a provider restart after its bootstrap hook finished ok, and finishing it did not end within --configure-timeout (%s): %v",
+					budget, err)}}
 			}
-			return result{err: fmt.Errorf("%s after its bootstrap hook finished ok; finishing it failed: %w", cutByRestart, err)}
+			return result{err: fmt.Errorf("interrupted by a provider restart after its bootstrap hook finished ok; finishing it failed: %w", err)}
 		}
 	}
 }
@@ -133,16 +130,16 @@ func (e *Engine) abandonCut(op Machine, r result) result {
 		return r
 	}
 	if err != nil {
-		return result{err: fmt.Errorf("%s before its bootstrap hook started, but cleaning the guest failed, so it cannot be rolled back: %w", cutByRestart, err)}
+		return result{err: fmt.Errorf("interrupted by a provider restart before its bootstrap hook started, but cleaning the guest failed, so it cannot be rolled back: %w", err)}
 	}
 	ctx, cancel := context.WithTimeout(e.bgCtx, abandonTimeout)
 	defer cancel()
 	tr, err := e.can.ConfigureProber.ProbeConfigure(ctx, backend.ConfigureSpec{MachineID: op.ID, OperationID: op.OperationID, Placement: op.Placement()})
 	switch {
 	case err != nil:
-		return result{err: fmt.Errorf("%s before its bootstrap hook started, but the guest could not confirm it after the cleanup: %w", cutByRestart, err)}
+		return result{err: fmt.Errorf("interrupted by a provider restart before its bootstrap hook started, but the guest could not confirm it after the cleanup: %w", err)}
 	case tr.Hook != backend.HookNeverStarted:
-		return result{err: fmt.Errorf("%s; its bootstrap hook started while the Configure was being rolled back (%s), so nobody can tell whether the node joined its cluster", cutByRestart, tr.Hook)}
+		return result{err: fmt.Errorf("interrupted by a provider restart; its bootstrap hook started while the Configure was being rolled back (%s), so nobody can tell whether the node joined its cluster", tr.Hook)}
 	}
 	return r
 }
