@@ -116,7 +116,7 @@ func (e *Engine) reportOutcome(n *Machine, r result, outcome string) {
 	attrs := []any{"machine", n.ID, "op", n.OperationID, "kind", string(n.OpKind), "outcome", outcome, "state", n.State.String()}
 	switch {
 	case r.rollback != "":
-		e.log.Warn("transition rolled back", append(attrs, "err", n.LastError)...)
+		e.log.Warn("transition finished", append(attrs, "err", n.LastError)...)
 	case r.err != nil:
 		if errors.Is(r.err, backend.ErrNoCapacity) {
 			attrs = append(attrs, "zone", n.Zone, "vcpu", n.VCPU, "memory_mib", n.MemoryMiB)
