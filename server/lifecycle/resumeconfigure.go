@@ -122,7 +122,12 @@ func (e *Engine) finishCutConfigure(ctx context.Context, m *Machine, spec backen
 // and the hook still never started afterwards (the old provider's last
 // command may have been starting it); otherwise the machine is FAILED.
 func (e *Engine) abandonCut(op Machine, r result) result {
-	err := e.abandonGuest(op)
+	within := abandonTimeout
+	var te *timeoutError
+	if errors.As(r.err, &te) {
+		within = lateAbandonTimeout
+	}
+	err := e.abandonGuest(op, within)
 	if r.rollback == "" {
 		if err != nil {
 			r.err = fmt.Errorf("%w; cleaning the guest failed too: %v", r.err, err)
