@@ -27,8 +27,11 @@ import (
 // tracedWrapScript is "setsid sh -c tracedWrapScript bigfleet-traced <run
 // dir> <hook name> <trace file> <op> <argv...>": wrapScript's pid record,
 // the trace's "started" line, the hook as a child (not exec'ed: the shell
-// outlives it to write the exit line), and the hook's exit status as its
-// own. The whole group is still the shell's, so a group kill takes both.
+// outlives it to write the exit line), and the hook's end as its own: its
+// exit status, or, for a status above 128 (the shell's form of "killed by
+// signal N"), the same signal sent to itself, so guest-exec-status still
+// says "killed by signal N". The whole group is still the shell's, so a
+// group kill takes both.
 const tracedWrapScript = `umask 077
 d=$1 n=$2 t=$3 op=$4
 shift 4
@@ -43,6 +46,7 @@ sync
 rc=$?
 echo "$op exit $rc" >"$t.new" && mv -f -- "$t.new" "$t"
 sync
+[ "$rc" -gt 128 ] && [ "$rc" -lt 160 ] && kill -"$((rc - 128))" $$
 exit $rc`
 
 // probeScript is "sh -c probeScript bigfleet-probe <trace file> <op>": it

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,6 +49,20 @@ func TestTraceScriptsInRealShells(t *testing.T) {
 			}
 			if got := probeReal(t, sh, trace, "op-1"); got != "exit 3" {
 				t.Fatalf("op-1 after exit 3: %q", got)
+			}
+			// A hook killed by a signal: the wrapper dies by the same
+			// signal (guest-exec-status reports it as the hook's), and the
+			// trace keeps the shell's status for it.
+			err = tracedCmd(sh, run, trace, "op-s", "kill -KILL $$").Run()
+			if ee, ok := err.(*exec.ExitError); !ok || !signaledBy(ee, syscall.SIGKILL) {
+				t.Fatalf("wrapper of a hook killed by SIGKILL: %v", err)
+			}
+			if got := probeReal(t, sh, trace, "op-s"); got != "exit 137" {
+				t.Fatalf("op-s after SIGKILL: %q", got)
+			}
+			err = tracedCmd(sh, run, trace, "op-t", "kill -TERM $$").Run()
+			if ee, ok := err.(*exec.ExitError); !ok || !signaledBy(ee, syscall.SIGTERM) {
+				t.Fatalf("wrapper of a hook killed by SIGTERM: %v", err)
 			}
 			if got := probeReal(t, sh, trace, "op-0"); got != "none" {
 				t.Fatalf("another op: %q", got)
@@ -94,6 +109,11 @@ func TestTraceScriptsInRealShells(t *testing.T) {
 			}
 		})
 	}
+}
+
+func signaledBy(ee *exec.ExitError, sig syscall.Signal) bool {
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 func syscallKillGroup(pid int) error {
