@@ -423,6 +423,63 @@ type Abandoner interface {
 	AbandonConfigure(ctx context.Context, machineID string, pl Placement) error
 }
 
+// HookTrace is what a guest shows of the bootstrap hook of one Configure
+// (by operation id), read after the provider that ran it was cut off.
+type HookTrace int
+
+const (
+	// HookNeverStarted: the guest holds no trace of this operation's
+	// bootstrap hook (a trace of another operation does not count).
+	HookNeverStarted HookTrace = iota + 1
+	// HookRunning: it started and its process still runs.
+	HookRunning
+	// HookSucceeded: it exited 0.
+	HookSucceeded
+	// HookFailed: it exited non-zero (ExitCode).
+	HookFailed
+	// HookVanished: it started, no longer runs, and left no exit status
+	// (killed, or the guest rebooted under it): nobody can tell what it did.
+	HookVanished
+)
+
+func (h HookTrace) String() string {
+	switch h {
+	case HookNeverStarted:
+		return "never started"
+	case HookRunning:
+		return "running"
+	case HookSucceeded:
+		return "finished ok"
+	case HookFailed:
+		return "finished failed"
+	case HookVanished:
+		return "started, then vanished without an exit status"
+	}
+	return "unknown"
+}
+
+// ConfigureTrace is a ConfigureProber's answer.
+type ConfigureTrace struct {
+	Hook     HookTrace
+	ExitCode int // for HookFailed
+}
+
+// ConfigureProber is implemented by backends whose guests keep, keyed by
+// operation id, a trace of a Configure's bootstrap hook that outlives the
+// provider. The engine asks it about a Configure cut by a restart (whose
+// blob is gone), to roll it back, finish it, or fail it with the cause.
+// Both methods go through the machine's call gate; spec carries no blob.
+type ConfigureProber interface {
+	// ProbeConfigure answers what became of the bootstrap hook of the
+	// Configure spec.OperationID. An error means the guest could not be
+	// asked (it may answer later; ErrNotFound: its domain is gone).
+	ProbeConfigure(ctx context.Context, spec ConfigureSpec) (ConfigureTrace, error)
+	// FinishConfigure ends a Configure whose bootstrap hook finished ok as
+	// Configure would have: it waits for the ready hook and only then
+	// records the binding.
+	FinishConfigure(ctx context.Context, spec ConfigureSpec) error
+}
+
 // MigrateSpec is what a live migration needs: the machine, where its VM
 // is now, its size (booked on the destination), and optionally the host
 // to move it to ("" lets the zone's placement choose).

@@ -95,6 +95,10 @@ func (b *Backend) VM(machineID string) (VM, bool) {
 		bc.ShardMetadata = maps.Clone(vm.Binding.ShardMetadata)
 		c.Binding = &bc
 	}
+	if vm.Bootstrap != nil {
+		bt := *vm.Bootstrap
+		c.Bootstrap = &bt
+	}
 	return c, true
 }
 

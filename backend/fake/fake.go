@@ -71,6 +71,9 @@ type VM struct {
 	// Run is the state set by SetRunState; zero while it runs as created.
 	Run     backend.RunState
 	Binding *Binding
+	// Bootstrap is the guest's trace of its last Configure's hook (nil:
+	// none; see probe.go).
+	Bootstrap *BootstrapTrace
 	// DeleteOperationID is the intent a Delete recorded on the VM before
 	// removing it ("" = none): what a Delete cut short leaves behind.
 	DeleteOperationID string

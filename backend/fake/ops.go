@@ -116,6 +116,7 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 	vm.Binding = &Binding{ClusterID: spec.ClusterID, OperationID: spec.OperationID,
 		BlobDigest: sha256.Sum256(spec.BootstrapBlob), BlobLen: len(spec.BootstrapBlob),
 		ShardMetadata: maps.Clone(spec.ShardMetadata)}
+	vm.Bootstrap = &BootstrapTrace{OperationID: spec.OperationID, Trace: backend.ConfigureTrace{Hook: backend.HookSucceeded}}
 	return nil
 }
 

@@ -97,13 +97,25 @@ func (b *Bootstrapper) Config() BootstrapConfig { return b.cfg }
 // The blob is secret: it is only handed to WriteFile and never appears in an
 // error. Configure is safe to re-run: the hooks must be idempotent.
 func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []byte) error {
+	return b.ConfigureOp(ctx, "", clusterID, blob)
+}
+
+// ConfigureOp is Configure for the operation op: its bootstrap hook leaves
+// a trace in the guest, keyed by op, that ProbeBootstrap reads after the
+// provider was cut off (trace.go). An empty op leaves no trace.
+func (b *Bootstrapper) ConfigureOp(ctx context.Context, op, clusterID string, blob []byte) error {
+	if op != "" {
+		if err := checkOp(op); err != nil {
+			return fmt.Errorf("configure: %w", err)
+		}
+	}
 	if err := checkBlobPath(b.cfg.BlobPath); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
 	if err := b.waitAgent(ctx); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	err := b.configure(ctx, clusterID, blob)
+	err := b.configure(ctx, op, clusterID, blob)
 	if err != nil {
 		b.giveUp(ctx, err)
 	}
@@ -111,7 +123,7 @@ func (b *Bootstrapper) Configure(ctx context.Context, clusterID string, blob []b
 }
 
 // configure is Configure once the agent has answered.
-func (b *Bootstrapper) configure(ctx context.Context, clusterID string, blob []byte) error {
+func (b *Bootstrapper) configure(ctx context.Context, op, clusterID string, blob []byte) error {
 	if err := b.deliver(ctx, blob); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
@@ -119,14 +131,14 @@ func (b *Bootstrapper) configure(ctx context.Context, clusterID string, blob []b
 	// can reach last_error, a log line or the admin API.
 	forms := newSecretForms(blob)
 	argv := []string{b.cfg.BootstrapHook, "--", clusterID}
-	res, err := b.runTracked(ctx, hookBootstrap, argv, b.cfg.BootstrapBudget)
+	res, err := b.runBootstrap(ctx, op, argv)
 	if err != nil {
 		return fmt.Errorf("configure: run bootstrap hook: %w", err)
 	}
 	if err := forms.redactResult(res).Err("bootstrap hook"); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	if err := b.awaitReady(ctx, clusterID, forms); err != nil {
+	if err := b.awaitReady(ctx, clusterID, forms.redactResult); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
 	return nil
@@ -170,7 +182,7 @@ func (b *Bootstrapper) waitAgent(ctx context.Context) error {
 }
 
 // awaitReady polls the ready hook with backoff until it exits 0.
-func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, forms secretForms) error {
+func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, redact func(HookResult) HookResult) error {
 	present := b.probe(ctx, b.cfg.ReadyHook)
 	if present == absent {
 		return nil
@@ -189,7 +201,7 @@ func (b *Bootstrapper) awaitReady(ctx context.Context, clusterID string, forms s
 			return nil
 		}
 		if last = err; err == nil {
-			last = forms.redactResult(res).Err("ready hook")
+			last = redact(res).Err("ready hook")
 		}
 		if ctx.Err() != nil || b.c.clock.Sleep(ctx, delay.Next()) != nil {
 			break

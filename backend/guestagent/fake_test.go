@@ -29,6 +29,9 @@ type running struct {
 	p      proc
 	polls  int
 	killed bool
+	// trace and op: a hook run under tracedWrapScript, whose exit is
+	// written to the trace (a killed one leaves "started").
+	trace, op string
 }
 
 type execCall struct {
@@ -206,6 +209,9 @@ func (g *fakeGuest) exec(args json.RawMessage) (any, string) {
 // shell's exec when the hook does not exist). The exec is logged as the
 // hook's own, so execsOf(hook) sees it.
 func (g *fakeGuest) wrapped(pid int64, args []string) (any, string) {
+	if len(args) >= 9 && args[0] == shellBinary && args[1] == "-c" && args[2] == tracedWrapScript && args[3] == "bigfleet-traced" {
+		return g.traced(pid, args)
+	}
 	if len(args) < 7 || args[0] != shellBinary || args[1] != "-c" || args[2] != wrapScript || args[3] != "bigfleet-hook" {
 		g.t.Errorf("setsid run without the pid-recording wrapper: %q", args)
 		return nil, "bad wrapper"
@@ -221,6 +227,39 @@ func (g *fakeGuest) wrapped(pid int64, args []string) (any, string) {
 	g.runs[hook]++
 	g.procs[pid] = &running{p: prog(args[7:], g.runs[hook])}
 	return execReply{PID: pid}, ""
+}
+
+// traced plays "setsid sh -c tracedWrapScript bigfleet-traced <dir>
+// <name> <trace> <op> hook args...": wrapped's pid record, then the
+// trace's "started" line; status writes the exit line.
+func (g *fakeGuest) traced(pid int64, args []string) (any, string) {
+	trace, op := args[6], args[7]
+	plain := append([]string{args[0], args[1], wrapScript, "bigfleet-hook", args[4], args[5]}, args[8:]...)
+	ret, e := g.wrapped(pid, plain)
+	g.files[trace] = []byte(op + " started " + strconv.FormatInt(pid, 10) + " 4242\n")
+	if r, ok := g.procs[pid]; ok {
+		r.trace, r.op = trace, op
+	}
+	return ret, e
+}
+
+// probe plays probeScript on the fake's files and processes.
+func (g *fakeGuest) probe(trace, op string) string {
+	f := strings.Fields(string(g.files[trace]))
+	if len(f) < 3 || f[0] != op {
+		return "none\n"
+	}
+	switch f[1] {
+	case "exit":
+		return "exit " + f[2] + "\n"
+	case "started":
+		pid, _ := strconv.ParseInt(f[2], 10, 64)
+		if r, ok := g.procs[pid]; ok && !r.killed {
+			return "running\n"
+		}
+		return "started\n"
+	}
+	return "none\n"
 }
 
 // script plays one bookkeeping script ("-c", script, $0, args...).
@@ -246,6 +285,8 @@ func (g *fakeGuest) script(args []string) proc {
 		g.files[dst], g.modes[dst] = data, g.modes[src]
 		delete(g.files, src)
 		delete(g.modes, src)
+	case args[1] == probeScript && name == "bigfleet-probe":
+		return proc{Stdout: g.probe(a[0], a[1])}
 	case args[1] == groupKillScript && name == "bigfleet-kill":
 		target, _ := strconv.ParseInt(a[0], 10, 64)
 		g.groupKills = append(g.groupKills, target)
@@ -304,6 +345,9 @@ func (g *fakeGuest) status(args json.RawMessage) (any, string) {
 		return execStatusReply{Exited: false}, ""
 	}
 	delete(g.procs, a.PID)
+	if r.trace != "" && r.p.Signal == 0 {
+		g.files[r.trace] = []byte(fmt.Sprintf("%s exit %d\n", r.op, r.p.Exit))
+	}
 	st := execStatusReply{
 		Exited:  true,
 		OutData: base64.StdEncoding.EncodeToString([]byte(r.p.Stdout)),

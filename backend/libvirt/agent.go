@@ -15,8 +15,9 @@ import (
 // locates the machine once and hands the located domain down.
 
 var (
-	_ backend.Starter      = (*Backend)(nil)
-	_ backend.BootReporter = (*Backend)(nil)
+	_ backend.Starter         = (*Backend)(nil)
+	_ backend.BootReporter    = (*Backend)(nil)
+	_ backend.ConfigureProber = (*Backend)(nil)
 )
 
 // Configure runs the bootstrap through the guest agent and only then
@@ -56,6 +57,24 @@ func (b *Backend) AbandonConfigure(ctx context.Context, machineID string, pl bac
 		return fmt.Errorf("abandon configure: %w", err)
 	}
 	return b.guests.Abandon(ctx, t)
+}
+
+// ProbeConfigure is backend.ConfigureProber (guest.Guests.ProbeConfigure).
+func (b *Backend) ProbeConfigure(ctx context.Context, spec backend.ConfigureSpec) (backend.ConfigureTrace, error) {
+	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	if err != nil {
+		return backend.ConfigureTrace{}, fmt.Errorf("probe configure: %w", err)
+	}
+	return b.guests.ProbeConfigure(ctx, t, spec)
+}
+
+// FinishConfigure is backend.ConfigureProber (guest.Guests.FinishConfigure).
+func (b *Backend) FinishConfigure(ctx context.Context, spec backend.ConfigureSpec) error {
+	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	return b.guests.FinishConfigure(ctx, t, spec)
 }
 
 // GuestAddresses is backend.GuestAddresser (guest.Guests.Addresses).

@@ -87,7 +87,10 @@ func (a *fakeAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]b
 			a.exits[a.next] = 0
 			return ret(map[string]any{"pid": a.next})
 		}
-		if args.Path == "/usr/bin/setsid" && len(args.Arg) > 6 {
+		if args.Path == "/usr/bin/setsid" && len(args.Arg) > 8 && args.Arg[3] == "bigfleet-traced" {
+			// The traced wrapper (sh -c script $0 dir name trace op hook args...).
+			args.Path, args.Arg = args.Arg[8], args.Arg[9:]
+		} else if args.Path == "/usr/bin/setsid" && len(args.Arg) > 6 {
 			// The pid-recording wrapper (sh -c script $0 dir name hook args...).
 			args.Path, args.Arg = args.Arg[6], args.Arg[7:]
 		}

@@ -32,9 +32,9 @@ type Judge struct {
 }
 
 // Await polls the machine until the operation ends, and files the outcome:
-// reached (checked), FAILED (judged), another stable state (unaccounted
-// unless Elsewhere explains it), or still transitional past its deadline
-// (stuck). The deadline counts from the send or from the provider's last
+// reached (checked), FAILED (judged), a Configure rolled back to IDLE after
+// a provider restart cut it, another stable state (unaccounted unless
+// Elsewhere explains it), or still transitional past its deadline (stuck). The deadline counts from the send or from the provider's last
 // start, whichever is later, because a transition resumed after a restart
 // gets a fresh one.
 func (j *Judge) Await(op *OpRecord) {
@@ -55,6 +55,10 @@ func (j *Judge) Await(op *OpRecord) {
 			j.Led.SetOutcome(op, j.Failed(op, m))
 			return
 		case !Transitional(st):
+			if why := j.rolledBack(op, m); why != "" {
+				j.Led.SetOutcome(op, why)
+				return
+			}
 			if j.Elsewhere != nil {
 				if why := j.Elsewhere(op, m); why != "" {
 					j.Led.SetOutcome(op, why)
@@ -79,6 +83,17 @@ func (j *Judge) Await(op *OpRecord) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// rolledBack explains a Configure that ended IDLE: a restart of the
+// provider since it was sent cut it before its bootstrap hook started,
+// and the provider rolled it back (CutConfigureRolledBack). "" otherwise.
+func (j *Judge) rolledBack(op *OpRecord, m *pb.Machine) string {
+	if op.Kind != "Configure" || !CutConfigureRolledBack(m) || !j.LastStart().After(op.Sent) {
+		return ""
+	}
+	j.Logf("%s: Configure (op %q) rolled back to IDLE after a provider restart: %s", op.Machine, op.OpID, m.GetLastError())
+	return "rolled-back: Configure cut by a restart before its bootstrap hook started"
 }
 
 // Failed decides whether a FAILED machine was failed by a real cause the

@@ -10,6 +10,12 @@ import (
 // wait for the machine's call gate and the backend's guest cleanup.
 const abandonTimeout = time.Minute
 
+// lateAbandonTimeout bounds the cleanup after a cut Configure whose guest
+// could not tell within --configure-timeout: the FAILED it precedes is
+// already due, and a guest that did not answer all along most likely will
+// not now (the next Configure tidies first anyway).
+const lateAbandonTimeout = 15 * time.Second
+
 // abandonConfigure asks the backend to remove what a Configure cut by a
 // restart left in the guest (its partial blob, its bootstrap hook, which
 // could otherwise still join the node to the cluster) before the machine
@@ -25,10 +31,23 @@ func (e *Engine) abandonConfigure(op Machine) error {
 	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
 	if err != nil {
 		err = fmt.Errorf("the machine's %s call did not return: %w", running, err)
-	} else {
-		err = ab.AbandonConfigure(ctx, op.ID, op.Placement())
-		leave()
+		e.log.Warn("could not clean up after a Configure cut by a restart", "machine", op.ID, "op", op.OperationID, "err", err)
+		return err
 	}
+	defer leave()
+	return e.abandonGuest(op, abandonTimeout)
+}
+
+// abandonGuest is abandonConfigure's backend call, bounded by within, for
+// a caller that holds the machine's call gate.
+func (e *Engine) abandonGuest(op Machine, within time.Duration) error {
+	ab := e.can.Abandoner
+	if ab == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(e.bgCtx, within)
+	defer cancel()
+	err := ab.AbandonConfigure(ctx, op.ID, op.Placement())
 	if err != nil {
 		e.log.Warn("could not clean up after a Configure cut by a restart", "machine", op.ID, "op", op.OperationID, "err", err)
 	}

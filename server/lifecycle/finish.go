@@ -81,7 +81,12 @@ func (e *Engine) record(id string, expect record.Expect, outcome func(cur *Machi
 func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
 	now := e.cfg.Now()
 	outcome := "succeeded"
-	if r.err != nil {
+	switch {
+	case r.rollback != "":
+		outcome = "rolled_back"
+		rollBack(n)
+		n.LastError = r.rollback
+	case r.err != nil:
 		outcome = "failed"
 		var te *timeoutError
 		if errors.As(r.err, &te) {
@@ -89,7 +94,7 @@ func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
 		}
 		n.State = Failed
 		n.LastError = lastError(cur.OpKind, r.err)
-	} else {
+	default:
 		applySuccess(n, r.placement, e.cfg.Provider)
 	}
 	n.StateSince = now
@@ -110,6 +115,8 @@ func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
 func (e *Engine) reportOutcome(n *Machine, r result, outcome string) {
 	attrs := []any{"machine", n.ID, "op", n.OperationID, "kind", string(n.OpKind), "outcome", outcome, "state", n.State.String()}
 	switch {
+	case r.rollback != "":
+		e.log.Warn("transition finished", append(attrs, "err", n.LastError)...)
 	case r.err != nil:
 		if errors.Is(r.err, backend.ErrNoCapacity) {
 			attrs = append(attrs, "zone", n.Zone, "vcpu", n.VCPU, "memory_mib", n.MemoryMiB)
@@ -152,6 +159,13 @@ func (e *Engine) parkedCount() int {
 	e.parkMu.Lock()
 	defer e.parkMu.Unlock()
 	return len(e.parked)
+}
+
+// rollBack returns n to where its transition started. Only a Configure
+// rolls back (to IDLE, its binding cleared).
+func rollBack(n *Machine) {
+	n.State = Idle
+	n.Cluster, n.ShardMetadata = "", nil
 }
 
 func applySuccess(n *Machine, p backend.Placement, provider string) {

@@ -15,6 +15,10 @@ type result struct {
 	placement backend.Placement
 	err       error
 	addresses []string // a Configure's guest addresses (see readAddresses)
+	// rollback, when set, ends the transition back in its starting state
+	// with this as last_error: only a Configure cut by a restart before
+	// its bootstrap hook started (resumeconfigure.go).
+	rollback string
 }
 
 // launch runs an accepted transition in the background. blob is only set
@@ -140,10 +144,18 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attem
 
 // resume restarts a transition that was in flight when the process
 // stopped. Create, Drain and Delete are idempotent on the backend and run
-// again with a fresh deadline; Configure cannot, because the bootstrap blob
-// is deliberately never stored, so it ends FAILED saying why.
+// again with a fresh deadline. Configure cannot run again, because the
+// bootstrap blob is deliberately never stored: a backend that can ask the
+// guest what became of it (backend.ConfigureProber) has it rolled back or
+// finished (resumeConfigure); otherwise it ends FAILED saying why.
 func (e *Engine) resume(id string) {
 	m, _ := e.idx.Get(id)
+	if m.OpKind == OpConfigure && e.can.ConfigureProber != nil {
+		op := *m
+		e.log.Info("asking the guest what became of a Configure cut by a restart", "machine", id, "op", op.OperationID)
+		e.track(op.OperationID, func() { e.resumeConfigure(op) })
+		return
+	}
 	if m.OpKind == OpConfigure {
 		op := *m
 		e.track(op.OperationID, func() {

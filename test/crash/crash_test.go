@@ -246,12 +246,17 @@ func mustList(t *testing.T, p *proc) *pb.MachineList {
 	return l
 }
 
-var restartMsg = regexp.MustCompile(`restart`)
+var (
+	restartMsg    = regexp.MustCompile(`restart`)
+	rolledBackMsg = regexp.MustCompile(`^configure rolled back to IDLE: cut by a provider restart`)
+)
 
 // checkAcked: the last acknowledged mutation survived. Its transition is
-// in flight, done, or (Configure only: the blob is never stored) FAILED
-// saying the restart interrupted it; a retry with a fresh token gets the
-// same operation id; the acknowledged token itself is now stale.
+// in flight, done, or (Configure only: the blob is never stored) ended as
+// its guest told: FAILED saying the restart interrupted it (on the fake,
+// whose VMs die with the provider, always: the domain is gone), or rolled
+// back to IDLE; a retry with a fresh token gets the same operation id; the
+// acknowledged token itself is now stale.
 func checkAcked(t *testing.T, p *proc, id string, a acked) {
 	t.Helper()
 	if a.method == "" {
@@ -273,6 +278,11 @@ func checkAcked(t *testing.T, p *proc, id string, a acked) {
 	case pb.MachineState_MACHINE_STATE_FAILED:
 		if a.method != "Configure" || !restartMsg.MatchString(m.LastError) {
 			t.Errorf("%s: FAILED after acked %s (op %s, seq %d): %q", id, a.method, a.opID, a.seq, m.LastError)
+		}
+		return
+	case pb.MachineState_MACHINE_STATE_IDLE:
+		if a.method != "Configure" || !rolledBackMsg.MatchString(m.LastError) {
+			t.Errorf("%s: state IDLE after acked %s (op %s): the acknowledgement was lost (last_error %q)", id, a.method, a.opID, m.LastError)
 		}
 		return
 	default:

@@ -74,7 +74,8 @@ func TestJudgement(t *testing.T) {
 	failed := func(le string) *pb.Machine {
 		return &pb.Machine{Id: "m", State: pb.MachineState_MACHINE_STATE_FAILED, LastError: le}
 	}
-	const interrupted = "configure failed: interrupted by a provider restart; the bootstrap blob is never persisted"
+	const interrupted = "configure failed: interrupted by a provider restart; its bootstrap hook had exited with status 2"
+	const oldCause = "configure failed: interrupted by a provider restart; the bootstrap blob is never persisted, so it cannot be delivered again"
 
 	s.led.SetSent("m", binding{Cluster: "exit3"})
 	if why := s.explain(op, failed("configure failed: bootstrap hook exited with status 3: bootstrap failed on purpose")); why == "" {
@@ -98,6 +99,9 @@ func TestJudgement(t *testing.T) {
 	s.led.EditFault(kill, func(f *faultEvent) { f.End = time.Now() })
 	if why := s.explain(op, failed(interrupted)); why == "" {
 		t.Error("a SIGKILL mid-Configure did not explain the interruption")
+	}
+	if why := s.explain(op, failed(oldCause)); why != "" {
+		t.Errorf("the old blanket cause of a cut Configure explained as %q: the guest tells now", why)
 	}
 	if why := s.explain(&opRecord{Kind: "Create", Sent: op.Sent}, failed("create failed: connection reset")); why != "" {
 		t.Errorf("a Create failure explained as %q", why)

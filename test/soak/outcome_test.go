@@ -41,13 +41,15 @@ func (s *soak) explain(op *opRecord, m *pb.Machine) string {
 	if configure && sent.Cluster == "exit3" && strings.Contains(le, "status 3") {
 		return "bootstrap hook of cluster exit3 fails on purpose"
 	}
-	if configure && strings.Contains(le, "interrupted by a provider restart") {
+	if configure && soakkit.CutConfigureFailed(le) {
 		from := time.Now().Add(-10 * time.Minute)
 		if op != nil {
 			from = op.Sent
 		}
-		// The contract (Restart) lets a Configure cut by a crash end FAILED:
-		// the blob is never persisted, so it cannot be delivered again.
+		// A Configure cut by a crash ends as its guest tells: rolled back
+		// to IDLE or CONFIGURED (judged elsewhere), or FAILED with a cause
+		// the guest gave or could not give (soakkit.CutConfigureFailed);
+		// never with the old blanket cause.
 		if len(s.led.FaultsBetween(provKill, from, time.Now())) > 0 {
 			return "provider SIGKILLed mid-Configure"
 		}

@@ -63,9 +63,10 @@ func timeoutOf(kind string) time.Duration {
 	return deleteTimeout
 }
 
-// explain names the real cause of a failure, or "" if there is none. The
-// contract (Restart) lets a Configure cut by a provider crash end FAILED:
-// the bootstrap blob is never persisted, so it cannot be delivered again.
+// explain names the real cause of a failure, or "" if there is none. A
+// Configure cut by a provider crash ends as its guest tells (rolled back
+// to IDLE or CONFIGURED, judged by soakkit.Judge), or FAILED with a cause
+// the guest gave or could not give (soakkit.CutConfigureFailed).
 func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 	le := m.GetLastError()
 	from := time.Now().Add(-10 * time.Minute)
@@ -80,7 +81,7 @@ func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 		return why
 	}
 	configure := op == nil || op.Kind == "Configure"
-	if !configure || !strings.Contains(le, "interrupted by a provider restart") {
+	if !configure || !soakkit.CutConfigureFailed(le) {
 		return ""
 	}
 	for _, k := range []soakkit.FaultKind{provKill, lostState} {

@@ -57,7 +57,7 @@ func (g *Guests) Configure(ctx context.Context, t Target, spec backend.Configure
 		return err
 	}
 	start := time.Now()
-	if err := g.bootstrapper(t).Configure(ctx, spec.ClusterID, spec.BootstrapBlob); err != nil {
+	if err := g.bootstrapper(t).ConfigureOp(ctx, spec.OperationID, spec.ClusterID, spec.BootstrapBlob); err != nil {
 		if md.ClusterID != "" {
 			md.ClusterID, md.ShardMetadata = "", nil
 			if cerr := g.writeMetadata(t, md); cerr != nil {

@@ -34,6 +34,9 @@ type Capabilities struct {
 	Migrator backend.Migrator
 	// Abandoner cleans a guest after a Configure cut by a restart.
 	Abandoner backend.Abandoner
+	// ConfigureProber asks the guest what became of a Configure cut by a
+	// restart, to roll it back or finish it instead of failing it.
+	ConfigureProber backend.ConfigureProber
 	// GuestAddresser reads the guest's addresses after a Configure.
 	GuestAddresser backend.GuestAddresser
 	// ReconcileRequester asks for a pass when the backend learns of a
@@ -57,6 +60,7 @@ func Of(be backend.Backend) Capabilities {
 	c.MarkClearer, _ = be.(backend.MarkClearer)
 	c.FencedDestroyer, _ = be.(backend.FencedDestroyer)
 	c.Abandoner, _ = be.(backend.Abandoner)
+	c.ConfigureProber, _ = be.(backend.ConfigureProber)
 	c.GuestAddresser, _ = be.(backend.GuestAddresser)
 	c.ReconcileRequester, _ = be.(backend.ReconcileRequester)
 	return c

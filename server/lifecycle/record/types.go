@@ -81,7 +81,7 @@ type Transition struct {
 	To          State     `json:"to"` // the state it ended in (or the target while running)
 	Started     time.Time `json:"started"`
 	Ended       time.Time `json:"ended,omitzero"`
-	Outcome     string    `json:"outcome"` // running, succeeded, failed, timed_out, superseded
+	Outcome     string    `json:"outcome"` // running, succeeded, failed, timed_out, rolled_back, superseded
 	LastError   string    `json:"last_error,omitempty"`
 	// Note says why the transition went as it did when the backend chose
 	// something: a Create's placement decision and its reason.
