@@ -1,6 +1,107 @@
 package lifecycle
 
-import "context"
+// The operator's writes on one machine (admin API, behind --admin-write):
+// Release out of FAILED and ClearMark of a shard's fence mark.
+
+import (
+	"context"
+	"fmt"
+)
+
+// ClearMark removes shard's fence mark on machine id: the operator's way
+// to free a machine whose marks are at ShardsPerMachine, so that a shard
+// refused there (ResourceExhausted) can act again (admin API, behind
+// --admin-write; issue 39). It is not part of BigFleet's contract: the
+// cleared shard's next token is a first contact again, so its stale
+// tokens would pass; clear only a shard that is gone or invented.
+//
+// The mark goes from the domain's metadata first (the backend's
+// MarkClearer), then from the state with a history entry naming by, in one
+// commit: a crash in between leaves the state's mark, which a retry
+// clears, never a cleared state whose host would restore the mark. Only
+// a machine in a stable state is cleared: a running transition may be
+// writing its metadata.
+func (e *Engine) ClearMark(ctx context.Context, id, shard, by string) (ClearedMark, error) {
+	if err := validateID("machine_id", id); err != nil {
+		return ClearedMark{}, err
+	}
+	if shard == "" {
+		return ClearedMark{}, errorf(CodeInvalid, "shard_id is required (ListFenceMarks names the shards with marks)")
+	}
+	unlock := e.locks.Lock(id)
+	defer unlock()
+	cur, known := e.idx.Get(id)
+	if !known {
+		return ClearedMark{}, errorf(CodeNotFound, "machine %q not found", id)
+	}
+	key := MarkKey{ShardID: shard, MachineID: id}
+	m, durable := e.marks.Get(key)
+	if !durable {
+		if m, ok := e.unknown.Get(key); ok {
+			// A newcomer's refused call left it in memory only (keepMark):
+			// nothing durable to change.
+			e.unknown.Delete(key)
+			return e.cleared(m, cur), nil
+		}
+		return ClearedMark{}, errorf(CodeNotFound, "shard %s holds no fence mark on machine %q", quoteClipped(shard), id)
+	}
+	if err := e.clearable(cur); err != nil {
+		return ClearedMark{}, err
+	}
+	if mc := e.can.MarkClearer; mc != nil && cur.Domain != "" {
+		if err := mc.ClearMark(ctx, id, cur.Placement(), shard); err != nil {
+			return ClearedMark{}, errorf(CodeUnavailable, "machine %q: the mark is unchanged: %v", id, err)
+		}
+	}
+	n, err := e.commitClear(ctx, cur, key, m, by)
+	if err != nil {
+		return ClearedMark{}, err
+	}
+	return e.cleared(m, n), nil
+}
+
+// ClearedMark is what ClearMark did.
+type ClearedMark struct {
+	Mark    Mark    // the mark removed
+	Machine Machine // the machine afterwards
+	// ShardsLeft is how many shards still hold durable marks on it.
+	ShardsLeft int
+}
+
+func (e *Engine) cleared(m Mark, n *Machine) ClearedMark {
+	return ClearedMark{Mark: m, Machine: n.Clone(), ShardsLeft: e.marks.ShardsOn(n.ID)}
+}
+
+// clearable refuses a machine whose metadata a transition or a migration
+// may be writing.
+func (e *Engine) clearable(m *Machine) *Error {
+	if m.State.Transitional() {
+		return errorf(CodeAborted, "cannot clear a fence mark of machine %q: it is %s; retry once it is stable", m.ID, m.State)
+	}
+	return e.moves.Refusal(m.ID)
+}
+
+// commitClear drops the mark and records the clear in the machine's
+// history, in one commit, then applies both.
+func (e *Engine) commitClear(ctx context.Context, cur *Machine, key MarkKey, m Mark, by string) (*Machine, error) {
+	now := e.cfg.Now()
+	n := cur.Edit()
+	n.History = appendHistory(n.History, Transition{OperationID: cur.OperationID, Kind: OpFenceClear,
+		From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: "succeeded",
+		Note: fmt.Sprintf("fence mark of shard %s (epoch %d, sequence %d) cleared by %s", quoteClipped(key.ShardID), m.Epoch, m.Sequence, by)})
+	n.Revision = e.idx.Reserve()
+	if err := e.durable(ctx, Batch{Machines: []Machine{n}, DropMarks: []MarkKey{key}}); err != nil {
+		e.idx.Abandon(n.Revision)
+		e.log.Error("store commit failed", "machine", cur.ID, "err", err)
+		return nil, errorf(CodeUnavailable, "cannot persist the change: store unavailable")
+	}
+	e.marks.Delete(key)
+	e.unknown.Delete(key)
+	e.idx.Publish(&n)
+	e.log.Warn("fence mark cleared", "machine", cur.ID, "shard", quoteClipped(key.ShardID),
+		"epoch", m.Epoch, "sequence", m.Sequence, "by", by, "shards_left", e.marks.ShardsOn(cur.ID))
+	return &n, nil
+}
 
 // Release is the operator's way out of FAILED (admin API, behind
 // --admin-write): it destroys whatever is left of the VM and returns the

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/internal/backoff"
 )
 
 // A Configure cut by a restart (a SIGKILL, a failover, a graceful stop
@@ -59,11 +58,7 @@ func (e *Engine) decideCutConfigure(ctx context.Context, m *Machine, budget time
 	pr := e.can.ConfigureProber
 	spec := backend.ConfigureSpec{MachineID: m.ID, OperationID: m.OperationID, Placement: m.Placement(),
 		ClusterID: m.Cluster, ShardMetadata: cloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID)}
-	first := e.cfg.RetryMin
-	if first <= 0 {
-		first = retryMin
-	}
-	delay := backoff.New(first, retryMax)
+	delay := e.retryDelay()
 	var last error
 	for {
 		tr, err := pr.ProbeConfigure(ctx, spec)
@@ -96,11 +91,7 @@ func (e *Engine) decideCutConfigure(ctx context.Context, m *Machine, budget time
 // ok: the backend waits for the ready hook and records the binding, run
 // again after a transient fault within the deadline.
 func (e *Engine) finishCutConfigure(ctx context.Context, m *Machine, spec backend.ConfigureSpec, budget time.Duration) result {
-	first := e.cfg.RetryMin
-	if first <= 0 {
-		first = retryMin
-	}
-	delay := backoff.New(first, retryMax)
+	delay := e.retryDelay()
 	for {
 		err := e.can.ConfigureProber.FinishConfigure(ctx, spec)
 		if err == nil {

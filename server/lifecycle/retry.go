@@ -36,17 +36,23 @@ func (f *lastFault) get() error {
 	return f.err
 }
 
+// retryDelay is the backoff between tries of a backend call that failed
+// for a transient reason: from --retry-min (RetryMin) doubling to retryMax.
+func (e *Engine) retryDelay() *backoff.Backoff {
+	first := e.cfg.RetryMin
+	if first <= 0 {
+		first = retryMin
+	}
+	return backoff.New(first, retryMax)
+}
+
 // executeRetrying runs the backend call and runs it again after a
 // transient fault (backend.IsTransient), with backoff, until it succeeds,
 // fails for real, or ctx (the transition's deadline) ends. Backend methods
 // are idempotent by contract, so a host that drops or freezes mid-call
 // costs time, never the machine.
 func (e *Engine) executeRetrying(ctx context.Context, m *Machine, blob []byte, fault *lastFault) result {
-	first := e.cfg.RetryMin
-	if first <= 0 {
-		first = retryMin
-	}
-	delay := backoff.New(first, retryMax)
+	delay := e.retryDelay()
 	st := &attemptState{resumed: m.OpKind == OpCreate && m.HostName != ""}
 	for attempt := 1; ; attempt++ {
 		r := e.execute(ctx, m, blob, st)
