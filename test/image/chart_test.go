@@ -93,9 +93,16 @@ type volume struct {
 
 // chartValues is the values file the run renders the chart with: socket
 // mode on this host's libvirtd, the test guest's image and kernel, ports
-// the test picked (the container shares the host's network).
+// the test picked (the container shares the host's network), one replica
+// without leader election.
 type chartValues struct {
 	Provider string `json:"provider"`
+	// One replica without leader election: the run is one container on
+	// this host, outside any cluster (no Lease to campaign for).
+	Replicas       int `json:"replicas"`
+	LeaderElection struct {
+		Enabled bool `json:"enabled"`
+	} `json:"leaderElection"`
 	Libvirt  struct {
 		Mode   string              `json:"mode"`
 		Hosts  []map[string]string `json:"hosts"`

@@ -48,6 +48,7 @@ func TestImageRunsAsTheChartRunsIt(t *testing.T) {
 
 	var vals chartValues
 	vals.Provider = provider
+	vals.Replicas, vals.LeaderElection.Enabled = 1, false
 	vals.Libvirt.Mode = "socket"
 	vals.Libvirt.Hosts = []map[string]string{{"zone": "local"}}
 	vals.Libvirt.Socket.Path, vals.Libvirt.Socket.GroupID = relay.path, socketGID
