@@ -65,6 +65,9 @@ func (e *Engine) decideCutConfigure(ctx context.Context, m *Machine, budget time
 		switch {
 		case errors.Is(err, backend.ErrNotFound):
 			return result{err: fmt.Errorf("interrupted by a provider restart, and its domain is gone, so nothing can show whether its bootstrap hook ran: %w", err)}
+		case errors.Is(err, backend.ErrHostDown):
+			// Off or fenced for sure: the guest is gone, no answer will come.
+			return result{err: fmt.Errorf("interrupted by a provider restart, and its host is declared down, so nothing can show whether its bootstrap hook ran: %w", err)}
 		case err != nil:
 			last = err
 		case tr.Hook == backend.HookRunning:

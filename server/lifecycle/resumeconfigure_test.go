@@ -216,6 +216,22 @@ func TestCutConfigureDomainGoneFails(t *testing.T) {
 	}
 }
 
+// A domain on a host declared down cannot tell either (the host is off
+// for sure): FAILED at once naming the declaration, not after
+// --configure-timeout of asking (the lab soak saw such a machine held
+// CONFIGURING, its stale copy kept through the host's fenced rejoin).
+func TestCutConfigureOnAHostDeclaredDownFails(t *testing.T) {
+	pb := &probingBackend{answers: []probeAnswer{{err: fmt.Errorf("host z/h1 declared down: PSU: %w", backend.ErrHostDown)}}}
+	f, _ := cutProbed(t, pb, func(c *Config) { c.ConfigureTimeout = time.Hour })
+	m := f.waitState("m000", Failed)
+	if !strings.Contains(m.LastError, "its host is declared down") || !strings.Contains(m.LastError, "declared down: PSU") {
+		t.Errorf("last_error %q", m.LastError)
+	}
+	if probes, _, _ := pb.counts(); len(probes) > 2 {
+		t.Errorf("asked %d times; a declared-down host is not asked again", len(probes))
+	}
+}
+
 // A rollback needs the guest cleaned and the hook still not started after
 // the cleanup; otherwise FAILED with the cause, never IDLE.
 func TestCutConfigureRollbackNeedsACleanGuest(t *testing.T) {

@@ -254,7 +254,12 @@ func (s *soak) offExplains(host, lastErr string, from time.Time) string {
 	if !strings.Contains(lastErr, "declared down") && !strings.Contains(lastErr, "is shut off") && !strings.Contains(lastErr, "not running") {
 		return ""
 	}
+	// A declaration holds until it is ended: whatever ran on the host
+	// since it was powered off (the last 10 minutes) failed for it.
 	now := time.Now()
+	if back := now.Add(-10 * time.Minute); back.Before(from) {
+		from = back
+	}
 	for _, hs := range s.hosts {
 		named := hs.Name == host || strings.Contains(lastErr, "/"+hs.Name+" ")
 		if !named {
