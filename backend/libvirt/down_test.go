@@ -103,8 +103,8 @@ func TestHostDeclaredDown(t *testing.T) {
 
 // A zone whose only hosts are one declared down and one unreachable is
 // not ready: a Create there would have no host to go to (the soak saw
-// such Creates accepted and FAILED at once). A zone whose every host is
-// declared down stays ready, so a Delete of its machines completes.
+// such Creates accepted and FAILED at once), nor one whose every host is
+// declared down; a machine on a host declared down still is (HostReady).
 func TestZoneWithOnlyADownAndAnUnreachableHostIsNotReady(t *testing.T) {
 	t.Parallel()
 	b := poolBackend(t, func(c *Config) {
@@ -123,7 +123,11 @@ func TestZoneWithOnlyADownAndAnUnreachableHostIsNotReady(t *testing.T) {
 	if err := b.SetDown("c", true, "PSU failed too"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ZoneReady("z1"); err != nil {
-		t.Fatalf("zone with every host declared down: %v; want ready (calls answered at once)", err)
+	if err := b.ZoneReady("z1"); !errors.Is(err, backend.ErrHostUnavailable) {
+		t.Fatalf("zone with every host declared down: %v; want unavailable (no host takes a Create)", err)
+	}
+	// A machine of a host declared down is still answered (its Delete).
+	if err := b.HostReady("z1", up); err != nil {
+		t.Fatalf("HostReady of a host declared down: %v", err)
 	}
 }

@@ -63,9 +63,12 @@ func (l *locator) zoneReady(zone string) error {
 			first = err
 		}
 	}
-	// first is nil only when every host is declared down: calls are then
-	// answered at once (a Delete completes, the rest fail naming the
-	// declaration), so the zone does not refuse them as unavailable.
+	if first == nil {
+		// Every host is declared down: no machine can be placed. Calls on
+		// a machine of a host declared down are still answered
+		// (HostReady: a Delete completes, the rest fail naming it).
+		return fmt.Errorf("zone %q: every host is declared down: %w", zone, backend.ErrHostUnavailable)
+	}
 	return first
 }
 

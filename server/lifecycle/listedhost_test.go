@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -124,4 +125,61 @@ func TestIntactStateCreatesWithAHostDown(t *testing.T) {
 		!strings.Contains(err.Error(), "not every host of zone") {
 		t.Fatalf("Create of a rebuilt record with h2 down: %v, want Unavailable naming the zone", err)
 	}
+}
+
+// allDownBackend is a testBackend whose zones, once allDown is set, have
+// every host declared down: the zone takes no new machine (ZoneReady),
+// but calls on a machine of a declared host are answered (HostReady).
+type allDownBackend struct {
+	*testBackend
+	mu      sync.Mutex
+	allDown bool
+}
+
+func (b *allDownBackend) ZoneReady(zone string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.allDown {
+		return fmt.Errorf("zone %q: every host is declared down: %w", zone, backend.ErrHostUnavailable)
+	}
+	return nil
+}
+
+func (b *allDownBackend) HostReady(string, string) error { return nil }
+
+// Create places every machine on host h1 (the test backend names none).
+func (b *allDownBackend) Create(ctx context.Context, s backend.MachineSpec) (backend.Placement, error) {
+	p, err := b.testBackend.Create(ctx, s)
+	p.Host = "h1"
+	return p, err
+}
+
+// A zone whose every host is declared down refuses a Create as
+// Unavailable (the long lab soak saw such Creates accepted and FAILED
+// "no host fits"), while a Delete of a machine there is accepted and
+// completes.
+func TestAllHostsDownRefusesCreatesNotDeletes(t *testing.T) {
+	t.Parallel()
+	f := &fixture{t: t, st: newMemStore(), be: newTestBackend()}
+	ab := &allDownBackend{testBackend: f.be}
+	f.wrap = ab
+	f.start(2)
+	ctx := context.Background()
+	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("s", 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState("m000", Idle)
+	ab.mu.Lock()
+	ab.allDown = true
+	ab.mu.Unlock()
+	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m001", Token: tok("s", 1, 2)}); codeOf(err) != CodeUnavailable {
+		t.Fatalf("Create in a zone whose hosts are all declared down: %v, want Unavailable", err)
+	}
+	if m, _ := f.e.Get(ctx, "m001"); m.State != Speculative {
+		t.Fatalf("the refused Create changed m001: %s", m.State)
+	}
+	if _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000", Token: tok("s", 1, 3)}); err != nil {
+		t.Fatalf("Delete of a machine on a host declared down: %v, want accepted", err)
+	}
+	f.waitState("m000", Speculative)
 }

@@ -257,6 +257,9 @@ func (e *Engine) zoneReady(m *Machine) *Error {
 		return e.notListed(m)
 	}
 	if err := zr.ZoneReady(zone); err != nil {
+		if e.ownHostAnswers(m) {
+			return e.notListed(m) // e.g. its host is declared down: its calls are answered at once
+		}
 		msg := fmt.Sprintf("host of zone %q is not available", zone)
 		if !errors.Is(err, backend.ErrHostUnavailable) {
 			msg += ": " + err.Error()
@@ -264,6 +267,14 @@ func (e *Engine) zoneReady(m *Machine) *Error {
 		return errorf(CodeUnavailable, "%s", msg)
 	}
 	return e.notListed(m)
+}
+
+// ownHostAnswers: the machine has a host and the backend answers calls on
+// it (a host declared down counts: a Delete there completes without it),
+// though the zone as a whole cannot take a new machine.
+func (e *Engine) ownHostAnswers(m *Machine) bool {
+	hr := e.can.HostReadiness
+	return m.HostName != "" && hr != nil && hr.HostReady(m.Zone, m.HostName) == nil
 }
 
 func firstErr(errs ...*Error) *Error {
