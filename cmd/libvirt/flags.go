@@ -86,7 +86,7 @@ type config struct {
 	FenceCommand  string        // --fence-command
 	HostDownAfter time.Duration // --host-down-after
 	FenceTimeout  time.Duration // --fence-timeout
-	leaderFlags // --leader-elect and its settings (ha.go)
+	leaderFlags                 // --leader-elect and its settings (ha.go)
 }
 
 const defaultFenceTimeout = 2 * time.Minute
