@@ -103,7 +103,7 @@ type chartValues struct {
 	LeaderElection struct {
 		Enabled bool `json:"enabled"`
 	} `json:"leaderElection"`
-	Libvirt  struct {
+	Libvirt struct {
 		Mode   string              `json:"mode"`
 		Hosts  []map[string]string `json:"hosts"`
 		Socket struct {
