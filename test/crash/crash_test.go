@@ -271,6 +271,13 @@ func checkAcked(t *testing.T, p *proc, id string, a acked) {
 			if a.pending == "Configure" && restartMsg.MatchString(m.LastError) {
 				return
 			}
+		case pb.MachineState_MACHINE_STATE_IDLE:
+			// The unacknowledged Configure was accepted, then cut by the
+			// kill before its hook started, and rolled back: the machine
+			// moved on from the acked Drain, whose retry is now Aborted.
+			if a.pending == "Configure" && rolledBackMsg.MatchString(m.LastError) {
+				return
+			}
 		}
 	}
 	switch m.State {
