@@ -51,11 +51,9 @@ const (
 
 	CapacityUnspecified = record.CapacityUnspecified
 	CapacityBareMetal   = record.CapacityBareMetal
-	CapacityReserved    = record.CapacityReserved
 	CapacityOnDemand    = record.CapacityOnDemand
 	CapacitySpot        = record.CapacitySpot
 
-	OpNone      = record.OpNone
 	OpCreate    = record.OpCreate
 	OpConfigure = record.OpConfigure
 	OpDrain     = record.OpDrain

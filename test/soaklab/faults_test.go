@@ -283,14 +283,13 @@ func (s *soak) settle(when string) {
 	time.Sleep(2 * reconcileEvery)
 }
 
-// anyDown: some host of the soak is declared down.
+// anyDown: some host of the soak is declared down (one ListHosts).
 func (s *soak) anyDown() bool {
-	for _, h := range s.hosts {
-		if info, err := s.hostInfo(h.Name); err == nil && info.GetDown() != nil {
-			return true
-		}
-	}
-	return false
+	var res adminv1.ListHostsResponse
+	err := soakkit.Retry(func(ctx context.Context) error {
+		return s.admin.Invoke(ctx, "/libvirtprovider.admin.v1.AdminService/ListHosts", &adminv1.ListHostsRequest{}, &res)
+	})
+	return err == nil && slices.ContainsFunc(res.GetHosts(), func(h *adminv1.Host) bool { return h.GetDown() != nil })
 }
 
 // darkHosts are the soak's hosts the provider does not report connected.
