@@ -36,6 +36,7 @@ var rooms = []room{
 	{"server/tlsreload", nil},
 	{"server/hostfence", []string{"backend"}},
 	{"server/leader", nil},
+	{"server/intents", []string{"server/lifecycle/record"}},
 	{"server/lifecycle", []string{"backend", "internal/backoff", "server/lifecycle/..."}},
 	{"server/lifecycle/record", []string{"backend"}},
 	{"server/lifecycle/caps", []string{"backend"}},
