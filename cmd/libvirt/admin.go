@@ -13,7 +13,6 @@ import (
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/callerid"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 )
 
 // validateAdmin refuses admin setups that would let writes through without
@@ -71,7 +70,7 @@ func (c *config) adminCA() string {
 // guard (nil unless --caller-identity=bigfleet) holds the admin reads to
 // bigfleet://admin and bigfleet://readonly, on --addr and --admin-addr
 // alike: both mount this one service.
-func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler, onCordon func(), guard *callerid.Guard) (*admin.Service, error) {
+func newAdmin(cfg config, eng admin.Engine, metrics *server.Metrics, log *slog.Logger, page http.Handler, onCordon func(), guard *callerid.Guard, hostJournal func(string, []byte) error) (*admin.Service, error) {
 	clients, err := admin.ParseClients(cfg.adminClients())
 	if err != nil {
 		return nil, err
@@ -79,7 +78,7 @@ func newAdmin(cfg config, eng *lifecycle.Engine, metrics *server.Metrics, log *s
 	adm, err := admin.New(admin.Options{Engine: eng, AllowWrite: cfg.AdminWrite, Clients: clients,
 		Logger: log.With(slog.String("component", "admin")), Registerer: metrics.Registry, UI: page,
 		CordonFile: admin.CordonFileFor(cfg.State), DownFile: admin.DownFileFor(cfg.State), OnCordon: onCordon,
-		CallerMode: cfg.callerMode(), Refusals: refusalsOf(guard), Guard: guard})
+		CallerMode: cfg.callerMode(), Refusals: refusalsOf(guard), Guard: guard, HostJournal: hostJournal})
 	if err != nil && cfg.State != "" {
 		// admin.New names the file it could not read.
 		return nil, fmt.Errorf("--state %s: %w", cfg.State, err)

@@ -9,12 +9,15 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bigfleet/libvirt-provider/server"
+	"github.com/bigfleet/libvirt-provider/server/admin"
+	"github.com/bigfleet/libvirt-provider/server/intents"
 	"github.com/bigfleet/libvirt-provider/server/leader"
 )
 
@@ -90,24 +93,27 @@ func identity() string {
 	return h
 }
 
-// setAsideState moves a standby's state file out of the way: a process
-// under --leader-elect always starts as a standby, so whatever its file
-// holds is from an earlier term and stale. The engine starts empty and,
-// once leading, rebuilds from what the hosts hold (the state-loss path).
-// The file is kept as FILE.previous-term for inspection.
+// setAsideState moves a standby's state file, and the admin cordon and
+// down files beside it, out of the way: a process under --leader-elect
+// always starts as a standby, so whatever they hold is from an earlier
+// term and stale. Once leading, the engine starts from the shared journal
+// (takeover.go) and what the hosts hold (the state-loss path). Each file
+// is kept as FILE.previous-term for inspection.
 func setAsideState(path string, log *slog.Logger) error {
 	if path == "" {
 		return nil
 	}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
+	for _, f := range []string{path, admin.CordonFileFor(path), admin.DownFileFor(path)} {
+		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		old := f + ".previous-term"
+		if err := os.Rename(f, old); err != nil {
+			return fmt.Errorf("--state %s: set aside a stale term's %s: %w", path, f, err)
+		}
+		log.Warn("leader election: a state file is from an earlier term; set aside, the leader starts from the shared journal and the hosts",
+			slog.String("file", f), slog.String("kept_as", old))
 	}
-	old := path + ".previous-term"
-	if err := os.Rename(path, old); err != nil {
-		return fmt.Errorf("--state %s: set aside a stale term's state: %w", path, err)
-	}
-	log.Warn("leader election: the state file is from an earlier term; set aside, the leader rebuilds from the hosts",
-		slog.String("state", path), slog.String("kept_as", old))
 	return nil
 }
 
@@ -119,6 +125,10 @@ type election struct {
 	cfg    leader.Config
 	client kubernetes.Interface
 	lost   chan error // one value: the lease was lost while leading
+	// journal is the shared journal's ConfigMap; shared its store, once
+	// this replica has taken over (takeover.go).
+	journal *intents.Journal
+	shared  atomic.Pointer[intents.Store]
 
 	work      context.Context // ends when the lease is lost (workContext)
 	abortWork context.CancelFunc
@@ -141,6 +151,9 @@ func newElection(ctx context.Context, d *daemon) (*election, error) {
 	}
 	if e.client, err = leader.Client(rc, e.cfg); err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	if err := e.newJournal(ctx); err != nil {
+		return nil, err
 	}
 	e.work, e.abortWork = context.WithCancel(context.WithoutCancel(ctx))
 	return e, nil
@@ -178,9 +191,12 @@ func (d *daemon) campaign(ctx context.Context) {
 	}()
 }
 
-// lead starts the engine (its first listing rebuilds the machines from
-// the hosts) and then opens the gate. base is the daemon's context: the
-// engine outlives the leadership callback's.
+// lead takes over the shared journal, builds and starts the engine (its
+// first listing rebuilds the machines from the hosts) and then opens the
+// gate. base is the daemon's context: the engine outlives the leadership
+// callback's. A takeover that fails (the journal unreadable or claimed
+// by another) leaves the gate shut and ends the process, naming why:
+// acting without the journal would lose what the old leader accepted.
 func (e *election) lead(base context.Context) {
 	start := time.Now()
 	e.mu.Lock()
@@ -189,10 +205,19 @@ func (e *election) lead(base context.Context) {
 		return
 	}
 	e.leading = true
-	e.d.log.Info("leader: starting the engine from what the hosts hold")
-	e.d.eng.Start(context.WithoutCancel(base))
+	e.d.log.Info("leader: starting the engine from the shared journal and what the hosts hold")
+	eng, err := e.d.takeOver(e.work)
+	if err != nil {
+		e.gate.Stop()
+		e.leading = false // stopLeading has nothing more to stop
+		e.abortWork()
+		e.mu.Unlock()
+		e.lost <- fmt.Errorf("leader: cannot take over: %w; exiting so Kubernetes restarts this pod as a standby", err)
+		return
+	}
+	eng.Start(context.WithoutCancel(base))
 	e.mu.Unlock()
-	waitFirstListing(base, e.d.eng, e.d.log)
+	waitFirstListing(base, eng, e.d.log)
 	e.d.hostGauges.Refresh()
 	if e.gate.Open() {
 		e.d.log.Info("leader: acting", slog.String("took", time.Since(start).Round(time.Millisecond).String()))
@@ -214,7 +239,9 @@ func (e *election) stopLeading(ectx context.Context) {
 	if !e.leading || ectx.Err() != nil {
 		return
 	}
-	e.d.eng.StopAccepting()
+	if eng := e.d.engPtr.Load(); eng != nil {
+		eng.StopAccepting()
+	}
 	e.abortWork()
 	e.lost <- errors.New("lost the leader lease (renew deadline passed): stopped acting; exiting so Kubernetes restarts this pod as a standby")
 }

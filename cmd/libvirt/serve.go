@@ -80,7 +80,9 @@ type daemon struct {
 	metrics    *server.Metrics
 	hostGauges *server.HostCache
 	st         *trackedStore
-	eng        *lifecycle.Engine
+	// seed is the capacity model's slots, kept by a standby until it
+	// builds its engine at takeover.
+	seed []lifecycle.Machine
 
 	status        *server.Status
 	guard         *callerid.Guard
@@ -158,8 +160,33 @@ func (d *daemon) openState(ctx context.Context) ([]lifecycle.Machine, error) {
 }
 
 // startEngine starts the lifecycle engine on the store and the backend
-// and waits (briefly) for the first listings of the ready zones.
+// and waits (briefly) for the first listings of the ready zones. Under
+// --leader-elect it only keeps the seed: the engine is built at takeover
+// (takeover.go), once the shared journal is in the store.
 func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) error {
+	d.metrics.RegisterShardLimit(d.engine().ShardLimit)
+	// a no-op after Shutdown, and nothing before a standby leads
+	d.onClose(func() {
+		if eng := d.engPtr.Load(); eng != nil {
+			eng.Close()
+		}
+	})
+	if d.election != nil {
+		d.seed = seed
+		return nil
+	}
+	eng, err := d.newEngine(ctx, seed, d.st)
+	if err != nil {
+		return err
+	}
+	eng.Start(context.WithoutCancel(ctx))
+	waitFirstListing(ctx, eng, d.log)
+	return nil
+}
+
+// newEngine builds the engine on st from the seed, publishes it and gives
+// the fake backend its VMs back.
+func (d *daemon) newEngine(ctx context.Context, seed []lifecycle.Machine, st lifecycle.Store) (*lifecycle.Engine, error) {
 	cfg := d.cfg
 	eng, err := lifecycle.New(lifecycle.Config{
 		Provider: cfg.Provider, Seed: seed,
@@ -173,27 +200,23 @@ func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) erro
 		RestartDisabled:      cfg.RestartMaxTries == 0,
 		Logger:               d.log.With(slog.String("component", "lifecycle")),
 		Observer:             d.metrics,
-	}, d.st, d.be)
+	}, st, d.be)
 	if err != nil {
-		return fmt.Errorf("start engine: %w", err)
+		return nil, fmt.Errorf("start engine: %w", err)
 	}
-	d.eng = eng
 	d.engPtr.Store(eng)
-	d.metrics.RegisterShardLimit(eng.ShardLimit)
 	// Loading a large state file leaves the decoder's garbage behind; hand
 	// it back now rather than carry a startup-sized heap for hours.
 	debug.FreeOSMemory()
-	d.onClose(func() { eng.Close() }) // a no-op after Shutdown
 	if err := restoreFakeVMs(ctx, d.be, eng); err != nil {
-		return err
+		return nil, err
 	}
-	if d.election != nil {
-		return nil // a standby's engine starts only once it leads (election.lead)
-	}
-	eng.Start(context.WithoutCancel(ctx))
-	waitFirstListing(ctx, eng, d.log)
-	return nil
+	return eng, nil
 }
+
+// engine is what the handlers and the admin API call: the engine itself
+// once built; before (a standby), a stand-in that answers Unavailable.
+func (d *daemon) engine() lateEngine { return lateEngine{p: &d.engPtr, be: d.be} }
 
 // buildHandler makes the readiness status, the caller identity guard,
 // the admin service and the options of the CapacityProvider handler.
@@ -209,13 +232,17 @@ func (d *daemon) buildHandler() error {
 		return err
 	}
 	d.guard = guard
-	adm, err := newAdmin(d.cfg, d.eng, d.metrics, d.log, ui.Handler(), d.hostGauges.Refresh, guard)
+	var hostShare func(string, []byte) error
+	if d.election != nil {
+		hostShare = hostJournal(&d.election.shared)
+	}
+	adm, err := newAdmin(d.cfg, d.engine(), d.metrics, d.log, ui.Handler(), d.hostGauges.Refresh, guard, hostShare)
 	if err != nil {
 		return err
 	}
 	d.adm = adm
 	d.hopts = server.Options{
-		Engine: d.eng, Logger: d.log.With(slog.String("component", "rpc")),
+		Engine: d.engine(), Logger: d.log.With(slog.String("component", "rpc")),
 		Metrics: d.metrics, Status: d.status, Reflection: d.cfg.Reflection, Guard: guard,
 	}
 	if d.election != nil {
@@ -275,7 +302,7 @@ func (d *daemon) logServing(stdout io.Writer) {
 // --shutdown-timeout, then the RPCs still in flight. It returns the
 // listener's error, if that is what ended serving.
 func (d *daemon) waitAndShutdown(ctx context.Context) error {
-	cfg, log, eng := d.cfg, d.log, d.eng
+	cfg, log := d.cfg, d.log
 	var err error
 	select {
 	case <-ctx.Done():
@@ -287,15 +314,21 @@ func (d *daemon) waitAndShutdown(ctx context.Context) error {
 		log.Error("leader lease lost: refusing calls, cancelling in-flight work, exiting", slog.Any("error", err))
 	}
 	d.status.BeginShutdown()
-	eng.StopAccepting() // from here a mutation is Unavailable ("shutting down"), never half-accepted
-	d.adm.Close()       // end admin watch streams: an open admin page must not hold the drain
+	// A standby that never led has no engine: nothing to stop.
+	eng := d.engPtr.Load()
+	if eng != nil {
+		eng.StopAccepting() // from here a mutation is Unavailable ("shutting down"), never half-accepted
+	}
+	d.adm.Close() // end admin watch streams: an open admin page must not hold the drain
 	// In-flight transitions (a Configure's bootstrap hook, say) get up to
 	// the bound to finish, while the listener stays open so clients still
 	// connected can read their outcome and are told why mutations fail.
 	// Only past the bound is anything cancelled.
 	shutdownCtx, cancel := context.WithTimeout(d.workContext(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	eng.Shutdown(shutdownCtx)
+	if eng != nil {
+		eng.Shutdown(shutdownCtx)
+	}
 	// Then the RPCs still in flight (reads and refusals, milliseconds each)
 	// drain within what is left of the bound, with a small floor so a bound
 	// used up by transitions does not cut them mid-reply.

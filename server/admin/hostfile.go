@@ -34,13 +34,20 @@ const hostFileVersion = 1
 
 // fileKind says which of the two files a store keeps.
 type fileKind struct {
-	name string // in errors: "cordon file …"
-	list func(*hostFileV1) **[]hostRecord
+	name   string // in errors: "cordon file …"
+	shared string // its Options.HostJournal kind
+	list   func(*hostFileV1) **[]hostRecord
 }
 
 var (
-	cordonFile = fileKind{"cordon", func(f *hostFileV1) **[]hostRecord { return &f.Cordons }}
-	downFile   = fileKind{"down", func(f *hostFileV1) **[]hostRecord { return &f.Down }}
+	cordonFile = fileKind{"cordon", HostFileCordons, func(f *hostFileV1) **[]hostRecord { return &f.Cordons }}
+	downFile   = fileKind{"down", HostFileDowns, func(f *hostFileV1) **[]hostRecord { return &f.Down }}
+)
+
+// The kinds Options.HostJournal is called with.
+const (
+	HostFileCordons = "cordons"
+	HostFileDowns   = "down"
 )
 
 // hostStore holds one kind of host record, persisted in one small JSON
@@ -52,6 +59,10 @@ var (
 type hostStore struct {
 	path string
 	kind fileKind
+
+	// journal, if set, shares each new file before it is written
+	// (Options.HostJournal).
+	journal func(kind string, file []byte) error
 
 	mu     sync.Mutex
 	byHost map[string]hostRecord
@@ -73,22 +84,34 @@ func loadHostFile(path string, kind fileKind) (*hostStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f hostFileV1
-	if err := json.Unmarshal(data, &f); err != nil {
+	if c.byHost, err = parseHostFile(data, kind); err != nil {
 		return nil, fmt.Errorf("%s file %s: %w", kind.name, path, err)
 	}
+	return c, nil
+}
+
+// parseHostFile reads one file's records; empty data is none.
+func parseHostFile(data []byte, kind fileKind) (map[string]hostRecord, error) {
+	out := map[string]hostRecord{}
+	if len(data) == 0 {
+		return out, nil
+	}
+	var f hostFileV1
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, err
+	}
 	if f.Version != hostFileVersion {
-		return nil, fmt.Errorf("%s file %s: version %d, this provider reads version %d", kind.name, path, f.Version, hostFileVersion)
+		return nil, fmt.Errorf("version %d, this provider reads version %d", f.Version, hostFileVersion)
 	}
 	if recs := *kind.list(&f); recs != nil {
 		for _, r := range *recs {
 			if r.Host == "" {
-				return nil, fmt.Errorf("%s file %s: an entry without a host", kind.name, path)
+				return nil, errors.New("an entry without a host")
 			}
-			c.byHost[r.Host] = r
+			out[r.Host] = r
 		}
 	}
-	return c, nil
+	return out, nil
 }
 
 func (c *hostStore) snapshot() map[string]hostRecord {
@@ -97,10 +120,20 @@ func (c *hostStore) snapshot() map[string]hostRecord {
 	return maps.Clone(c.byHost)
 }
 
-// setLocked makes next the record set, on disk first (c.mu held).
+// setLocked makes next the record set (c.mu held): shared with the
+// other replicas first (a refusal there changes nothing), then on disk.
 func (c *hostStore) setLocked(next map[string]hostRecord) error {
+	data, err := encodeHostFile(c.kind, next)
+	if err != nil {
+		return err
+	}
+	if c.journal != nil {
+		if err := c.journal(c.kind.shared, data); err != nil {
+			return fmt.Errorf("sharing it with the other replicas failed: %w", err)
+		}
+	}
 	if c.path != "" {
-		if err := writeHostFile(c.path, c.kind, next); err != nil {
+		if err := writeHostFile(c.path, data); err != nil {
 			return err
 		}
 	}
@@ -108,17 +141,17 @@ func (c *hostStore) setLocked(next map[string]hostRecord) error {
 	return nil
 }
 
-func writeHostFile(path string, kind fileKind, byHost map[string]hostRecord) error {
+func encodeHostFile(kind fileKind, byHost map[string]hostRecord) ([]byte, error) {
 	recs := []hostRecord{}
 	for _, h := range slices.Sorted(maps.Keys(byHost)) {
 		recs = append(recs, byHost[h])
 	}
 	f := hostFileV1{Version: hostFileVersion}
 	*kind.list(&f) = &recs
-	data, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
+	return json.MarshalIndent(f, "", "  ")
+}
+
+func writeHostFile(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
 	if err != nil {

@@ -73,6 +73,12 @@ type Options struct {
 	// DownFile keeps the hosts declared down through the admin API across
 	// restarts, like CordonFile (DownFileFor names it after --state).
 	DownFile string
+	// HostJournal, when set (--leader-elect), shares every cordon and down
+	// change with the replicas: it is called with the kind (HostFileCordons,
+	// HostFileDowns) and the file's new bytes before the change is applied
+	// or acknowledged; an error refuses the change. The new leader hands
+	// what it shared to RestoreHostFiles (docs/ha.md, "The journal").
+	HostJournal func(kind string, file []byte) error
 	// OnCordon is called after each cordon, uncordon or down declaration
 	// change that took effect (the host gauges refresh their cached
 	// snapshot); nil: nothing. It must not block: it runs in the RPC.
@@ -150,6 +156,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin down declarations %s: %w", opts.DownFile, err)
 	}
+	cordons.journal, downs.journal = opts.HostJournal, opts.HostJournal
 	s := &Service{eng: opts.Engine, write: opts.AllowWrite, clients: opts.Clients, log: opts.Logger,
 		heartbeat: opts.Heartbeat, ui: opts.UI, cordons: cordons, downs: downs, onCordon: opts.OnCordon, now: opts.Now, stop: make(chan struct{}),
 		callerMode: opts.CallerMode, refusals: opts.Refusals, guard: opts.Guard}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/admin"
+	"github.com/bigfleet/libvirt-provider/server/intents"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+)
+
+// journalSuffix names the shared journal after the Lease: the chart
+// creates "<lease>-intents", empty, and grants get and update on it.
+const journalSuffix = "-intents"
+
+// newJournal is the shared journal's ConfigMap (docs/ha.md, "The
+// journal"), checked once: a missing one or missing rights stop the
+// process at startup, naming it. Each request is bounded like a libvirt
+// call, so a leader that lost its lease is out of it before the lease
+// can expire (validateLeader keeps that bound inside the margin).
+func (e *election) newJournal(ctx context.Context) error {
+	ns, name := e.cfg.Namespace, e.cfg.Name+journalSuffix
+	e.journal = intents.NewJournal(e.client.CoreV1().ConfigMaps(ns), ns, name, e.cfg.Identity, e.d.cfg.LibvirtCallTimeout)
+	if err := e.journal.Check(ctx); err != nil {
+		return fmt.Errorf("--leader-elect: %w", err)
+	}
+	return nil
+}
+
+// hostJournal is admin.Options.HostJournal under --leader-elect: a cordon
+// or down change is shared before it is applied, and refused (Unavailable,
+// with the cause) when it cannot be, or before this replica leads.
+func hostJournal(shared *atomic.Pointer[intents.Store]) func(kind string, file []byte) error {
+	return func(kind string, file []byte) error {
+		js := shared.Load()
+		if js == nil {
+			return &lifecycle.Error{Code: lifecycle.CodeUnavailable, Msg: "standby: not the leader; retry"}
+		}
+		k := intents.HostCordons
+		if kind == admin.HostFileDowns {
+			k = intents.HostDowns
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), journalWait)
+		defer cancel()
+		if err := js.SaveHostFile(ctx, k, file); err != nil {
+			return &lifecycle.Error{Code: lifecycle.CodeUnavailable, Msg: "the shared journal refused the change: " + err.Error()}
+		}
+		return nil
+	}
+}
+
+// journalWait bounds an admin write's wait for the journal.
+const journalWait = 10 * time.Second
+
+// takeOver is what a new leader does before its engine starts: claim the
+// journal (a late write of the old leader now conflicts and fails), put
+// its machines in CREATING and its fence marks in the local store, apply
+// its cordons and down declarations, then build the engine on the
+// journaling store. The engine then resumes each cut Create by its usual
+// restart rules, and fences with every mark the old leader acknowledged.
+func (d *daemon) takeOver(ctx context.Context) (*lifecycle.Engine, error) {
+	e := d.election
+	start := time.Now()
+	c, err := e.journal.Claim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b := lifecycle.Batch{Marks: c.Marks}
+	for _, id := range slices.Sorted(maps.Keys(c.Creating)) {
+		b.Machines = append(b.Machines, c.Creating[id])
+	}
+	if len(b.Machines)+len(b.Marks) > 0 {
+		if err := d.st.Commit(ctx, b); err != nil {
+			return nil, fmt.Errorf("load the journal into the local store: %w", err)
+		}
+	}
+	js := intents.NewStore(d.st, e.journal, c, d.log.With(slog.String("component", "journal")))
+	e.shared.Store(js)
+	if err := d.adm.RestoreHostFiles(c.Hosts[intents.HostCordons], c.Hosts[intents.HostDowns]); err != nil {
+		return nil, err
+	}
+	seed := d.seed
+	d.seed = nil
+	eng, err := d.newEngine(ctx, seed, js)
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("leader: took over the shared journal", slog.String("journal", e.journal.Name()),
+		slog.Int("creating", len(c.Creating)), slog.Int("marks", len(c.Marks)),
+		slog.Int("host_files", len(c.Hosts)), slog.String("took", time.Since(start).Round(time.Millisecond).String()))
+	return eng, nil
+}
