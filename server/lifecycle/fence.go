@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"strconv"
 )
 
@@ -17,18 +18,18 @@ import (
 // passes (nil when there is no token), whether the shard is a newcomer
 // (it holds no durable mark on the machine, see keepMark), or the error:
 // the only place CodeFenced is produced.
-func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, bool, *Error) {
+func (e *Engine) fence(machineID string, t record.Token, known bool) (*record.Mark, bool, *record.Error) {
 	if t.ShardID == "" {
 		return nil, false, nil
 	}
-	key := MarkKey{ShardID: t.ShardID, MachineID: machineID}
+	key := record.MarkKey{ShardID: t.ShardID, MachineID: machineID}
 	m, seen, durable := e.markOf(key, known)
 	if seen && !fence.NewerThanMark(m, t.Epoch, t.Sequence) {
-		return nil, false, errorf(CodeFenced,
+		return nil, false, record.Errorf(record.CodeFenced,
 			"stale fencing token for machine %q: shard %s (epoch %d, sequence %d) is not newer than (epoch %d, sequence %d)",
 			machineID, quoteClipped(t.ShardID), t.Epoch, t.Sequence, m.Epoch, m.Sequence)
 	}
-	if err := validateToken(t); err != nil {
+	if err := record.ValidateToken(t); err != nil {
 		return nil, false, err
 	}
 	if known && !durable {
@@ -36,7 +37,7 @@ func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, bool, *Err
 			return nil, false, err
 		}
 	}
-	return &Mark{Epoch: t.Epoch, Sequence: t.Sequence}, !durable, nil
+	return &record.Mark{Epoch: t.Epoch, Sequence: t.Sequence}, !durable, nil
 }
 
 // keepMark decides where the mark of a token that passed the fence goes
@@ -50,11 +51,11 @@ func (e *Engine) fence(machineID string, t Token, known bool) (*Mark, bool, *Err
 // but the refusal leaves nothing in the store or the domain's metadata
 // and does not count against ShardsPerMachine, so refused calls from
 // invented shard ids can never lock a real shard out of a machine.
-func (e *Engine) keepMark(id string, t Token, mark *Mark, newcomer bool, refused bool) *Mark {
+func (e *Engine) keepMark(id string, t record.Token, mark *record.Mark, newcomer bool, refused bool) *record.Mark {
 	if mark == nil || !newcomer || !refused {
 		return mark
 	}
-	e.unknown.Put(MarkKey{ShardID: t.ShardID, MachineID: id}, *mark)
+	e.unknown.Put(record.MarkKey{ShardID: t.ShardID, MachineID: id}, *mark)
 	return nil
 }
 
@@ -63,7 +64,7 @@ func (e *Engine) keepMark(id string, t Token, mark *Mark, newcomer bool, refused
 // let that shard's stale tokens through, so the new shard is refused
 // (ResourceExhausted, nothing applied) and counted; under
 // --caller-identity=bigfleet only certified shards get this far.
-func (e *Engine) roomForShard(machineID, shard string) *Error {
+func (e *Engine) roomForShard(machineID, shard string) *record.Error {
 	n := e.marks.ShardsOn(machineID)
 	if n < e.cfg.ShardsPerMachine {
 		return nil
@@ -71,7 +72,7 @@ func (e *Engine) roomForShard(machineID, shard string) *Error {
 	e.atLimit.Add(1)
 	e.log.Warn("fence: a new shard's first call refused: the machine's marks are at the limit",
 		"machine", machineID, "shard", quoteClipped(shard), "shards", n, "limit", e.cfg.ShardsPerMachine)
-	return errorf(CodeExhausted,
+	return record.Errorf(record.CodeExhausted,
 		"machine %q already holds fence marks of %d shards (the limit): shard %s cannot be added; see the admin API's ListFenceMarks",
 		machineID, n, quoteClipped(shard))
 }
@@ -84,7 +85,7 @@ func (e *Engine) ShardLimit() (limit int, refused int64) {
 
 // BusiestMachines returns up to n machines with marks of the most distinct
 // shards, most first, among those keep allows (the admin listing).
-func (e *Engine) BusiestMachines(n int, keep func(machineID string) bool) []ShardCount {
+func (e *Engine) BusiestMachines(n int, keep func(machineID string) bool) []fence.ShardCount {
 	return e.marks.Busiest(n, keep)
 }
 
@@ -92,7 +93,7 @@ func (e *Engine) BusiestMachines(n int, keep func(machineID string) bool) []Shar
 // that exists its durable mark, else one in the bounded in-memory set
 // (see unknownMarks and keepMark); for one that does not, the in-memory
 // set only.
-func (e *Engine) markOf(key MarkKey, known bool) (m Mark, seen, durable bool) {
+func (e *Engine) markOf(key record.MarkKey, known bool) (m record.Mark, seen, durable bool) {
 	if known {
 		if m, ok := e.marks.Get(key); ok {
 			return m, true, true
@@ -104,8 +105,8 @@ func (e *Engine) markOf(key MarkKey, known bool) (m Mark, seen, durable bool) {
 
 // setMark makes m the durable mark; an in-memory one of the same key
 // (a newcomer's refused call, keepMark) is superseded by it.
-func (e *Engine) setMark(machineID, shardID string, m Mark) {
-	k := MarkKey{ShardID: shardID, MachineID: machineID}
+func (e *Engine) setMark(machineID, shardID string, m record.Mark) {
+	k := record.MarkKey{ShardID: shardID, MachineID: machineID}
 	e.marks.Set(k, m)
 	e.unknown.Delete(k)
 }
@@ -114,7 +115,7 @@ func (e *Engine) setMark(machineID, shardID string, m Mark) {
 // know (stored by versions that kept them durably) into the bounded
 // in-memory set, so the two never disagree about one key.
 func (e *Engine) adoptUnknownMarks() {
-	unknown := e.marks.TakeIf(func(k MarkKey) bool {
+	unknown := e.marks.TakeIf(func(k record.MarkKey) bool {
 		_, ok := e.idx.Get(k.MachineID)
 		return !ok
 	})
@@ -125,14 +126,14 @@ func (e *Engine) adoptUnknownMarks() {
 
 // Marks returns a copy of every durable fence mark, those of existing
 // machines (for the admin API).
-func (e *Engine) Marks() map[MarkKey]Mark {
+func (e *Engine) Marks() map[record.MarkKey]record.Mark {
 	return e.marks.Clone()
 }
 
 // quoteClipped quotes s for a message, clipped if it is over the shard_id
 // cap: a refused value may be as long as the RPC layer allows.
 func quoteClipped(s string) string {
-	if len(s) <= MaxShardIDBytes {
+	if len(s) <= record.MaxShardIDBytes {
 		return strconv.Quote(s)
 	}
 	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:64]), len(s))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Fence marks survive the loss of the state file as bindings do (issue 15
@@ -53,7 +54,7 @@ func (e *Engine) hasNewerMark(id string, recorded map[string]backend.FenceMark) 
 		return false
 	}
 	for shard, r := range recorded {
-		if m, seen := e.marks.Get(MarkKey{ShardID: shard, MachineID: id}); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
+		if m, seen := e.marks.Get(record.MarkKey{ShardID: shard, MachineID: id}); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
 			return true
 		}
 	}
@@ -66,11 +67,11 @@ func (e *Engine) hasNewerMark(id string, recorded map[string]backend.FenceMark) 
 func (e *Engine) raiseMarks(id string, recorded map[string]backend.FenceMark) int {
 	unlock := e.locks.Lock(id)
 	defer unlock()
-	b := Batch{Marks: map[MarkKey]Mark{}}
+	b := record.Batch{Marks: map[record.MarkKey]record.Mark{}}
 	for shard, r := range recorded {
-		k := MarkKey{ShardID: shard, MachineID: id}
+		k := record.MarkKey{ShardID: shard, MachineID: id}
 		if m, seen := e.marks.Get(k); !seen || fence.NewerThanMark(m, r.Epoch, r.Sequence) {
-			b.Marks[k] = Mark{Epoch: r.Epoch, Sequence: r.Sequence}
+			b.Marks[k] = record.Mark{Epoch: r.Epoch, Sequence: r.Sequence}
 		}
 	}
 	if len(b.Marks) == 0 {
