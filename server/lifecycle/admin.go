@@ -6,6 +6,8 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
@@ -36,15 +38,14 @@ func (e *Engine) ClearMark(ctx context.Context, id, shard, by string) (ClearedMa
 		return ClearedMark{}, record.Errorf(record.CodeNotFound, "machine %q not found", id)
 	}
 	key := record.MarkKey{ShardID: shard, MachineID: id}
-	m, durable := e.marks.Get(key)
+	m, durable := e.fences.Durable(key)
 	if !durable {
-		if m, ok := e.unknown.Get(key); ok {
-			// A newcomer's refused call left it in memory only (keepMark):
+		if m, ok := e.fences.ForgetUnknown(key); ok {
+			// A newcomer's refused call left it in memory only (Keep):
 			// nothing durable to change.
-			e.unknown.Delete(key)
 			return e.cleared(m, cur), nil
 		}
-		return ClearedMark{}, record.Errorf(record.CodeNotFound, "shard %s holds no fence mark on machine %q", quoteClipped(shard), id)
+		return ClearedMark{}, record.Errorf(record.CodeNotFound, "shard %s holds no fence mark on machine %q", fence.QuoteShard(shard), id)
 	}
 	if err := e.clearable(cur); err != nil {
 		return ClearedMark{}, err
@@ -70,7 +71,7 @@ type ClearedMark struct {
 }
 
 func (e *Engine) cleared(m record.Mark, n *record.Machine) ClearedMark {
-	return ClearedMark{Mark: m, Machine: n.Clone(), ShardsLeft: e.marks.ShardsOn(n.ID)}
+	return ClearedMark{Mark: m, Machine: n.Clone(), ShardsLeft: e.fences.ShardsOn(n.ID)}
 }
 
 // clearable refuses a machine whose metadata a transition or a migration
@@ -89,18 +90,17 @@ func (e *Engine) commitClear(ctx context.Context, cur *record.Machine, key recor
 	n := cur.Edit()
 	n.History = record.AppendHistory(n.History, record.Transition{OperationID: cur.OperationID, Kind: record.OpFenceClear,
 		From: cur.State, To: cur.State, Started: now, Ended: now, Outcome: "succeeded",
-		Note: fmt.Sprintf("fence mark of shard %s (epoch %d, sequence %d) cleared by %s", quoteClipped(key.ShardID), m.Epoch, m.Sequence, by)})
+		Note: fmt.Sprintf("fence mark of shard %s (epoch %d, sequence %d) cleared by %s", fence.QuoteShard(key.ShardID), m.Epoch, m.Sequence, by)})
 	n.Revision = e.idx.Reserve()
 	if err := e.durable(ctx, record.Batch{Machines: []record.Machine{n}, DropMarks: []record.MarkKey{key}}); err != nil {
 		e.idx.Abandon(n.Revision)
 		e.log.Error("store commit failed", "machine", cur.ID, "err", err)
 		return nil, record.Errorf(record.CodeUnavailable, "cannot persist the change: store unavailable")
 	}
-	e.marks.Delete(key)
-	e.unknown.Delete(key)
+	e.fences.Drop(key)
 	e.idx.Publish(&n)
-	e.log.Warn("fence mark cleared", "machine", cur.ID, "shard", quoteClipped(key.ShardID),
-		"epoch", m.Epoch, "sequence", m.Sequence, "by", by, "shards_left", e.marks.ShardsOn(cur.ID))
+	e.log.Warn("fence mark cleared", "machine", cur.ID, "shard", fence.QuoteShard(key.ShardID),
+		"epoch", m.Epoch, "sequence", m.Sequence, "by", by, "shards_left", e.fences.ShardsOn(cur.ID))
 	return &n, nil
 }
 

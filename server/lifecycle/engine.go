@@ -97,10 +97,9 @@ type Engine struct {
 	locks serial.Keyed
 	idx   *index.Index
 
-	marks   *fence.Table      // durable: machines that exist
-	unknown *fence.Unknown    // in memory, bounded: ids that do not exist, newcomers' refused calls
-	listed  *reconcile.Listed // zones listed since start (listing.go)
-	views   *arbiter.Views    // each zone's latest listing, for the arbiter
+	fences *fence.Keeper     // the marks: checked, kept and restored (marks.go)
+	listed *reconcile.Listed // zones listed since start (listing.go)
+	views  *arbiter.Views    // each zone's latest listing, for the arbiter
 	// rebuilding are the zones whose SPECULATIVE records were seeded
 	// without a listing of every host since (a first start, a lost state
 	// file): such a record proves nothing about where a domain may be.
@@ -108,9 +107,6 @@ type Engine struct {
 	rebuildMu  sync.Mutex
 	rebuilding map[string]bool
 	rec        *reconcile.Reconciler
-	// atLimit counts first contacts refused because the machine's marks
-	// were at ShardsPerMachine.
-	atLimit atomic.Int64
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -164,9 +160,9 @@ func New(cfg Config, st record.Store, be backend.Backend) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
-		rebuilding: maps.Clone(snap.Rebuilding),
-		unknown:    fence.NewUnknown(cfg.UnknownMarkLimit), listed: reconcile.NewListed(), views: arbiter.NewViews()}
+	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID,
+		rebuilding: maps.Clone(snap.Rebuilding), listed: reconcile.NewListed(), views: arbiter.NewViews()}
+	e.fences = fence.NewKeeper(snap.Marks, cfg.ShardsPerMachine, cfg.UnknownMarkLimit, fenceMachines{e}, cfg.Logger)
 	interner := index.NewMapInterner()
 	interner.Machines(snap.Machines)
 	e.idx = index.New(snap.Machines)
@@ -175,7 +171,7 @@ func New(cfg Config, st record.Store, be backend.Backend) (*Engine, error) {
 		return nil, err
 	}
 	e.cfg.Seed = nil // the slots live in the index now
-	e.adoptUnknownMarks()
+	e.fences.AdoptUnknown()
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
 	e.recCtx, e.recCancel = context.WithCancel(e.bgCtx)
 	return e, nil

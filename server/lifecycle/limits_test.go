@@ -11,7 +11,7 @@ import (
 func (s *memStore) storedMarks() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.marks) }
 
 // heldMarks counts the marks the engine holds, durable and in memory.
-func (f *fixture) heldMarks() int { return len(f.e.Marks()) + f.e.unknown.Len() }
+func (f *fixture) heldMarks() int { return len(f.e.Marks()) + f.e.fences.UnknownLen() }
 
 // TestInputCaps: every cap, exceeded by one byte (or entry), is
 // InvalidArgument naming the field and the cap, and changes nothing: no
@@ -239,7 +239,7 @@ func TestUnknownIDMarksEvictOldest(t *testing.T) {
 			t.Fatalf("ghost-%d within the bound: %v", i, err)
 		}
 	}
-	if n := f.e.unknown.Len(); n != limit {
+	if n := f.e.fences.UnknownLen(); n != limit {
 		t.Fatalf("%d unknown-id marks held, limit %d", n, limit)
 	}
 }

@@ -74,7 +74,7 @@ func TestStaleTokenWaitsForItsHost(t *testing.T) {
 	if took := time.Since(t0); took > time.Second {
 		t.Fatalf("refused after %s: h2 is down, no listing can come, so no wait", took)
 	}
-	if _, seen := f.e.marks.Get(record.MarkKey{ShardID: "s1", MachineID: "m000"}); seen {
+	if _, seen := f.e.fences.Durable(record.MarkKey{ShardID: "s1", MachineID: "m000"}); seen {
 		t.Fatal("the refused mutation recorded its mark")
 	}
 	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"}); codeOf(err) != record.CodeUnavailable {

@@ -105,7 +105,7 @@ func TestMachineMarks(t *testing.T) {
 func restoreAll(e *Engine, ctx context.Context, inv []backend.ZoneInventory) int {
 	n := 0
 	for _, zi := range inv {
-		n += e.restoreMarks(ctx, zi)
+		n += e.fences.Restore(ctx, zi)
 	}
 	return n
 }

@@ -150,7 +150,7 @@ func (e *Engine) mutate(ctx context.Context, id string, t record.Token, invalid 
 // even the mark. The fence mark and the new record are committed together
 // before the ack; the mark of a machine id that does not exist, and that
 // of a newcomer whose call is refused, are kept in memory only (see
-// unknownMarks and keepMark).
+// fence.Keeper's Keep).
 func (e *Engine) mutateWith(ctx context.Context, id string, t record.Token, invalid *record.Error,
 	decide func(*record.Machine) decision, start func(*record.Machine)) (record.Ack, error) {
 	if err := firstErr(record.ValidateID("machine_id", id), invalid); err != nil {
@@ -164,14 +164,12 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t record.Token, inva
 	}
 	defer e.runs.Done(acceptingKey) // after start has registered the run it launched
 	cur, known := e.idx.Get(id)
-	mark, newcomer, ferr := e.fence(id, t, known)
+	mark, newcomer, ferr := e.fences.Check(id, t, known)
 	if ferr != nil {
 		return record.Ack{}, ferr
 	}
 	if !known {
-		if mark != nil {
-			e.unknown.Put(record.MarkKey{ShardID: t.ShardID, MachineID: id}, *mark)
-		}
+		e.fences.KeepUnknown(id, t, mark)
 		return record.Ack{}, record.Errorf(record.CodeNotFound, "machine %q not found", id)
 	}
 	d := decide(cur)
@@ -186,7 +184,7 @@ func (e *Engine) mutateWith(ctx context.Context, id string, t record.Token, inva
 		// its marks can answer yet, and no mark is recorded either.
 		d, mark = decision{err: e.notListed(cur)}, nil
 	}
-	mark = e.keepMark(id, t, mark, newcomer, d.err != nil)
+	mark = e.fences.Keep(id, t, mark, newcomer, d.err != nil)
 	if err := e.commit(ctx, id, t.ShardID, mark, d.next); err != nil {
 		return record.Ack{}, err
 	}
@@ -229,7 +227,7 @@ func (e *Engine) commit(ctx context.Context, id, shard string, mark *record.Mark
 		return record.Errorf(record.CodeUnavailable, "cannot persist the change: store unavailable")
 	}
 	if mark != nil {
-		e.setMark(id, shard, *mark)
+		e.fences.Set(id, shard, *mark)
 	}
 	if next != nil {
 		e.idx.Publish(next)

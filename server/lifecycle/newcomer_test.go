@@ -25,7 +25,7 @@ func TestRefusedNewcomerLeavesNoMark(t *testing.T) {
 			t.Fatalf("invented shard %d: %v; want Aborted (out of position)", i, err)
 		}
 	}
-	if n := f.e.marks.ShardsOn("m000"); n != 0 {
+	if n := f.e.fences.ShardsOn("m000"); n != 0 {
 		t.Errorf("m000 holds durable marks of %d shards; want none", n)
 	}
 	if n := storedMarks(f, "m000"); n != 0 {

@@ -102,5 +102,5 @@ func (v reconcileView) Migrating(id string, listedAt time.Time) bool {
 }
 
 func (v reconcileView) RestoreMarks(ctx context.Context, zi backend.ZoneInventory) int {
-	return v.e.restoreMarks(ctx, zi)
+	return v.e.fences.Restore(ctx, zi)
 }

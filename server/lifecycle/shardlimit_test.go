@@ -25,7 +25,7 @@ func TestShardsPerMachineBound(t *testing.T) {
 			t.Fatalf("shard %d past the limit: %v; want ResourceExhausted", i, err)
 		}
 	}
-	if n := f.e.marks.ShardsOn("m000"); n != limit {
+	if n := f.e.fences.ShardsOn("m000"); n != limit {
 		t.Errorf("m000 holds marks of %d shards; want %d", n, limit)
 	}
 	stored := 0
