@@ -3,8 +3,9 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // abandonTimeout bounds the cleanup of a Configure cut by a restart: the

@@ -2,11 +2,12 @@ package lifecycle
 
 import (
 	"fmt"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestCapsDocumented: docs/contract.md states the caps this package

@@ -1,9 +1,10 @@
 package lifecycle
 
 import (
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"strings"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestClusterIDCharset (issue 15 case 8): a cluster_id with a control

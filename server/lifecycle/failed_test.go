@@ -3,12 +3,13 @@ package lifecycle
 import (
 	"encoding/json"
 	"errors"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // logBuf collects JSON log lines.

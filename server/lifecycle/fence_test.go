@@ -1,9 +1,10 @@
 package lifecycle
 
 import (
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"math"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestFencing(t *testing.T) {

@@ -2,12 +2,13 @@ package lifecycle
 
 import (
 	"cmp"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // fenceModel is an independent model of the contract's fencing section,

@@ -2,11 +2,12 @@ package lifecycle
 
 import (
 	"errors"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // waitFor polls cond (bounded) and fails the test with what if it never holds.

@@ -2,9 +2,10 @@ package lifecycle
 
 import (
 	"context"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"reflect"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Records share their history with the versions edited from them (edit);

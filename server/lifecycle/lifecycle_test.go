@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"maps"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestFullLifecycle(t *testing.T) {

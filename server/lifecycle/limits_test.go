@@ -2,9 +2,10 @@ package lifecycle
 
 import (
 	"fmt"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"strings"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // storedMarks is the number of fence marks the store holds.

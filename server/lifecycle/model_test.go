@@ -2,10 +2,11 @@ package lifecycle
 
 import (
 	"fmt"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // oracle is a deliberately simple model of the contract: the state machine,

@@ -2,8 +2,9 @@ package lifecycle
 
 import (
 	"fmt"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestRefusedNewcomerLeavesNoMark is issue 39's rule: 10,000 invented

@@ -3,12 +3,13 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestRestartKeepsEverythingAndOperationIDs(t *testing.T) {

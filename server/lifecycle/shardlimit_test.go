@@ -2,9 +2,10 @@ package lifecycle
 
 import (
 	"fmt"
+	"testing"
+
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
-	"testing"
 )
 
 // TestShardsPerMachineBound: 10,000 invented shard ids aimed at one real
