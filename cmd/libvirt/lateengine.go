@@ -8,6 +8,9 @@ import (
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // lateEngine stands for the engine in the handlers a standby serves
@@ -25,7 +28,7 @@ var (
 	_ admin.Engine  = lateEngine{}
 )
 
-var errNoEngine = &lifecycle.Error{Code: lifecycle.CodeUnavailable, Msg: "standby: not the leader; retry"}
+var errNoEngine = &record.Error{Code: record.CodeUnavailable, Msg: "standby: not the leader; retry"}
 
 func (l lateEngine) get() (*lifecycle.Engine, error) {
 	if e := l.p.Load(); e != nil {
@@ -34,40 +37,40 @@ func (l lateEngine) get() (*lifecycle.Engine, error) {
 	return nil, errNoEngine
 }
 
-func (l lateEngine) Create(ctx context.Context, r lifecycle.CreateRequest) (lifecycle.Ack, error) {
-	return call(l, func(e *lifecycle.Engine) (lifecycle.Ack, error) { return e.Create(ctx, r) })
+func (l lateEngine) Create(ctx context.Context, r record.CreateRequest) (record.Ack, error) {
+	return call(l, func(e *lifecycle.Engine) (record.Ack, error) { return e.Create(ctx, r) })
 }
 
-func (l lateEngine) Configure(ctx context.Context, r lifecycle.ConfigureRequest) (lifecycle.Ack, error) {
-	return call(l, func(e *lifecycle.Engine) (lifecycle.Ack, error) { return e.Configure(ctx, r) })
+func (l lateEngine) Configure(ctx context.Context, r record.ConfigureRequest) (record.Ack, error) {
+	return call(l, func(e *lifecycle.Engine) (record.Ack, error) { return e.Configure(ctx, r) })
 }
 
-func (l lateEngine) Drain(ctx context.Context, r lifecycle.DrainRequest) (lifecycle.Ack, error) {
-	return call(l, func(e *lifecycle.Engine) (lifecycle.Ack, error) { return e.Drain(ctx, r) })
+func (l lateEngine) Drain(ctx context.Context, r record.DrainRequest) (record.Ack, error) {
+	return call(l, func(e *lifecycle.Engine) (record.Ack, error) { return e.Drain(ctx, r) })
 }
 
-func (l lateEngine) Delete(ctx context.Context, r lifecycle.DeleteRequest) (lifecycle.Ack, error) {
-	return call(l, func(e *lifecycle.Engine) (lifecycle.Ack, error) { return e.Delete(ctx, r) })
+func (l lateEngine) Delete(ctx context.Context, r record.DeleteRequest) (record.Ack, error) {
+	return call(l, func(e *lifecycle.Engine) (record.Ack, error) { return e.Delete(ctx, r) })
 }
 
-func (l lateEngine) GetShared(ctx context.Context, id string) (*lifecycle.Machine, error) {
-	return call(l, func(e *lifecycle.Engine) (*lifecycle.Machine, error) { return e.GetShared(ctx, id) })
+func (l lateEngine) GetShared(ctx context.Context, id string) (*record.Machine, error) {
+	return call(l, func(e *lifecycle.Engine) (*record.Machine, error) { return e.GetShared(ctx, id) })
 }
 
-func (l lateEngine) ListShared(ctx context.Context, q lifecycle.ListQuery) (lifecycle.SharedList, error) {
+func (l lateEngine) ListShared(ctx context.Context, q record.ListQuery) (lifecycle.SharedList, error) {
 	return call(l, func(e *lifecycle.Engine) (lifecycle.SharedList, error) { return e.ListShared(ctx, q) })
 }
 
-func (l lateEngine) Get(ctx context.Context, id string) (lifecycle.Machine, error) {
-	return call(l, func(e *lifecycle.Engine) (lifecycle.Machine, error) { return e.Get(ctx, id) })
+func (l lateEngine) Get(ctx context.Context, id string) (record.Machine, error) {
+	return call(l, func(e *lifecycle.Engine) (record.Machine, error) { return e.Get(ctx, id) })
 }
 
-func (l lateEngine) List(ctx context.Context, q lifecycle.ListQuery) (lifecycle.ListResult, error) {
-	return call(l, func(e *lifecycle.Engine) (lifecycle.ListResult, error) { return e.List(ctx, q) })
+func (l lateEngine) List(ctx context.Context, q record.ListQuery) (record.ListResult, error) {
+	return call(l, func(e *lifecycle.Engine) (record.ListResult, error) { return e.List(ctx, q) })
 }
 
-func (l lateEngine) Release(ctx context.Context, id string) (lifecycle.Ack, error) {
-	return call(l, func(e *lifecycle.Engine) (lifecycle.Ack, error) { return e.Release(ctx, id) })
+func (l lateEngine) Release(ctx context.Context, id string) (record.Ack, error) {
+	return call(l, func(e *lifecycle.Engine) (record.Ack, error) { return e.Release(ctx, id) })
 }
 
 func (l lateEngine) Migrate(ctx context.Context, id, toHost string) (lifecycle.MigrateResult, error) {
@@ -90,14 +93,14 @@ func call[T any](l lateEngine, f func(*lifecycle.Engine) (T, error)) (T, error) 
 
 // The reads without an error answer empty before there is an engine.
 
-func (l lateEngine) Counts() map[lifecycle.StateZone]int {
+func (l lateEngine) Counts() map[index.StateZone]int {
 	if e := l.p.Load(); e != nil {
 		return e.Counts()
 	}
 	return nil
 }
 
-func (l lateEngine) Marks() map[lifecycle.MarkKey]lifecycle.Mark {
+func (l lateEngine) Marks() map[record.MarkKey]record.Mark {
 	if e := l.p.Load(); e != nil {
 		return e.Marks()
 	}
@@ -108,10 +111,10 @@ func (l lateEngine) ShardLimit() (int, int64) {
 	if e := l.p.Load(); e != nil {
 		return e.ShardLimit()
 	}
-	return lifecycle.DefaultShardsPerMachine, 0
+	return fence.DefaultShardsPerMachine, 0
 }
 
-func (l lateEngine) BusiestMachines(n int, keep func(string) bool) []lifecycle.ShardCount {
+func (l lateEngine) BusiestMachines(n int, keep func(string) bool) []fence.ShardCount {
 	if e := l.p.Load(); e != nil {
 		return e.BusiestMachines(n, keep)
 	}
@@ -134,11 +137,11 @@ func (l lateEngine) Reconcile(ctx context.Context) lifecycle.ReconcileReport {
 
 // Watch before there is an engine is a closed channel: the stream ends
 // and the client reconnects (to the leader, through the Service).
-func (l lateEngine) Watch(buffer int) (<-chan lifecycle.Machine, func() bool, func()) {
+func (l lateEngine) Watch(buffer int) (<-chan record.Machine, func() bool, func()) {
 	if e := l.p.Load(); e != nil {
 		return e.Watch(buffer)
 	}
-	ch := make(chan lifecycle.Machine)
+	ch := make(chan record.Machine)
 	close(ch)
 	return ch, func() bool { return false }, func() {}
 }

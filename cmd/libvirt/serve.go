@@ -19,6 +19,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
 	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // serve wires backend → capacity → store → engine → server, serves until
@@ -82,7 +83,7 @@ type daemon struct {
 	st         *trackedStore
 	// seed is the capacity model's slots, kept by a standby until it
 	// builds its engine at takeover.
-	seed []lifecycle.Machine
+	seed []record.Machine
 
 	status        *server.Status
 	guard         *callerid.Guard
@@ -124,7 +125,7 @@ func (d *daemon) loadTLS(ctx context.Context) error {
 // openState opens the backend, reads the capacity flags into the slots
 // the engine offers (returned, not kept: the seed must not outlive the
 // engine's start), registers the metrics and opens the store.
-func (d *daemon) openState(ctx context.Context) ([]lifecycle.Machine, error) {
+func (d *daemon) openState(ctx context.Context) ([]record.Machine, error) {
 	be, err := openBackend(ctx, d.cfg, d.log)
 	if err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ func (d *daemon) openState(ctx context.Context) ([]lifecycle.Machine, error) {
 // and waits (briefly) for the first listings of the ready zones. Under
 // --leader-elect it only keeps the seed: the engine is built at takeover
 // (takeover.go), once the shared journal is in the store.
-func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) error {
+func (d *daemon) startEngine(ctx context.Context, seed []record.Machine) error {
 	d.metrics.RegisterShardLimit(d.engine().ShardLimit)
 	// a no-op after Shutdown, and nothing before a standby leads
 	d.onClose(func() {
@@ -186,7 +187,7 @@ func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) erro
 
 // newEngine builds the engine on st from the seed, publishes it and gives
 // the fake backend its VMs back.
-func (d *daemon) newEngine(ctx context.Context, seed []lifecycle.Machine, st lifecycle.Store) (*lifecycle.Engine, error) {
+func (d *daemon) newEngine(ctx context.Context, seed []record.Machine, st record.Store) (*lifecycle.Engine, error) {
 	cfg := d.cfg
 	eng, err := lifecycle.New(lifecycle.Config{
 		Provider: cfg.Provider, Seed: seed,

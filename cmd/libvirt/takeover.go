@@ -12,6 +12,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/intents"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // journalSuffix names the shared journal after the Lease: the chart
@@ -39,7 +40,7 @@ func hostJournal(shared *atomic.Pointer[intents.Store]) func(kind string, file [
 	return func(kind string, file []byte) error {
 		js := shared.Load()
 		if js == nil {
-			return &lifecycle.Error{Code: lifecycle.CodeUnavailable, Msg: "standby: not the leader; retry"}
+			return &record.Error{Code: record.CodeUnavailable, Msg: "standby: not the leader; retry"}
 		}
 		k := intents.HostCordons
 		if kind == admin.HostFileDowns {
@@ -48,7 +49,7 @@ func hostJournal(shared *atomic.Pointer[intents.Store]) func(kind string, file [
 		ctx, cancel := context.WithTimeout(context.Background(), journalWait)
 		defer cancel()
 		if err := js.SaveHostFile(ctx, k, file); err != nil {
-			return &lifecycle.Error{Code: lifecycle.CodeUnavailable, Msg: "the shared journal refused the change: " + err.Error()}
+			return &record.Error{Code: record.CodeUnavailable, Msg: "the shared journal refused the change: " + err.Error()}
 		}
 		return nil
 	}
@@ -70,7 +71,7 @@ func (d *daemon) takeOver(ctx context.Context) (*lifecycle.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := lifecycle.Batch{Marks: c.Marks}
+	b := record.Batch{Marks: c.Marks}
 	for _, id := range slices.Sorted(maps.Keys(c.Creating)) {
 		b.Machines = append(b.Machines, c.Creating[id])
 	}
