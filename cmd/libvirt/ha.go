@@ -152,7 +152,7 @@ func newElection(ctx context.Context, d *daemon) (*election, error) {
 	if e.client, err = leader.Client(rc, e.cfg); err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	if err := e.newJournal(ctx); err != nil {
+	if err := e.newJournal(ctx, rc); err != nil {
 		return nil, err
 	}
 	e.work, e.abortWork = context.WithCancel(context.WithoutCancel(ctx))

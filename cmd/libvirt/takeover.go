@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/intents"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
@@ -24,9 +27,22 @@ const journalSuffix = "-intents"
 // process at startup, naming it. Each request is bounded like a libvirt
 // call, so a leader that lost its lease is out of it before the lease
 // can expire (validateLeader keeps that bound inside the margin).
-func (e *election) newJournal(ctx context.Context) error {
+//
+// The journal has its own client: client-go's rate limiter (5 requests
+// a second by default) would otherwise both delay every acknowledgement
+// (two writes per Create: 400 ms measured) and make the Lease's renewals
+// queue behind the journal's writes. Its writes need no limiter: at most
+// one is in flight, the others coalesce behind it.
+func (e *election) newJournal(ctx context.Context, rc *rest.Config) error {
+	rc = rest.CopyConfig(rc)
+	rc.QPS = -1 // no client-side rate limit
+	rc.UserAgent = "bigfleet-libvirt-provider/" + e.cfg.Identity + "/journal"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
 	ns, name := e.cfg.Namespace, e.cfg.Name+journalSuffix
-	e.journal = intents.NewJournal(e.client.CoreV1().ConfigMaps(ns), ns, name, e.cfg.Identity, e.d.cfg.LibvirtCallTimeout)
+	e.journal = intents.NewJournal(cs.CoreV1().ConfigMaps(ns), ns, name, e.cfg.Identity, e.d.cfg.LibvirtCallTimeout)
 	if err := e.journal.Check(ctx); err != nil {
 		return fmt.Errorf("--leader-elect: %w", err)
 	}

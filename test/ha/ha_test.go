@@ -115,6 +115,7 @@ func newProvider(t *testing.T, k *kube, name, lease string, tm timing) *provider
 
 // newProviderOn configures candidate name with the backend flags given.
 func newProviderOn(t *testing.T, k *kube, name, lease string, tm timing, backend ...string) *provider {
+	ensureJournal(t, k, lease) // journal_test.go: the chart creates it
 	p := &provider{name: name, addr: freeAddr(t), metrics: freeAddr(t),
 		logFile: filepath.Join(t.TempDir(), name+".log")}
 	p.args = append(backend, "--leader-elect",
