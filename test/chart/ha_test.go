@@ -67,13 +67,14 @@ func checkReplicas(t *testing.T, r *rendered, vals map[string]any) {
 }
 
 // checkLeaderObjects: the Role grants get/update on the release's Lease
+// and on its shared journal ConfigMap ("<lease>-intents", rendered empty)
 // only, and create on leases; it is bound to the pod's ServiceAccount;
 // a PodDisruptionBudget keeps a replica through drains.
 func checkLeaderObjects(t *testing.T, r *rendered, vals map[string]any) {
 	t.Helper()
 	ha := leaderElection(vals)
-	if (r.role != nil) != ha || (r.roleBinding != nil) != ha {
-		t.Fatalf("Role/RoleBinding rendered %v/%v with leader election %v", r.role != nil, r.roleBinding != nil, ha)
+	if (r.role != nil) != ha || (r.roleBinding != nil) != ha || (r.journal != nil) != ha {
+		t.Fatalf("Role/RoleBinding/journal rendered %v/%v/%v with leader election %v", r.role != nil, r.roleBinding != nil, r.journal != nil, ha)
 	}
 	if (r.pdb != nil) != (replicas(vals) > 1) {
 		t.Errorf("PodDisruptionBudget rendered %v with %d replicas", r.pdb != nil, replicas(vals))
@@ -86,22 +87,27 @@ func checkLeaderObjects(t *testing.T, r *rendered, vals map[string]any) {
 	}
 	args := parseArgs(t, r.deployment.Spec.Template.Spec.Containers[0].Args)
 	lease := args["leader-elect-lease-name"]
-	var getUpdate, create bool
+	journal := lease + "-intents" // the provider derives it from the lease's name
+	if r.journal.Name != journal || len(r.journal.Data)+len(r.journal.BinaryData) != 0 {
+		t.Errorf("journal ConfigMap %q with %d+%d keys, want %q, empty", r.journal.Name, len(r.journal.Data), len(r.journal.BinaryData), journal)
+	}
+	var getUpdate, create, journalRW bool
 	for _, rule := range r.role.Rules {
-		if !slices.Equal(rule.APIGroups, []string{"coordination.k8s.io"}) || !slices.Equal(rule.Resources, []string{"leases"}) {
-			t.Errorf("Role rule %+v: only coordination.k8s.io leases", rule)
-		}
+		leases := slices.Equal(rule.APIGroups, []string{"coordination.k8s.io"}) && slices.Equal(rule.Resources, []string{"leases"})
+		configMaps := slices.Equal(rule.APIGroups, []string{""}) && slices.Equal(rule.Resources, []string{"configmaps"})
 		switch {
-		case slices.Equal(rule.Verbs, []string{"get", "update"}) && slices.Equal(rule.ResourceNames, []string{lease}):
+		case leases && slices.Equal(rule.Verbs, []string{"get", "update"}) && slices.Equal(rule.ResourceNames, []string{lease}):
 			getUpdate = true
-		case slices.Equal(rule.Verbs, []string{"create"}) && len(rule.ResourceNames) == 0:
+		case leases && slices.Equal(rule.Verbs, []string{"create"}) && len(rule.ResourceNames) == 0:
 			create = true
+		case configMaps && slices.Equal(rule.Verbs, []string{"get", "update"}) && slices.Equal(rule.ResourceNames, []string{journal}):
+			journalRW = true
 		default:
-			t.Errorf("Role rule %+v grants more than get/update on %q and create", rule, lease)
+			t.Errorf("Role rule %+v grants more than get/update on lease %q, create on leases and get/update on ConfigMap %q", rule, lease, journal)
 		}
 	}
-	if !getUpdate || !create || lease == "" {
-		t.Errorf("Role %+v: want get/update on lease %q and create", r.role.Rules, lease)
+	if !getUpdate || !create || !journalRW || lease == "" || len(r.role.Rules) != 3 {
+		t.Errorf("Role %+v: want get/update on lease %q, create on leases, get/update on ConfigMap %q", r.role.Rules, lease, journal)
 	}
 	b := r.roleBinding
 	if b.RoleRef.Name != r.role.Name || len(b.Subjects) != 1 || b.Subjects[0].Name != r.serviceAccountName() {

@@ -44,6 +44,7 @@ type rendered struct {
 	deployment      *appsv1.Deployment
 	service         *corev1.Service
 	configMap       *corev1.ConfigMap
+	journal         *corev1.ConfigMap // the leader's shared journal (journal.yaml)
 	pvc             *corev1.PersistentVolumeClaim
 	serviceAccount  *corev1.ServiceAccount
 	networkPolicy   *networkingv1.NetworkPolicy
@@ -116,9 +117,13 @@ func (r *rendered) add(file string, doc []byte) error {
 		r.service = &corev1.Service{}
 		err = decodeStrict(doc, r.service)
 	case "v1/ConfigMap":
-		r.configMap = &corev1.ConfigMap{}
+		cm := &corev1.ConfigMap{}
+		if err = decodeStrict(doc, cm); err == nil && strings.HasSuffix(cm.Name, "-intents") {
+			r.journal = cm
+			break
+		}
+		r.configMap = cm
 		r.configMapSource = string(doc)
-		err = decodeStrict(doc, r.configMap)
 	case "v1/PersistentVolumeClaim":
 		r.pvc = &corev1.PersistentVolumeClaim{}
 		err = decodeStrict(doc, r.pvc)

@@ -72,6 +72,11 @@ app.kubernetes.io/part-of: bigfleet
 {{- default (include "libvirt-provider.fullname" .) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/* The shared journal's ConfigMap: the provider derives the same name from --leader-elect-lease-name. */}}
+{{- define "libvirt-provider.journalName" -}}
+{{- printf "%s-intents" (include "libvirt-provider.leaseName" .) }}
+{{- end }}
+
 {{/* The state lives on a claim: durable state without leader election. */}}
 {{- define "libvirt-provider.stateClaim" -}}
 {{- if and (not .Values.state.inMemory) (not .Values.leaderElection.enabled) }}true{{- end }}
