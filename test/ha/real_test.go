@@ -78,6 +78,9 @@ func TestRealLibvirtFailover(t *testing.T) {
 		t.Errorf("%s, whose Create the old leader acknowledged, ended %v (%s) on the new leader, want IDLE", cut, m.GetState(), m.GetLastError())
 	}
 	t.Logf("%s, cut by the kill, is %v on the new leader", cut, m.GetState())
+	if log, _ := os.ReadFile(standby.logFile); !strings.Contains(string(log), "took over the shared journal") || !strings.Contains(string(log), "creating=1") {
+		t.Errorf("the new leader did not take the cut Create over from the journal:\n%s", standby.tail())
+	}
 	checkOneDomainEach(t, uri, standby)
 }
 
