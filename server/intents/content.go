@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
@@ -55,26 +56,50 @@ func (c Content) clone() Content {
 	return out
 }
 
-// contentV1 is the wire form, gzipped JSON. Marks are grouped by machine
-// then shard, [epoch, sequence]: each id is written once, which keeps
-// 8000 slots' marks small.
+// The wire form is one ConfigMap's binaryData, each value gzipped JSON:
+// Key holds the version, the records in CREATING and the host files, and
+// MarkBuckets keys ("marks-00.json.gz" …) hold the marks, each those of
+// the machines whose id hashes to it. Every write re-encodes Key (small)
+// and only the buckets whose marks changed: the marks of 8000 slots take
+// ~10 ms to encode, one bucket a sixteenth of that. An empty bucket is
+// absent.
 type contentV1 struct {
 	Version  int                        `json:"version"`
 	Creating []record.Machine           `json:"creating"`
-	Marks    marksV1                    `json:"marks"`
 	Hosts    map[string]json.RawMessage `json:"hosts,omitempty"`
 }
 
 const contentVersion = 1
 
-// maxDecoded bounds what decode inflates: a ConfigMap holds at most 1 MiB,
-// and the JSON of marks compresses about tenfold; far more is not ours.
+// MarkBuckets is how many keys the marks are spread over.
+const MarkBuckets = 16
+
+// bucketOf is the bucket of a machine's marks (FNV-1a of its id).
+func bucketOf(machineID string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(machineID); i++ {
+		h = (h ^ uint32(machineID[i])) * 16777619
+	}
+	return int(h % MarkBuckets)
+}
+
+func bucketKey(b int) string { return fmt.Sprintf("marks-%02d.json.gz", b) }
+
+// maxDecoded bounds what one value inflates to: a ConfigMap holds at most
+// 1 MiB, and the JSON of marks compresses about sevenfold; far more is
+// not ours.
 const maxDecoded = 64 << 20
 
-// encode is c's wire form.
-func encode(c Content) ([]byte, error) {
-	v := contentV1{Version: contentVersion, Creating: make([]record.Machine, 0, len(c.Creating)),
-		Marks: marksV1(c.Marks)}
+// encode is c's whole wire form.
+func encode(c Content) (map[string][]byte, error) {
+	parts := map[string][]byte{}
+	return parts, encodeInto(parts, c, nil)
+}
+
+// encodeInto re-encodes Key and the buckets in dirty (all when nil) of
+// c into parts, leaving the other buckets as they are.
+func encodeInto(parts map[string][]byte, c Content, dirty map[int]bool) error {
+	v := contentV1{Version: contentVersion, Creating: make([]record.Machine, 0, len(c.Creating))}
 	for _, id := range sortedKeys(c.Creating) {
 		v.Creating = append(v.Creating, c.Creating[id])
 	}
@@ -82,14 +107,55 @@ func encode(c Content) ([]byte, error) {
 		v.Hosts = map[string]json.RawMessage{}
 		for kind, data := range c.Hosts {
 			if !json.Valid(data) {
-				return nil, fmt.Errorf("intents: host file %q is not JSON", kind)
+				return fmt.Errorf("intents: host file %q is not JSON", kind)
 			}
 			v.Hosts[kind] = json.RawMessage(data)
 		}
 	}
+	main, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if parts[Key], err = gz(main); err != nil {
+		return err
+	}
+	buckets := map[int]marksV1{}
+	for k, m := range c.Marks {
+		b := bucketOf(k.MachineID)
+		if dirty != nil && !dirty[b] {
+			continue
+		}
+		if buckets[b] == nil {
+			buckets[b] = marksV1{}
+		}
+		buckets[b][k] = m
+	}
+	for b := range MarkBuckets {
+		if dirty != nil && !dirty[b] {
+			continue
+		}
+		if len(buckets[b]) == 0 {
+			delete(parts, bucketKey(b))
+			continue
+		}
+		js, _ := buckets[b].MarshalJSON()
+		if parts[bucketKey(b)], err = gz(js); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gzWriters are reused: a new writer allocates about a megabyte, more
+// than a bucket's whole encoding costs.
+var gzWriters = sync.Pool{New: func() any { zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed); return zw }}
+
+func gz(b []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if err := json.NewEncoder(zw).Encode(v); err != nil {
+	zw := gzWriters.Get().(*gzip.Writer)
+	defer gzWriters.Put(zw)
+	zw.Reset(&buf)
+	if _, err := zw.Write(b); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
@@ -98,24 +164,37 @@ func encode(c Content) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// decode reads a wire form; nil or empty is the empty journal. Anything
-// it cannot read faithfully is an error: a takeover must not act on a
-// journal it half understood.
-func decode(b []byte) (Content, error) {
-	c := Content{}.clone()
-	if len(b) == 0 {
-		return c, nil
-	}
+func gunzip(b []byte) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return Content{}, fmt.Errorf("intents: journal is not gzip: %w", err)
+		return nil, fmt.Errorf("not gzip: %w", err)
 	}
 	raw, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
 	if err != nil {
-		return Content{}, fmt.Errorf("intents: journal: %w", err)
+		return nil, err
 	}
 	if len(raw) > maxDecoded {
-		return Content{}, errors.New("intents: journal inflates past 64 MiB")
+		return nil, errors.New("inflates past 64 MiB")
+	}
+	return raw, nil
+}
+
+// decode reads a wire form; no data is the empty journal. Anything it
+// cannot read faithfully is an error: a takeover must not act on a
+// journal it half understood.
+func decode(parts map[string][]byte) (Content, error) {
+	c := Content{}.clone()
+	if len(parts) == 0 {
+		return c, nil
+	}
+	for key := range parts {
+		if key != Key && !isBucketKey(key) {
+			return Content{}, fmt.Errorf("intents: journal key %q is not one this provider writes", key)
+		}
+	}
+	raw, err := gunzip(parts[Key])
+	if err != nil {
+		return Content{}, fmt.Errorf("intents: journal %s: %w", Key, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -132,11 +211,41 @@ func decode(b []byte) (Content, error) {
 		}
 		c.Creating[m.ID] = m
 	}
-	maps.Copy(c.Marks, v.Marks)
 	for kind, data := range v.Hosts {
 		c.Hosts[kind] = []byte(data)
 	}
+	for b := range MarkBuckets {
+		data, ok := parts[bucketKey(b)]
+		if !ok {
+			continue
+		}
+		raw, err := gunzip(data)
+		if err != nil {
+			return Content{}, fmt.Errorf("intents: journal %s: %w", bucketKey(b), err)
+		}
+		var ms marksV1
+		if err := json.Unmarshal(raw, &ms); err != nil {
+			return Content{}, fmt.Errorf("intents: journal %s: %w", bucketKey(b), err)
+		}
+		for k, m := range ms {
+			// Ids are proto strings, valid UTF-8, so they read back as
+			// written and hash to the bucket they were written to.
+			if bucketOf(k.MachineID) != b {
+				return Content{}, fmt.Errorf("intents: journal %s holds machine %q of another bucket", bucketKey(b), k.MachineID)
+			}
+			c.Marks[k] = m
+		}
+	}
 	return c, nil
+}
+
+func isBucketKey(key string) bool {
+	for b := range MarkBuckets {
+		if key == bucketKey(b) {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -2,6 +2,7 @@ package intents
 
 import (
 	"errors"
+	"maps"
 	"strconv"
 	"sync"
 	"testing"
@@ -91,7 +92,7 @@ func (f *fakeAPI) journal(cs *fake.Clientset, identity string) *Journal {
 func (f *fakeAPI) content(t *testing.T) Content {
 	t.Helper()
 	f.mu.Lock()
-	data := f.cm.BinaryData[Key]
+	data := maps.Clone(f.cm.BinaryData)
 	f.mu.Unlock()
 	c, err := decode(data)
 	if err != nil {

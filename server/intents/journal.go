@@ -15,7 +15,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// Key is the ConfigMap's binaryData key holding the journal.
+// Key is the ConfigMap's binaryData key holding the journal's records and
+// host files; its marks are in MarkBuckets more keys (content.go).
 const Key = "journal.json.gz"
 
 // WriterAnnotation names the replica (pod name and a per-claim nonce)
@@ -95,7 +96,7 @@ func (j *Journal) Claim(ctx context.Context) (Content, error) {
 		if err != nil {
 			return Content{}, err
 		}
-		c, err := decode(cm.BinaryData[Key])
+		c, err := decode(cm.BinaryData)
 		if err != nil {
 			return Content{}, fmt.Errorf("the journal ConfigMap %s: %w", j.Name(), err)
 		}
@@ -127,11 +128,20 @@ func (j *Journal) update(ctx context.Context, cm *corev1.ConfigMap) (string, err
 	return out.ResourceVersion, nil
 }
 
-// write replaces the journal with data, if this replica still holds its
+// size is what a ConfigMap's size limit counts of parts.
+func size(parts map[string][]byte) int {
+	n := 0
+	for k, v := range parts {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// write replaces the journal with parts, if this replica still holds its
 // claim. Calls are serialised by the caller (Store's flusher).
-func (j *Journal) write(ctx context.Context, data []byte) error {
-	if len(data) > MaxBytes {
-		return fmt.Errorf("%w: %d bytes, at most %d (%s)", ErrTooLarge, len(data), MaxBytes, j.Name())
+func (j *Journal) write(ctx context.Context, parts map[string][]byte) error {
+	if n := size(parts); n > MaxBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d (%s)", ErrTooLarge, n, MaxBytes, j.Name())
 	}
 	j.mu.Lock()
 	rv, stamp, superseded := j.rv, j.stamp, j.superseded
@@ -146,7 +156,7 @@ func (j *Journal) write(ctx context.Context, data []byte) error {
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: j.name, Namespace: j.namespace, ResourceVersion: rv,
 				Annotations: map[string]string{WriterAnnotation: stamp}},
-			BinaryData: map[string][]byte{Key: data},
+			BinaryData: parts,
 		}
 		next, err := j.update(ctx, cm)
 		if err == nil {

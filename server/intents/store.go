@@ -19,7 +19,10 @@ type Store struct {
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	durable Content   // what the journal holds (as last written or claimed)
+	durable Content // what the journal holds (as last written or claimed)
+	// encoded is durable's wire form, nil until the first write encodes
+	// all of it; after, each write re-encodes only what it changed.
+	encoded map[string][]byte
 	queue   []*change // waiting for the next write, in commit order
 	writing bool      // a flusher is running
 	// tracked are the ids in CREATING in durable or in a queued change: a
@@ -117,6 +120,19 @@ func (c *change) applyTo(to Content) {
 	}
 }
 
+// markDirty adds the buckets whose marks c changes (dirty nil: all are).
+func (c *change) markDirty(dirty map[int]bool) {
+	if dirty == nil {
+		return
+	}
+	for k := range c.marks {
+		dirty[bucketOf(k.MachineID)] = true
+	}
+	for _, k := range c.drop {
+		dirty[bucketOf(k.MachineID)] = true
+	}
+}
+
 // changeOf is b's effect on the journal, nil if none.
 func (s *Store) changeOf(b record.Batch) *change {
 	c := &change{marks: maps.Clone(b.Marks), drop: slices.Clone(b.DropMarks)}
@@ -184,21 +200,29 @@ func (s *Store) flush() {
 			return
 		}
 		next := s.durable.clone()
+		parts := maps.Clone(s.encoded)
 		s.mu.Unlock()
+		var dirty map[int]bool // nil: all (the first write)
+		if parts != nil {
+			dirty = map[int]bool{}
+		} else {
+			parts = map[string][]byte{}
+		}
 		for _, c := range group {
 			c.applyTo(next)
+			c.markDirty(dirty)
 		}
 		start := time.Now()
-		data, err := encode(next)
+		err := encodeInto(parts, next, dirty)
 		if err == nil {
-			err = s.j.write(context.Background(), data)
+			err = s.j.write(context.Background(), parts)
 		}
 		s.mu.Lock()
 		if err == nil {
-			s.durable = next
+			s.durable, s.encoded = next, parts
 			s.stats.Writes++
 			s.stats.Carried += len(group)
-			s.stats.Bytes = len(data)
+			s.stats.Bytes = size(parts)
 			s.stats.Took = time.Since(start)
 		} else {
 			s.stats.Failed++

@@ -108,8 +108,8 @@ func TestCommitsCoalesce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := len(f.content(t).Creating); got != n {
-		t.Fatalf("journal holds %d of %d", got, n)
+	if c := f.content(t); len(c.Creating) != n || len(c.Marks) != n {
+		t.Fatalf("journal holds %d records and %d marks of %d", len(c.Creating), len(c.Marks), n)
 	}
 	st := s.Stats()
 	if st.Writes != 2 || st.Carried != n {
