@@ -57,6 +57,8 @@ type Options struct {
 	DownFile string
 	// OnCordon is admin.Options.OnCordon.
 	OnCordon func()
+	// HostJournal is admin.Options.HostJournal.
+	HostJournal func(kind string, file []byte) error
 	// Service, when set, receives the admin service (e.g. to Close it).
 	Service **admin.Service
 	// CallerMode and Refusals are admin.Options' (what the page lists as
@@ -144,7 +146,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	metrics := server.NewMetrics(nil)
 	aopts := admin.Options{Engine: ae, AllowWrite: opts.AdminWrite, Logger: log,
-		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile, DownFile: opts.DownFile, OnCordon: opts.OnCordon,
+		Registerer: metrics.Registry, Heartbeat: opts.Heartbeat, UI: ui.Handler(), CordonFile: opts.CordonFile, DownFile: opts.DownFile, OnCordon: opts.OnCordon, HostJournal: opts.HostJournal,
 		CallerMode: opts.CallerMode, Refusals: opts.Refusals}
 	if aopts.Clients, err = admin.ParseClients(opts.Clients); err != nil {
 		t.Fatal(err)
