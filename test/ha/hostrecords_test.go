@@ -99,6 +99,7 @@ func newPKI(t *testing.T) *pki {
 // admin API writable by bigfleet://admin.
 func newAdminProvider(t *testing.T, k *kube, name, lease string, tm timing, ca *pki, hosts string) *provider {
 	p := newProviderOn(t, k, name, lease, tm, "--use-fake-backend", "--hosts="+hosts, "--seed-count=2",
+		"--state="+filepath.Join(t.TempDir(), "state.db"),
 		"--tls-cert="+ca.certFile, "--tls-key="+ca.keyFile, "--tls-ca="+ca.caFile,
 		"--caller-identity=any", "--admin-write")
 	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(credentials.NewTLS(ca.client)))

@@ -5,6 +5,7 @@ package ha
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -90,8 +91,10 @@ func stateOf(t *testing.T, p *provider, id string) pb.MachineState {
 func TestJournalAcrossFailover(t *testing.T) {
 	k := startKube(t)
 	tm := short
-	a := newProvider(t, k, "pod-a", "journal", tm)
-	b := newProvider(t, k, "pod-b", "journal", tm)
+	// Each with a state file of its own, as the chart runs them (per pod,
+	// set aside at each start).
+	a := newProviderOn(t, k, "pod-a", "journal", tm, "--use-fake-backend", "--seed-count=40", "--state="+filepath.Join(t.TempDir(), "state.db"))
+	b := newProviderOn(t, k, "pod-b", "journal", tm, "--use-fake-backend", "--seed-count=40", "--state="+filepath.Join(t.TempDir(), "state.db"))
 	a.start(t)
 	b.start(t)
 	leader, _ := waitLeader(t, tm.lease+tm.bound(), a, b)
