@@ -19,7 +19,7 @@ kube-apiserver:
 
 test-ha: build kube-apiserver
 	@mkdir -p out
-	$(GOTEST) -count=1 -tags ha -timeout 10m -run '^(TestFailover|TestCutFromAPI|TestGracefulHandover|TestJournalAcrossFailover|TestJournalAckLatency|TestHostRecordsAcrossFailover)$$' ./test/ha/
+	$(GOTEST) -count=1 -tags ha -timeout 10m -run '^(TestFailover|TestCutFromAPI|TestGracefulHandover|TestJournalAcrossFailover|TestJournalAckLatency|TestHostRecordsAcrossFailover|TestJournalMissingRefusesStart)$$' ./test/ha/
 
 bench-ha: build kube-apiserver
 	@mkdir -p out

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/bigfleet/libvirt-provider/server/admin"
 	"github.com/bigfleet/libvirt-provider/server/intents"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
@@ -58,13 +57,10 @@ func hostJournal(shared *atomic.Pointer[intents.Store]) func(kind string, file [
 		if js == nil {
 			return &record.Error{Code: record.CodeUnavailable, Msg: "standby: not the leader; retry"}
 		}
-		k := intents.HostCordons
-		if kind == admin.HostFileDowns {
-			k = intents.HostDowns
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), journalWait)
 		defer cancel()
-		if err := js.SaveHostFile(ctx, k, file); err != nil {
+		// admin's kinds are intents' (TestHostFileKinds).
+		if err := js.SaveHostFile(ctx, kind, file); err != nil {
 			return &record.Error{Code: record.CodeUnavailable, Msg: "the shared journal refused the change: " + err.Error()}
 		}
 		return nil

@@ -5,6 +5,8 @@ package ha
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -234,4 +236,22 @@ func dialTo(t *testing.T, p *provider) {
 	t.Cleanup(func() { _ = conn.Close() })
 	p.conn = conn
 	t.Cleanup(func() { p.kill() })
+}
+
+// TestJournalMissingRefusesStart: a provider whose journal ConfigMap does
+// not exist stops at startup naming it (the chart creates it; a hand-made
+// deployment may not), rather than lead and lose what it accepts.
+func TestJournalMissingRefusesStart(t *testing.T) {
+	k := startKube(t)
+	p := &provider{name: "pod-a", addr: freeAddr(t), metrics: freeAddr(t), logFile: t.TempDir() + "/pod-a.log"}
+	p.args = []string{"--use-fake-backend", "--leader-elect", "--kubeconfig=" + k.kubeconfig,
+		"--leader-elect-lease-name=nojournal", "--libvirt-call-timeout=500ms",
+		"--leader-elect-lease=4s", "--leader-elect-renew=3s", "--leader-elect-retry=500ms",
+		"--addr=" + p.addr, "--metrics-addr=" + p.metrics, "--log-format=text"}
+	cmd := exec.Command(binary(t), p.args...)
+	cmd.Env = append(os.Environ(), "POD_NAME=pod-a")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the journal ConfigMap default/nojournal-intents does not exist") {
+		t.Fatalf("start without the journal: %v\n%s", err, out)
+	}
 }
