@@ -164,6 +164,7 @@ func TestHostRecordsAcrossFailover(t *testing.T) {
 	if got, _ := waitLeader(t, 2*short.bound(), standby); got != standby {
 		t.Fatal("the standby did not take over")
 	}
+	logTakeover(t, standby)
 	hs := standby.hosts(t)
 	if h := hs["kvm-a1"]; !h.GetCordoned() || h.GetCordon().GetBy() != "bigfleet://admin" || h.GetCordon().GetReason() != "firmware upgrade" {
 		t.Errorf("kvm-a1 on the new leader: cordoned %v %v, want the old leader's cordon", h.GetCordoned(), h.GetCordon())

@@ -122,6 +122,7 @@ func TestJournalAcrossFailover(t *testing.T) {
 		t.Fatal("the standby did not take over")
 	}
 
+	logTakeover(t, standby)
 	err := standby.fenced(t.Context(), "Create", fencedSlot, 5, 10)
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("new leader: Create %s with the stale token (5,10) after the old leader accepted (5,11): %v, want FailedPrecondition", fencedSlot, err)
@@ -138,17 +139,20 @@ func TestJournalAcrossFailover(t *testing.T) {
 
 // TestJournalAckLatency measures what the journal adds to a Create's
 // acknowledgement: 30 sequential Creates (each a journal write, and its
-// outcome another) on a leader whose journal is empty, on one whose
-// journal already holds 8000 slots' fence marks, and on a provider without
-// --leader-elect. The figures are docs/ha.md's.
+// outcome another) on a leader of 40 slots whose journal is empty, on one
+// of 8000 slots whose journal already holds 8000 fence marks, and on a
+// provider without --leader-elect; and what the takeover costs (its log
+// line). The figures are docs/ha.md's.
 func TestJournalAckLatency(t *testing.T) {
 	k := startKube(t)
 	prefill(t, k, "latency8000", 8000)
 	var lines []string
-	for _, lease := range []string{"latency", "latency8000"} {
-		p := newProviderOn(t, k, "pod-"+lease, lease, short, "--use-fake-backend", "--seed-count=40")
+	for lease, slots := range map[string]string{"latency": "40", "latency8000": "8000"} {
+		p := newProviderOn(t, k, "pod-"+lease, lease, short, "--use-fake-backend", "--seed-count="+slots,
+			"--state="+filepath.Join(t.TempDir(), "state.db"))
 		p.start(t)
 		leader, _ := waitLeader(t, short.bound()+short.lease, p)
+		logTakeover(t, leader)
 		d := ackTimes(t, leader)
 		lines = append(lines, fmt.Sprintf("journal %s: p50 %s p90 %s", lease, p50(d), p90(d)))
 		if p50(d) > time.Second {
@@ -254,4 +258,18 @@ func TestJournalMissingRefusesStart(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "the journal ConfigMap default/nojournal-intents does not exist") {
 		t.Fatalf("start without the journal: %v\n%s", err, out)
 	}
+}
+
+// logTakeover logs the new leader's takeover line (what it took from the
+// journal and how long the takeover took) and fails if there is none.
+func logTakeover(t *testing.T, p *provider) {
+	t.Helper()
+	b, _ := os.ReadFile(p.logFile)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "took over the shared journal") {
+			t.Logf("%s: %s", p.name, l)
+			return
+		}
+	}
+	t.Errorf("%s never took over the journal:\n%s", p.name, p.tail())
 }
