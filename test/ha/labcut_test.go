@@ -154,7 +154,7 @@ func TestLabCutFromAPI(t *testing.T) {
 		}
 	}
 	delay := r.draws.Between(300*time.Millisecond, 2*time.Second)
-	r.watchUntil(ops, time.Now().Add(delay))
+	r.watchUntil(ops, time.Now().Add(delay), false)
 	r.markCut(ops)
 	leader := r.leader
 	api := r.k.apiserverPID(t)
