@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // abandonTimeout bounds the cleanup of a Configure cut by a restart: the
@@ -21,14 +23,14 @@ const lateAbandonTimeout = 15 * time.Second
 // could otherwise still join the node to the cluster) before the machine
 // is reported FAILED. Through the call gate, like every backend call on a
 // machine; a failure is logged and returned for last_error.
-func (e *Engine) abandonConfigure(op Machine) error {
+func (e *Engine) abandonConfigure(op record.Machine) error {
 	ab := e.can.Abandoner
 	if ab == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(e.bgCtx, abandonTimeout)
 	defer cancel()
-	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
+	leave, running, err := e.calls.Enter(ctx, op.ID, record.OpConfigure)
 	if err != nil {
 		err = fmt.Errorf("the machine's %s call did not return: %w", running, err)
 		e.log.Warn("could not clean up after a Configure cut by a restart", "machine", op.ID, "op", op.OperationID, "err", err)
@@ -40,7 +42,7 @@ func (e *Engine) abandonConfigure(op Machine) error {
 
 // abandonGuest is abandonConfigure's backend call, bounded by within, for
 // a caller that holds the machine's call gate.
-func (e *Engine) abandonGuest(op Machine, within time.Duration) error {
+func (e *Engine) abandonGuest(op record.Machine, within time.Duration) error {
 	ab := e.can.Abandoner
 	if ab == nil {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // A Configure cut by a restart (a SIGKILL, a failover, a graceful stop
@@ -29,11 +30,11 @@ import (
 
 // resumeConfigure decides and records the end of the cut Configure op,
 // within a fresh --configure-timeout and through the machine's call gate.
-func (e *Engine) resumeConfigure(op Machine) {
+func (e *Engine) resumeConfigure(op record.Machine) {
 	budget := e.cfg.ConfigureTimeout
 	ctx, cancel := context.WithTimeout(e.bgCtx, budget)
 	defer cancel()
-	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
+	leave, running, err := e.calls.Enter(ctx, op.ID, record.OpConfigure)
 	var r result
 	if err != nil {
 		r = result{err: &timeoutError{msg: fmt.Sprintf("configure interrupted by a provider restart, and the machine's earlier %s call did not return within --configure-timeout (%s)",
@@ -54,10 +55,10 @@ func (e *Engine) resumeConfigure(op Machine) {
 // decideCutConfigure asks the guest until it can tell, and returns the
 // Configure's end: a rollback, a success (the Configure finished) or a
 // failure with its cause. It runs with the call gate held.
-func (e *Engine) decideCutConfigure(ctx context.Context, m *Machine, budget time.Duration) result {
+func (e *Engine) decideCutConfigure(ctx context.Context, m *record.Machine, budget time.Duration) result {
 	pr := e.can.ConfigureProber
 	spec := backend.ConfigureSpec{MachineID: m.ID, OperationID: m.OperationID, Placement: m.Placement(),
-		ClusterID: m.Cluster, ShardMetadata: cloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID)}
+		ClusterID: m.Cluster, ShardMetadata: record.CloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID)}
 	delay := e.retryDelay()
 	var last error
 	for {
@@ -93,7 +94,7 @@ func (e *Engine) decideCutConfigure(ctx context.Context, m *Machine, budget time
 // finishCutConfigure ends a cut Configure whose bootstrap hook finished
 // ok: the backend waits for the ready hook and records the binding, run
 // again after a transient fault within the deadline.
-func (e *Engine) finishCutConfigure(ctx context.Context, m *Machine, spec backend.ConfigureSpec, budget time.Duration) result {
+func (e *Engine) finishCutConfigure(ctx context.Context, m *record.Machine, spec backend.ConfigureSpec, budget time.Duration) result {
 	delay := e.retryDelay()
 	for {
 		err := e.can.ConfigureProber.FinishConfigure(ctx, spec)
@@ -115,7 +116,7 @@ func (e *Engine) finishCutConfigure(ctx context.Context, m *Machine, spec backen
 // (a rollback or a failure) is recorded. A rollback needs the guest clean
 // and the hook still never started afterwards (the old provider's last
 // command may have been starting it); otherwise the machine is FAILED.
-func (e *Engine) abandonCut(op Machine, r result) result {
+func (e *Engine) abandonCut(op record.Machine, r result) result {
 	within := abandonTimeout
 	var te *timeoutError
 	if errors.As(r.err, &te) {
