@@ -37,8 +37,8 @@ test-ha-real: build kube-apiserver env-up
 # TestLabFailover: HA_LAB_KILLS SIGKILLs of the leader (20 by default) at
 # seeded random points of Create, Configure, Drain, Delete and Migrate
 # (HA_LAB_SEED replays the draws), judged against the hosts' own domain
-# lists; TestLabCutFromAPI: the apiserver frozen under running mutations,
-# checked against the hosts' libvirt events. Brings 3 lab hosts up and
+# lists; TestLabCutFromAPI: HA_LAB_CUTS times (2), the apiserver frozen
+# under running mutations, checked against the hosts' libvirt events. Brings 3 lab hosts up and
 # takes the lab down at the end, like test-lab, under the lab users' lock.
 # Not a stage of make test; its wall time is in docs/ha.md. Figures in
 # out/test-ha-lab.txt.

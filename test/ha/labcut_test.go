@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,9 +116,9 @@ func (w *eventWatch) count() int {
 	return len(w.events)
 }
 
-// TestLabCutFromAPI: the leader cut from the apiserver (frozen with
-// SIGSTOP; not from the hosts) while its mutations run on the lab's
-// hosts. Its last successful renewal was at or before the cut, so its
+// TestLabCutFromAPI: HA_LAB_CUTS times (2 by default), the leader cut
+// from the apiserver (frozen with SIGSTOP; not from the hosts) while its
+// mutations run on the lab's hosts. Its last successful renewal was at or before the cut, so its
 // renew deadline passes at cut + renew at the latest; a libvirt call
 // already running then ends within --libvirt-call-timeout, which is the
 // lease's earliest expiry. Against the hosts' own libvirt events: no
@@ -127,7 +129,10 @@ func (w *eventWatch) count() int {
 // TestLabFailover, with the fence, binding and host checks.
 func TestLabCutFromAPI(t *testing.T) {
 	r := newLabRig(t, "lab-cut")
-	const k = 1
+	cuts := 2
+	if n, err := strconv.Atoi(os.Getenv("HA_LAB_CUTS")); err == nil && n > 0 {
+		cuts = n
+	}
 	// Two machines IDLE first, so that the cut meets Configures or
 	// migrations beside Creates.
 	before := r.settled(0)
@@ -138,17 +143,28 @@ func TestLabCutFromAPI(t *testing.T) {
 		}
 		r.await(0, op, time.Now())
 	}
+	for k := 1; k <= cuts; k++ {
+		r.cutFromAPI(k)
+	}
+}
+
+// cutFromAPI is one cut: every settled machine gets its next operation,
+// the apiserver is frozen at a seeded point, and the hosts' events judge
+// the leader; then the API comes back and the takeover is judged.
+func (r *labRig) cutFromAPI(k int) {
+	t := r.t
 	standby := other(r.leader, r.a, r.b)
 	if !waitReady(standby, r.leader, 10*time.Second) {
 		t.Fatal("no settled leader")
 	}
 	w := r.watchEvents()
-	before = r.settled(0)
+	before := r.settled(k)
 	var ops []*labOp
 	for _, lm := range r.ms {
 		if op := r.nextOp(lm, before[lm.id]); op != nil {
 			if err := r.send(op); err != nil {
-				t.Fatalf("%s of %s: %v", op.kind, lm.id, err)
+				r.violate(k, "%s of %s (%s) refused by the settled leader: %v", op.kind, lm.id, op.from, err)
+				continue
 			}
 			ops = append(ops, op)
 		}
@@ -193,8 +209,8 @@ func TestLabCutFromAPI(t *testing.T) {
 	for _, op := range ops {
 		cut = append(cut, fmt.Sprintf("%s %s (cut %v)", op.kind, op.m.id, op.cut))
 	}
-	t.Logf("cut %s into %v; leader %s refused %s after the cut, exited %v; events: %d before the renew deadline, %d in the call's allowance, %d after it while frozen",
-		delay.Round(10*time.Millisecond), cut, leader.name, refusedAt.Sub(cutAt).Round(time.Millisecond), leader.exitErr,
+	t.Logf("cut %d: %s into %v; leader %s refused %s after the cut, exited %v; events: %d before the renew deadline, %d in the call's allowance, %d after it while frozen",
+		k, delay.Round(10*time.Millisecond), cut, leader.name, refusedAt.Sub(cutAt).Round(time.Millisecond), leader.exitErr,
 		len(w.mutations(cutAt, cutAt.Add(labTiming.renew))), len(w.mutations(cutAt.Add(labTiming.renew), bound)), len(w.mutations(bound, resumeAt)))
 	for _, e := range w.mutations(cutAt.Add(labTiming.renew), bound) {
 		t.Logf("within the call's allowance (+%s): %s %s", e.at.Sub(cutAt).Round(time.Millisecond), e.host, e.line)
@@ -224,6 +240,6 @@ func TestLabCutFromAPI(t *testing.T) {
 	r.checkFences(k)
 	r.checkHosts(k)
 	for _, op := range ops {
-		t.Logf("outcome: %s of %s (cut %v): %s", op.kind, op.m.id, op.cut, op.out)
+		t.Logf("cut %d outcome: %s of %s (cut %v): %s", k, op.kind, op.m.id, op.cut, op.out)
 	}
 }
