@@ -7,7 +7,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,7 +240,7 @@ func newLabRig(t *testing.T, lease string) *labRig {
 			_ = os.MkdirAll(filepath.Join(root, "out"), 0o755)
 			for _, p := range []*provider{r.a, r.b} {
 				if b, err := os.ReadFile(p.logFile); err == nil {
-					keep := filepath.Join(root, "out", "test-ha-lab-"+p.name+".log")
+					keep := filepath.Join(root, "out", "test-ha-lab-"+t.Name()+"-"+p.name+".log")
 					_ = os.WriteFile(keep, b, 0o644)
 					t.Logf("%s's log kept in %s", p.name, keep)
 				}
@@ -342,19 +344,18 @@ func (r *labRig) nextOp(lm *labMachine, m *pb.Machine) *labOp {
 	case stSpec:
 		op.kind, op.target = "Create", stIdle
 	case stIdle, stConfigured:
-		if lm.born == labZoneHosts[0] && lm.migratedIn != st && r.draws.Float() < 0.5 {
+		switch kind := r.pick(lm, st); kind {
+		case "Migrate":
 			op.kind, op.target, op.to = "Migrate", st, otherHost(refHost(m))
 			return op
-		}
-		switch {
-		case st == stConfigured:
-			op.kind, op.target = "Drain", stIdle
-		case !lm.configured:
+		case "Configure":
 			op.kind, op.target = "Configure", stConfigured
 			n, blob := r.draws.Configure(512, nil)
 			op.bind = soakkit.Binding{Cluster: fmt.Sprintf("c-halab-%d", n), Meta: map[string]string{"bigfleet.io/n": strconv.Itoa(n)}}
 			op.build = soakkit.Request(labShard, 1, lm.id, "Configure", op.bind, blob, 0)
 			return op
+		case "Drain":
+			op.kind, op.target = "Drain", stIdle
 		default:
 			op.kind, op.target = "Delete", stSpec
 		}
@@ -366,6 +367,32 @@ func (r *labRig) nextOp(lm *labMachine, m *pb.Machine) *labOp {
 	}
 	op.build = soakkit.Request(labShard, 1, lm.id, op.kind, soakkit.Binding{}, nil, 2)
 	return op
+}
+
+// pick is an IDLE or CONFIGURED machine's next kind: its life's order
+// (Configure, then Drain, then Delete), a migration at random for a
+// lab1-born machine, unless another kind open to it has been cut fewer
+// times (so that a kind whose cuts keep failing, like a Configure lost
+// to each failover, does not starve the others).
+func (r *labRig) pick(lm *labMachine, st pb.MachineState) string {
+	opts := []string{"Delete", "Configure"}
+	switch {
+	case st == stConfigured:
+		opts = []string{"Drain"}
+	case !lm.configured:
+		opts = []string{"Configure", "Delete"}
+	}
+	kind := opts[0]
+	for _, o := range opts[1:] {
+		if r.cuts[o] < r.cuts[kind] {
+			kind = o
+		}
+	}
+	if lm.born == labZoneHosts[0] && lm.migratedIn != st &&
+		(r.cuts["Migrate"] < r.cuts[kind] || (r.cuts["Migrate"] == r.cuts[kind] && r.draws.Float() < 0.5)) {
+		kind = "Migrate"
+	}
+	return kind
 }
 
 // send starts op on the leader: a lifecycle call is acknowledged at once;
@@ -424,8 +451,9 @@ func (r *labRig) round(k int) round {
 	t := r.t
 	rd := round{k: k}
 	standby := other(r.leader, r.a, r.b)
-	if !waitReady(standby, r.leader, 10*time.Second) {
-		t.Fatalf("kill %d: leader %s not ready or standby %s saw no leader", k, r.leader.name, standby.name)
+	if !waitReady(standby, r.leader, 30*time.Second) {
+		r.violate(k, "leader %s not ready (/readyz %q) or standby %s not naming it (%v) 30 s after the last failover",
+			r.leader.name, readyz(r.leader), standby.name, func() error { _, err := standby.list(t.Context()); return err }())
 	}
 	checkStandby(t, standby, r.leader)
 	before := r.settled(k)
@@ -904,4 +932,16 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// readyz is the body of p's /readyz (why it is not ready).
+func readyz(p *provider) string {
+	c := http.Client{Timeout: time.Second}
+	res, err := c.Get("http://" + p.metrics + "/readyz")
+	if err != nil {
+		return err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 2000))
+	return strings.TrimSpace(string(b))
 }

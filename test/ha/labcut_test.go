@@ -154,8 +154,8 @@ func TestLabCutFromAPI(t *testing.T) {
 func (r *labRig) cutFromAPI(k int) {
 	t := r.t
 	standby := other(r.leader, r.a, r.b)
-	if !waitReady(standby, r.leader, 10*time.Second) {
-		t.Fatal("no settled leader")
+	if !waitReady(standby, r.leader, 30*time.Second) {
+		r.violate(k, "leader %s not ready (/readyz %q) or standby %s not naming it 30 s after the last takeover", r.leader.name, readyz(r.leader), standby.name)
 	}
 	w := r.watchEvents()
 	before := r.settled(k)
