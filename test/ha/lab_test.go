@@ -338,36 +338,125 @@ func otherHost(h string) string {
 // Drain, Delete, with a live migration at IDLE or CONFIGURED for a
 // lab1-born machine (at random), and ReleaseMachine for a FAILED one.
 func (r *labRig) nextOp(lm *labMachine, m *pb.Machine) *labOp {
-	st := m.GetState()
-	op := &labOp{m: lm, from: st}
-	switch st {
+	switch st := m.GetState(); st {
 	case stSpec:
-		op.kind, op.target = "Create", stIdle
+		return r.opOf(lm, m, "Create")
 	case stIdle, stConfigured:
-		switch kind := r.pick(lm, st); kind {
-		case "Migrate":
-			op.kind, op.target, op.to = "Migrate", st, otherHost(refHost(m))
-			return op
-		case "Configure":
-			op.kind, op.target = "Configure", stConfigured
-			n, blob := r.draws.Configure(512, nil)
-			op.bind = soakkit.Binding{Cluster: fmt.Sprintf("c-halab-%d", n), Meta: map[string]string{"bigfleet.io/n": strconv.Itoa(n)}}
-			op.build = soakkit.Request(labShard, 1, lm.id, "Configure", op.bind, blob, 0)
-			return op
-		case "Drain":
-			op.kind, op.target = "Drain", stIdle
-		default:
-			op.kind, op.target = "Delete", stSpec
-		}
+		return r.opOf(lm, m, r.pick(lm, st))
 	case stFailed:
-		op.kind, op.target = "Release", stSpec
+		return r.opOf(lm, m, "Release")
+	}
+	return nil // transitional: not settled yet
+}
+
+// opOf builds the operation kind on the machine as it is.
+func (r *labRig) opOf(lm *labMachine, m *pb.Machine, kind string) *labOp {
+	st := m.GetState()
+	op := &labOp{m: lm, from: st, kind: kind}
+	switch kind {
+	case "Create":
+		op.target = stIdle
+	case "Migrate":
+		op.target, op.to = st, otherHost(refHost(m))
 		return op
-	default:
-		return nil // transitional: not settled yet
+	case "Configure":
+		op.target = stConfigured
+		n, blob := r.draws.Configure(512, nil)
+		op.bind = soakkit.Binding{Cluster: fmt.Sprintf("c-halab-%d", n), Meta: map[string]string{"bigfleet.io/n": strconv.Itoa(n)}}
+		op.build = soakkit.Request(labShard, 1, lm.id, "Configure", op.bind, blob, 0)
+		return op
+	case "Drain":
+		op.target = stIdle
+	case "Delete", "Release":
+		op.target = stSpec
+		if kind == "Release" {
+			return op
+		}
 	}
 	op.build = soakkit.Request(labShard, 1, lm.id, op.kind, soakkit.Binding{}, nil, 2)
 	return op
 }
+
+// canStart says whether kind can start on the machine as it is.
+func canStart(lm *labMachine, m *pb.Machine, kind string) bool {
+	switch st := m.GetState(); kind {
+	case "Create":
+		return st == stSpec
+	case "Configure", "Delete":
+		return st == stIdle
+	case "Drain":
+		return st == stConfigured
+	case "Migrate":
+		return lm.born == labZoneHosts[0] && (st == stIdle || st == stConfigured)
+	}
+	return false
+}
+
+// stepToward is the uncut operation that brings the machine one step
+// nearer to where kind can start.
+func (r *labRig) stepToward(lm *labMachine, m *pb.Machine, kind string) *labOp {
+	switch st := m.GetState(); {
+	case st == stFailed:
+		return r.opOf(lm, m, "Release")
+	case st == stSpec:
+		return r.opOf(lm, m, "Create")
+	case st == stConfigured:
+		return r.opOf(lm, m, "Drain")
+	case st == stIdle && kind == "Drain":
+		return r.opOf(lm, m, "Configure")
+	case st == stIdle:
+		return r.opOf(lm, m, "Delete")
+	}
+	return nil
+}
+
+// prepare brings a machine, without a kill, to where kind can start and
+// returns it; nil when none can be (a migration needs a lab1-born
+// machine, which only placement makes).
+func (r *labRig) prepare(k int, kind string) *labMachine {
+	ms := r.settled(k)
+	for _, lm := range r.ms {
+		if canStart(lm, ms[lm.id], kind) {
+			return lm
+		}
+	}
+	if kind == "Migrate" {
+		return nil
+	}
+	lm := r.ms[int(r.draws.Float()*float64(len(r.ms)))]
+	for range 5 {
+		ms = r.settled(k)
+		if canStart(lm, ms[lm.id], kind) {
+			return lm
+		}
+		op := r.stepToward(lm, ms[lm.id], kind)
+		if op == nil {
+			return nil
+		}
+		if err := r.send(op); err != nil {
+			r.violate(k, "preparing %s: %s of %s refused: %v", kind, op.kind, lm.id, err)
+			return nil
+		}
+		r.await(k, op, time.Now())
+	}
+	return nil
+}
+
+// primary is this kill's kind and machine: the kind cut least so far that
+// a machine can be brought to.
+func (r *labRig) primary(k int) (string, *labMachine) {
+	kinds := slices.Clone(labKinds)
+	slices.SortStableFunc(kinds, func(a, b string) int { return r.cuts[a] - r.cuts[b] })
+	for _, kind := range kinds {
+		if lm := r.prepare(k, kind); lm != nil {
+			return kind, lm
+		}
+	}
+	r.t.Fatalf("kill %d: no machine can be brought to any operation", k)
+	return "", nil
+}
+
+var labKinds = []string{"Create", "Configure", "Drain", "Delete", "Migrate"}
 
 // pick is an IDLE or CONFIGURED machine's next kind: its life's order
 // (Configure, then Drain, then Delete), a migration at random for a
@@ -456,9 +545,13 @@ func (r *labRig) round(k int) round {
 			r.leader.name, readyz(r.leader), standby.name, func() error { _, err := standby.list(t.Context()); return err }())
 	}
 	checkStandby(t, standby, r.leader)
+	kind, chosen := r.primary(k)
 	before := r.settled(k)
 	for _, lm := range r.ms {
 		op := r.nextOp(lm, before[lm.id])
+		if lm == chosen {
+			op = r.opOf(lm, before[lm.id], kind)
+		}
 		if op == nil {
 			continue
 		}
@@ -467,10 +560,12 @@ func (r *labRig) round(k int) round {
 			continue
 		}
 		rd.ops = append(rd.ops, op)
+		if lm == chosen {
+			rd.primary = op
+		}
 	}
-	rd.primary = r.pickPrimary(rd.ops)
 	if rd.primary == nil {
-		t.Fatalf("kill %d: no operation to cut", k)
+		t.Fatalf("kill %d: the %s of %s was refused: nothing to cut", k, kind, chosen.id)
 	}
 	rd.delay = r.draws.Between(0, r.est[rd.primary.kind])
 	r.watchUntil(rd.ops, rd.primary.sent.Add(rd.delay), false)
@@ -544,21 +639,6 @@ func (r *labRig) settled(k int) map[string]*pb.Machine {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-}
-
-// pickPrimary is the op whose kind was cut least so far (Release is never
-// one: it is the test's cleanup).
-func (r *labRig) pickPrimary(ops []*labOp) *labOp {
-	var best *labOp
-	for _, op := range ops {
-		if op.kind == "Release" {
-			continue
-		}
-		if best == nil || r.cuts[op.kind] < r.cuts[best.kind] {
-			best = op
-		}
-	}
-	return best
 }
 
 // watchUntil polls the leader until the kill's time (or, with all, until
