@@ -38,15 +38,18 @@ test-ha-real: build kube-apiserver env-up
 # seeded random points of Create, Configure, Drain, Delete and Migrate
 # (HA_LAB_SEED replays the draws), judged against the hosts' own domain
 # lists; TestLabCutFromAPI: HA_LAB_CUTS times (2), the apiserver frozen
-# under running mutations, checked against the hosts' libvirt events. Brings 3 lab hosts up and
-# takes the lab down at the end, like test-lab, under the lab users' lock.
-# Not a stage of make test; its wall time is in docs/ha.md. Figures in
-# out/test-ha-lab.txt.
+# under running mutations, checked against the hosts' libvirt events.
+# Brings 3 lab hosts up and takes the lab down at the end, like test-lab,
+# under the lab users' lock.
+# Not a stage of make test: 277-350 s with the lab up and down (docs/ha.md).
+# A line per kill and the figures in out/test-ha-lab.txt.
 .PHONY: test-ha-lab test-ha-lab-locked
 test-ha-lab: build kube-apiserver
 	@mkdir -p out
 	flock -o /tmp/bf-lab-user.lock $(MAKE) --no-print-directory test-ha-lab-locked
 
+# The body, under the lock that test-ha-lab takes (-o: the lab daemons
+# that lab.sh up starts must not inherit it); not meant to be run alone.
 test-ha-lab-locked:
 	@start=$$(date +%s); rc=0; scripts/lab.sh up 3 >/dev/null || rc=$$?; \
 	if [ $$rc = 0 ]; then \
