@@ -2,8 +2,6 @@ package libvirt
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,47 +10,6 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
-
-// A daemon that stops answering (frozen) is declared dead by the watchdog
-// within KeepAliveSecs*KeepAliveCount: the zone turns Unavailable, a call
-// still waiting on the old connection is not cut off (no handle is closed
-// under it), and the host is back once the daemon answers again.
-func TestWatchdogMarksSilentHostDown(t *testing.T) {
-	b, f, logs := newFaultBackend(t, func(c *Config) { c.KeepAliveSecs, c.KeepAliveCount = 1, 1 }, nil)
-	z := b.Zones()[0]
-	if err := b.ZoneReady(z); err != nil {
-		t.Fatalf("not up: %v", err)
-	}
-	thaw := f.freezeDials()
-	freeze := f.add(&fault{op: "conn.GetLibVersion", kind: faultBlock})
-	stuck := f.add(&fault{op: "conn.LookupDomainByName", kind: faultBlock})
-	inFlight := make(chan error, 1)
-	go func() {
-		_, err := b.ConfirmGone(context.Background(), "m-frozen", backend.Placement{Zone: z})
-		inFlight <- err
-	}()
-	waitFor(t, 5*time.Second, func() bool { return b.ZoneReady(z) != nil })
-	err := b.ZoneReady(z)
-	if !strings.Contains(err.Error(), "did not answer for 1s") || !errors.Is(err, backend.ErrHostUnavailable) {
-		t.Fatalf("zone error %v: want Unavailable naming the silence", err)
-	}
-	if !strings.Contains(logs.String(), "did not answer") {
-		t.Errorf("no WARN for the dead link in the logs:\n%s", logs)
-	}
-	f.clear()
-	thaw()
-	close(freeze.release)
-	close(stuck.release)
-	select {
-	case err := <-inFlight:
-		if err != nil {
-			t.Errorf("the call in flight during the freeze: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the call in flight never returned")
-	}
-	waitFor(t, 5*time.Second, func() bool { return b.ZoneReady(z) == nil })
-}
 
 // Connections lost while many calls run on them: every call gets a result
 // or an error, none runs on a connection whose last reference is closed
