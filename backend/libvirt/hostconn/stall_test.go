@@ -21,6 +21,7 @@ import (
 // does) and hold dials (a daemon that accepts nothing). It is the small
 // part of backend/libvirt's fault injector the host's own tests need.
 type stallDialer struct {
+	t     testing.TB
 	mu    sync.Mutex
 	gates map[string]chan struct{} // op -> closed when the calls may run
 	hits  map[string]int           // op -> calls that entered while stalled
@@ -29,8 +30,8 @@ type stallDialer struct {
 	hold  chan struct{} // non-nil: dials wait until it is closed
 }
 
-func newStallDialer() *stallDialer {
-	return &stallDialer{gates: map[string]chan struct{}{}, hits: map[string]int{}}
+func newStallDialer(t testing.TB) *stallDialer {
+	return &stallDialer{t: t, gates: map[string]chan struct{}{}, hits: map[string]int{}}
 }
 
 // stall makes every call of op ("NumOfDomains", "GetLibVersion",
@@ -94,6 +95,7 @@ func (d *stallDialer) dial(uri string) (virt.Conn, error) {
 	defer d.mu.Unlock()
 	d.dials++
 	sc := &stallConn{Conn: c, d: d}
+	sc.refs.Store(1) // the dial's
 	d.conns = append(d.conns, sc)
 	return sc, nil
 }
@@ -125,8 +127,42 @@ type stallConn struct {
 	virt.Conn
 	d    *stallDialer
 	dead atomic.Bool
+	refs atomic.Int32 // references held; a call needs one
 	mu   sync.Mutex
 	cb   func(libvirt.ConnectCloseReason)
+}
+
+// Ref and Close count the host's references; the real connection closes
+// with the last one, and a call after that fails the test (and never
+// reaches the closed handle).
+func (c *stallConn) Ref() error {
+	c.refs.Add(1)
+	return nil
+}
+
+func (c *stallConn) Close() (int, error) {
+	n := c.refs.Add(-1)
+	switch {
+	case n == 0:
+		return c.Conn.Close()
+	case n < 0:
+		c.d.t.Errorf("a connection closed beyond its references (%d)", n)
+	}
+	return int(n), nil
+}
+
+// enter is every wrapped call's check: a reference is held, the link is
+// up, and op is not stalled (else it waits).
+func (c *stallConn) enter(op string) error {
+	if c.refs.Load() <= 0 {
+		c.d.t.Errorf("%s on a connection whose last reference is closed", op)
+		return errClosed
+	}
+	c.d.wait(op)
+	if c.dead.Load() {
+		return errClosed
+	}
+	return nil
 }
 
 // kill drops the link: IsAlive turns false and the close callback fires
@@ -165,25 +201,29 @@ func (c *stallConn) IsAlive() (bool, error) {
 }
 
 func (c *stallConn) NumOfDomains() (int, error) {
-	c.d.wait("NumOfDomains")
-	if c.dead.Load() {
-		return 0, errClosed
+	if err := c.enter("NumOfDomains"); err != nil {
+		return 0, err
 	}
 	return c.Conn.NumOfDomains()
 }
 
 func (c *stallConn) GetLibVersion() (uint32, error) {
-	c.d.wait("GetLibVersion")
-	if c.dead.Load() {
-		return 0, errClosed
+	if err := c.enter("GetLibVersion"); err != nil {
+		return 0, err
 	}
 	return c.Conn.GetLibVersion()
 }
 
+func (c *stallConn) GetCapabilities() (string, error) {
+	if err := c.enter("GetCapabilities"); err != nil {
+		return "", err
+	}
+	return c.Conn.GetCapabilities()
+}
+
 func (c *stallConn) LookupDomainByName(name string) (virt.Domain, error) {
-	c.d.wait("LookupDomainByName")
-	if c.dead.Load() {
-		return nil, errClosed
+	if err := c.enter("LookupDomainByName"); err != nil {
+		return nil, err
 	}
 	return c.Conn.LookupDomainByName(name)
 }
@@ -193,7 +233,7 @@ func (c *stallConn) LookupDomainByName(name string) (virt.Domain, error) {
 func stallHost(t *testing.T, mutate func(*Config)) (*Host, *stallDialer, *lockedBuffer) {
 	t.Helper()
 	StartEventLoop(slog.Default())
-	d := newStallDialer()
+	d := newStallDialer(t)
 	logs := &lockedBuffer{}
 	cfg := Config{Zone: "z1", Name: "z1", URI: nodeURI(t), Dial: d.dial, Pool: "bigfleet", ProbeName: "bf-test-kvm-probe",
 		CallTimeout: 30 * time.Second, AgentTimeout: time.Second, MigrateTimeout: time.Minute,
@@ -347,4 +387,55 @@ func TestWatchdogMarksSilentHostDown(t *testing.T) {
 		t.Fatal("the call in flight never returned")
 	}
 	waitFor(t, 5*time.Second, func() bool { return h.Ready() == nil })
+}
+
+// Connections lost while many calls run on them: every call gets a result
+// or an error, none runs on a connection whose last reference is closed
+// (stallConn counts them and fails the test), and the host ends up
+// connected. Run with -race: the reference counting is the point.
+func TestReconnectUnderConcurrentCalls(t *testing.T) {
+	h, d, _ := stallHost(t, nil)
+	var stop atomic.Bool
+	var calls, errs atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				var err error
+				switch i % 3 {
+				case 0:
+					err = h.WithDomain("bf-stress", func(virt.Conn, virt.Domain) error { return nil })
+					if virt.IsCode(err, libvirt.ERR_NO_DOMAIN) {
+						err = nil // the daemon's answer: there is none
+					}
+				case 1:
+					err = h.With(func(c virt.Conn) error { _, err := c.NumOfDomains(); return err })
+				case 2:
+					err = h.With(func(c virt.Conn) error { _, err := c.GetCapabilities(); return err })
+				}
+				calls.Add(1)
+				if err != nil {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	drops := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); drops++ {
+		d.last().kill()
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	waitFor(t, 5*time.Second, func() bool { return h.Ready() == nil })
+	dials := d.dialCount()
+	t.Logf("%d drops, %d dials, %d calls, %d failed", drops, dials, calls.Load(), errs.Load())
+	if dials < 5 || calls.Load() < 100 {
+		t.Fatalf("the stress did not stress: %d dials, %d calls", dials, calls.Load())
+	}
+	if errs.Load() == 0 {
+		t.Errorf("no call saw a dropped connection: the drops did not land under calls")
+	}
 }
