@@ -72,10 +72,11 @@ const journalWait = 10 * time.Second
 
 // takeOver is what a new leader does before its engine starts: claim the
 // journal (a late write of the old leader now conflicts and fails), put
-// its machines in CREATING and its fence marks in the local store, apply
+// its transitional machines and its fence marks in the local store, apply
 // its cordons and down declarations, then build the engine on the
-// journaling store. The engine then resumes each cut Create by its usual
-// restart rules, and fences with every mark the old leader acknowledged.
+// journaling store. The engine then resumes each cut operation by its
+// usual restart rules (a Create or Delete redone, a Configure ended as the
+// guest tells), and fences with every mark the old leader acknowledged.
 func (d *daemon) takeOver(ctx context.Context) (*lifecycle.Engine, error) {
 	e := d.election
 	start := time.Now()
@@ -84,8 +85,8 @@ func (d *daemon) takeOver(ctx context.Context) (*lifecycle.Engine, error) {
 		return nil, err
 	}
 	b := record.Batch{Marks: c.Marks}
-	for _, id := range slices.Sorted(maps.Keys(c.Creating)) {
-		b.Machines = append(b.Machines, c.Creating[id])
+	for _, id := range slices.Sorted(maps.Keys(c.Transitional)) {
+		b.Machines = append(b.Machines, c.Transitional[id])
 	}
 	if len(b.Machines)+len(b.Marks) > 0 {
 		if err := d.st.Commit(ctx, b); err != nil {
@@ -104,7 +105,7 @@ func (d *daemon) takeOver(ctx context.Context) (*lifecycle.Engine, error) {
 		return nil, err
 	}
 	d.log.Info("leader: took over the shared journal", slog.String("journal", e.journal.Name()),
-		slog.Int("creating", len(c.Creating)), slog.Int("marks", len(c.Marks)),
+		slog.Int("transitional", len(c.Transitional)), slog.Int("marks", len(c.Marks)),
 		slog.Int("host_files", len(c.Hosts)), slog.String("took", time.Since(start).Round(time.Millisecond).String()))
 	return eng, nil
 }

@@ -16,9 +16,12 @@ import (
 
 // Content is what the journal holds.
 type Content struct {
-	// Creating are the machines in CREATING, by id: accepted Creates whose
-	// domain may not be defined yet (so no host can tell of them).
-	Creating map[string]record.Machine
+	// Transitional are the machines in a transitional state (CREATING,
+	// CONFIGURING, DRAINING, DELETING), by id: operations accepted and not
+	// ended, which the hosts may know nothing of (a Create whose domain is
+	// not defined yet, a Configure, Drain or Delete that left no trace on
+	// its domain yet). The new leader resumes each by the restart rules.
+	Transitional map[string]record.Machine
 	// Marks are every fence mark, those of machines without a domain
 	// included (a domain's metadata holds only the marks its last
 	// metadata write saw).
@@ -36,16 +39,16 @@ const (
 
 // Empty reports whether c holds nothing.
 func (c Content) Empty() bool {
-	return len(c.Creating) == 0 && len(c.Marks) == 0 && len(c.Hosts) == 0
+	return len(c.Transitional) == 0 && len(c.Marks) == 0 && len(c.Hosts) == 0
 }
 
 // clone copies c's maps (the values are immutable: records are never
 // edited once committed, marks are plain values, host files are replaced
 // whole).
 func (c Content) clone() Content {
-	out := Content{Creating: maps.Clone(c.Creating), Marks: maps.Clone(c.Marks), Hosts: maps.Clone(c.Hosts)}
-	if out.Creating == nil {
-		out.Creating = map[string]record.Machine{}
+	out := Content{Transitional: maps.Clone(c.Transitional), Marks: maps.Clone(c.Marks), Hosts: maps.Clone(c.Hosts)}
+	if out.Transitional == nil {
+		out.Transitional = map[string]record.Machine{}
 	}
 	if out.Marks == nil {
 		out.Marks = map[record.MarkKey]record.Mark{}
@@ -57,16 +60,16 @@ func (c Content) clone() Content {
 }
 
 // The wire form is one ConfigMap's binaryData, each value gzipped JSON:
-// Key holds the version, the records in CREATING and the host files, and
+// Key holds the version, the transitional records and the host files, and
 // MarkBuckets keys ("marks-00.json.gz" …) hold the marks, each those of
 // the machines whose id hashes to it. Every write re-encodes Key (small)
 // and only the buckets whose marks changed: the marks of 8000 slots take
 // ~10 ms to encode, one bucket a sixteenth of that. An empty bucket is
 // absent.
 type contentV1 struct {
-	Version  int                        `json:"version"`
-	Creating []record.Machine           `json:"creating"`
-	Hosts    map[string]json.RawMessage `json:"hosts,omitempty"`
+	Version      int                        `json:"version"`
+	Transitional []record.Machine           `json:"transitional"`
+	Hosts        map[string]json.RawMessage `json:"hosts,omitempty"`
 }
 
 const contentVersion = 1
@@ -99,9 +102,9 @@ func encode(c Content) (map[string][]byte, error) {
 // encodeInto re-encodes Key and the buckets in dirty (all when nil) of
 // c into parts, leaving the other buckets as they are.
 func encodeInto(parts map[string][]byte, c Content, dirty map[int]bool) error {
-	v := contentV1{Version: contentVersion, Creating: make([]record.Machine, 0, len(c.Creating))}
-	for _, id := range sortedKeys(c.Creating) {
-		v.Creating = append(v.Creating, c.Creating[id])
+	v := contentV1{Version: contentVersion, Transitional: make([]record.Machine, 0, len(c.Transitional))}
+	for _, id := range sortedKeys(c.Transitional) {
+		v.Transitional = append(v.Transitional, c.Transitional[id])
 	}
 	if len(c.Hosts) > 0 {
 		v.Hosts = map[string]json.RawMessage{}
@@ -205,11 +208,11 @@ func decode(parts map[string][]byte) (Content, error) {
 	if v.Version != contentVersion {
 		return Content{}, fmt.Errorf("intents: journal version %d, this provider reads version %d", v.Version, contentVersion)
 	}
-	for _, m := range v.Creating {
-		if m.ID == "" || m.State != record.Creating {
-			return Content{}, fmt.Errorf("intents: journal entry %q in %s, not a machine in CREATING", m.ID, m.State)
+	for _, m := range v.Transitional {
+		if m.ID == "" || !m.State.Transitional() {
+			return Content{}, fmt.Errorf("intents: journal entry %q in %s, not a machine in a transitional state", m.ID, m.State)
 		}
-		c.Creating[m.ID] = m
+		c.Transitional[m.ID] = m
 	}
 	for kind, data := range v.Hosts {
 		c.Hosts[kind] = []byte(data)

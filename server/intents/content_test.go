@@ -19,7 +19,7 @@ func TestContentRoundTrip(t *testing.T) {
 		c.Marks[record.MarkKey{ShardID: "s" + id, MachineID: id}] = record.Mark{Epoch: -int64(i) << 60, Sequence: int64(i)<<62 - 1}
 		c.Marks[record.MarkKey{ShardID: "t", MachineID: id}] = record.Mark{Epoch: 1, Sequence: 2}
 	}
-	c.Creating["m-1"] = creating("m-1")
+	c.Transitional["m-1"] = creating("m-1")
 	c.Hosts[HostCordons] = []byte(`{"version":1,"cordons":[{"host":"h1","by":"op","since":"2026-12-07T00:00:00Z"}]}`)
 	data, err := encode(c)
 	if err != nil {
@@ -32,8 +32,8 @@ func TestContentRoundTrip(t *testing.T) {
 	if want := c.Marks; !maps.Equal(back.Marks, want) {
 		t.Fatalf("marks:\n got %v\nwant %v", back.Marks, want)
 	}
-	if back.Creating["m-1"].OperationID != "op-m-1" || !bytes.Equal(back.Hosts[HostCordons], c.Hosts[HostCordons]) {
-		t.Fatalf("creating or hosts lost: %+v %q", back.Creating, back.Hosts)
+	if back.Transitional["m-1"].OperationID != "op-m-1" || !bytes.Equal(back.Hosts[HostCordons], c.Hosts[HostCordons]) {
+		t.Fatalf("creating or hosts lost: %+v %q", back.Transitional, back.Hosts)
 	}
 }
 
@@ -47,19 +47,19 @@ func TestDecodeRefuses(t *testing.T) {
 		w.Close()
 		return b.Bytes()
 	}
-	ok := gz(`{"version":1,"creating":[]}`)
+	ok := gz(`{"version":1,"transitional":[]}`)
 	for name, parts := range map[string]map[string][]byte{
-		"not gzip":        {Key: []byte("{}")},
-		"not json":        {Key: gz("nope")},
-		"other version":   {Key: gz(`{"version":2,"creating":[]}`)},
-		"unknown field":   {Key: gz(`{"version":1,"creating":[],"extra":1}`)},
-		"not creating":    {Key: gz(`{"version":1,"creating":[{"id":"m","state":3}]}`)},
-		"creating, no id": {Key: gz(`{"version":1,"creating":[{"state":2}]}`)},
-		"marks, no main":  {bucketKey(bucketOf("m")): gz(`{"m":{"s":[1,2]}}`)},
-		"bad mark":        {Key: ok, bucketKey(bucketOf("m")): gz(`{"m":{"s":[1]}}`)},
-		"wrong bucket":    {Key: ok, bucketKey((bucketOf("m") + 1) % MarkBuckets): gz(`{"m":{"s":[1,2]}}`)},
-		"bucket not gzip": {Key: ok, bucketKey(bucketOf("m")): []byte(`{"m":{"s":[1,2]}}`)},
-		"unknown key":     {Key: ok, "other": gz(`{}`)},
+		"not gzip":         {Key: []byte("{}")},
+		"not json":         {Key: gz("nope")},
+		"other version":    {Key: gz(`{"version":2,"transitional":[]}`)},
+		"unknown field":    {Key: gz(`{"version":1,"transitional":[],"extra":1}`)},
+		"not transitional": {Key: gz(`{"version":1,"transitional":[{"id":"m","state":3}]}`)},
+		"no id":            {Key: gz(`{"version":1,"transitional":[{"state":2}]}`)},
+		"marks, no main":   {bucketKey(bucketOf("m")): gz(`{"m":{"s":[1,2]}}`)},
+		"bad mark":         {Key: ok, bucketKey(bucketOf("m")): gz(`{"m":{"s":[1]}}`)},
+		"wrong bucket":     {Key: ok, bucketKey((bucketOf("m") + 1) % MarkBuckets): gz(`{"m":{"s":[1,2]}}`)},
+		"bucket not gzip":  {Key: ok, bucketKey(bucketOf("m")): []byte(`{"m":{"s":[1,2]}}`)},
+		"unknown key":      {Key: ok, "other": gz(`{}`)},
 	} {
 		if _, err := decode(parts); err == nil {
 			t.Errorf("%s: decoded", name)
@@ -86,7 +86,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal(err)
 		}
 		c2, err := decode(again)
-		if err != nil || !maps.Equal(c.Marks, c2.Marks) || len(c.Creating) != len(c2.Creating) {
+		if err != nil || !maps.Equal(c.Marks, c2.Marks) || len(c.Transitional) != len(c2.Transitional) {
 			t.Fatalf("re-encode: %v", err)
 		}
 	})

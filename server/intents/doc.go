@@ -1,8 +1,9 @@
 // Package intents is the leader's shared journal under --leader-elect
 // (docs/ha.md, "The journal"): what the old leader accepted that the hosts
 // cannot hold, kept in one Kubernetes ConfigMap so the replica that takes
-// over starts from it. It holds the machines in CREATING (a Create
-// acknowledged before its domain is defined), every fence mark, and the
+// over starts from it. It holds the machines in a transitional state (a
+// Create acknowledged before its domain is defined, a Configure, Drain or
+// Delete that left no trace on its domain yet), every fence mark, and the
 // admin API's cordon and down files.
 //
 // Store wraps the engine's local store (record.Store): a Commit that

@@ -28,7 +28,7 @@ func fleet(n, shards, creating int) Content {
 				m.History = append(m.History, record.Transition{OperationID: fmt.Sprintf("op-%032x", h), Kind: record.OpCreate,
 					From: record.Speculative, To: record.Idle, Started: time.Now(), Ended: time.Now(), Outcome: "succeeded"})
 			}
-			c.Creating[id] = m
+			c.Transitional[id] = m
 		}
 	}
 	return c
@@ -56,8 +56,8 @@ func TestSizeAt8000Slots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(back.Marks) != 8000*tc.shards || len(back.Creating) != tc.creating {
-			t.Fatalf("round trip: %d marks, %d creating", len(back.Marks), len(back.Creating))
+		if len(back.Marks) != 8000*tc.shards || len(back.Transitional) != tc.creating {
+			t.Fatalf("round trip: %d marks, %d creating", len(back.Marks), len(back.Transitional))
 		}
 	}
 }

@@ -25,8 +25,8 @@ type Store struct {
 	encoded map[string][]byte
 	queue   []*change // waiting for the next write, in commit order
 	writing bool      // a flusher is running
-	// tracked are the ids in CREATING in durable or in a queued change: a
-	// commit that moves one out of CREATING must reach the journal too.
+	// tracked are the ids transitional in durable or in a queued change: a
+	// commit that ends one's transition must reach the journal too.
 	tracked map[string]bool
 	stats   Stats
 }
@@ -49,7 +49,7 @@ func NewStore(inner record.Store, j *Journal, start Content, log *slog.Logger) *
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{inner: inner, j: j, log: log, durable: start.clone(), tracked: map[string]bool{}}
-	for id := range s.durable.Creating {
+	for id := range s.durable.Transitional {
 		s.tracked[id] = true
 	}
 	return s
@@ -94,19 +94,19 @@ func (s *Store) SaveHostFile(ctx context.Context, kind string, data []byte) erro
 
 // change is one commit's effect on the journal.
 type change struct {
-	creating map[string]*record.Machine // nil: no longer in CREATING
-	marks    map[record.MarkKey]record.Mark
-	drop     []record.MarkKey
-	hosts    map[string][]byte
-	done     chan error
+	transitional map[string]*record.Machine // nil: no longer transitional
+	marks        map[record.MarkKey]record.Mark
+	drop         []record.MarkKey
+	hosts        map[string][]byte
+	done         chan error
 }
 
 func (c *change) applyTo(to Content) {
-	for id, m := range c.creating {
+	for id, m := range c.transitional {
 		if m == nil {
-			delete(to.Creating, id)
+			delete(to.Transitional, id)
 		} else {
-			to.Creating[id] = *m
+			to.Transitional[id] = *m
 		}
 	}
 	for k, m := range c.marks {
@@ -140,25 +140,25 @@ func (s *Store) changeOf(b record.Batch) *change {
 	for i := range b.Machines {
 		m := &b.Machines[i]
 		switch {
-		case m.State == record.Creating:
+		case m.State.Transitional():
 			cp := m.Clone()
-			c.setCreating(m.ID, &cp)
+			c.setTransitional(m.ID, &cp)
 		case s.tracked[m.ID]:
-			c.setCreating(m.ID, nil)
+			c.setTransitional(m.ID, nil)
 		}
 	}
 	s.mu.Unlock()
-	if len(c.creating) == 0 && len(c.marks) == 0 && len(c.drop) == 0 {
+	if len(c.transitional) == 0 && len(c.marks) == 0 && len(c.drop) == 0 {
 		return nil
 	}
 	return c
 }
 
-func (c *change) setCreating(id string, m *record.Machine) {
-	if c.creating == nil {
-		c.creating = map[string]*record.Machine{}
+func (c *change) setTransitional(id string, m *record.Machine) {
+	if c.transitional == nil {
+		c.transitional = map[string]*record.Machine{}
 	}
-	c.creating[id] = m
+	c.transitional[id] = m
 }
 
 // submit queues c and waits for the write that carries it. Changes that
@@ -167,7 +167,7 @@ func (s *Store) submit(ctx context.Context, c *change) error {
 	c.done = make(chan error, 1)
 	s.mu.Lock()
 	s.queue = append(s.queue, c)
-	for id, m := range c.creating {
+	for id, m := range c.transitional {
 		if m != nil {
 			s.tracked[id] = true
 		}
@@ -242,11 +242,11 @@ func (s *Store) flush() {
 // retrack recomputes tracked from durable and the queue (s.mu held).
 func (s *Store) retrack() {
 	clear(s.tracked)
-	for id := range s.durable.Creating {
+	for id := range s.durable.Transitional {
 		s.tracked[id] = true
 	}
 	for _, c := range s.queue {
-		for id, m := range c.creating {
+		for id, m := range c.transitional {
 			if m != nil {
 				s.tracked[id] = true
 			}

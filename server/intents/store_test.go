@@ -43,8 +43,8 @@ func TestCommitJournalsCreatingAndMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := f.content(t)
-	if got := c.Creating["m1"]; got.OperationID != "op-m1" || got.State != record.Creating {
-		t.Fatalf("journal after accept: %+v", c.Creating)
+	if got := c.Transitional["m1"]; got.OperationID != "op-m1" || got.State != record.Creating {
+		t.Fatalf("journal after accept: %+v", c.Transitional)
 	}
 	if c.Marks[record.MarkKey{ShardID: "s1", MachineID: "m1"}] != (record.Mark{Epoch: 1, Sequence: 7}) {
 		t.Fatalf("mark not journaled: %v", c.Marks)
@@ -63,8 +63,8 @@ func TestCommitJournalsCreatingAndMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = f.content(t)
-	if _, ok := c.Creating["m1"]; ok || len(c.Marks) != 1 {
-		t.Fatalf("after the outcome: creating %v marks %v", c.Creating, c.Marks)
+	if _, ok := c.Transitional["m1"]; ok || len(c.Marks) != 1 {
+		t.Fatalf("after the outcome: creating %v marks %v", c.Transitional, c.Marks)
 	}
 	if err := s.Commit(ctx, record.Batch{DropMarks: []record.MarkKey{{ShardID: "s1", MachineID: "m1"}}}); err != nil {
 		t.Fatal(err)
@@ -108,8 +108,8 @@ func TestCommitsCoalesce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c := f.content(t); len(c.Creating) != n || len(c.Marks) != n {
-		t.Fatalf("journal holds %d records and %d marks of %d", len(c.Creating), len(c.Marks), n)
+	if c := f.content(t); len(c.Transitional) != n || len(c.Marks) != n {
+		t.Fatalf("journal holds %d records and %d marks of %d", len(c.Transitional), len(c.Marks), n)
 	}
 	st := s.Stats()
 	if st.Writes != 2 || st.Carried != n {
@@ -138,10 +138,10 @@ func TestFailedWriteIsNotAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := f.content(t)
-	if _, ok := c.Creating["lost"]; ok {
+	if _, ok := c.Transitional["lost"]; ok {
 		t.Fatal("a refused change reached the journal")
 	}
-	if _, ok := c.Creating["kept"]; !ok {
+	if _, ok := c.Transitional["kept"]; !ok {
 		t.Fatal("the next change is missing")
 	}
 	if st := s.Stats(); st.Failed != 1 {
@@ -163,7 +163,7 @@ func TestClaimSupersedesOldWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := start.Creating["m1"]; !ok {
+	if _, ok := start.Transitional["m1"]; !ok {
 		t.Fatal("the new leader's claim does not see the accepted Create")
 	}
 	for range 2 {
@@ -172,7 +172,7 @@ func TestClaimSupersedesOldWriter(t *testing.T) {
 			t.Fatalf("old leader's write after the claim: %v, want ErrSuperseded", err)
 		}
 	}
-	if _, ok := f.content(t).Creating["late"]; ok {
+	if _, ok := f.content(t).Transitional["late"]; ok {
 		t.Fatal("the old leader's late write landed")
 	}
 }
@@ -194,10 +194,10 @@ func TestOwnLandedWriteIsNotAConflict(t *testing.T) {
 		t.Fatalf("next write after our own landed one: %v", err)
 	}
 	c := f.content(t)
-	if _, ok := c.Creating["m2"]; !ok {
+	if _, ok := c.Transitional["m2"]; !ok {
 		t.Fatal("m2 missing")
 	}
-	if _, ok := c.Creating["m1"]; ok {
+	if _, ok := c.Transitional["m1"]; ok {
 		t.Fatal("the unacknowledged m1 is still journaled after the next write (the journal follows the engine)")
 	}
 }
