@@ -153,7 +153,25 @@ type Observed struct {
 	// when none was. Such a domain is a Delete cut short, never a
 	// machine to adopt or start: it outlives a lost state file.
 	DeleteOperationID string
+	// Configure is the intent of a Configure begun on this domain and not
+	// ended on the host yet (its binding not recorded, nor rolled back);
+	// zero when none. A record rebuilt from the hosts takes such a domain
+	// as a Configure cut short, to be ended as its guest tells
+	// (ConfigureProber), never adopted IDLE.
+	Configure ConfigureIntent
 }
+
+// ConfigureIntent is what a Configure records on the domain before its
+// bootstrap hook may start: enough to end it after a lost state file
+// (never the bootstrap blob). The zero value: none.
+type ConfigureIntent struct {
+	OperationID   string
+	ClusterID     string
+	ShardMetadata map[string]string
+}
+
+// Begun reports whether a Configure was begun.
+func (c ConfigureIntent) Begun() bool { return c.OperationID != "" }
 
 // Run states, as virsh domstate names them (one word each, for labels).
 const (
@@ -468,7 +486,11 @@ type ConfigureTrace struct {
 // operation id, a trace of a Configure's bootstrap hook that outlives the
 // provider. The engine asks it about a Configure cut by a restart (whose
 // blob is gone), to roll it back, finish it, or fail it with the cause.
-// Both methods go through the machine's call gate; spec carries no blob.
+// Its Configure records the Configure's intent on the domain before the
+// bootstrap hook may start (Observed.Configure) and removes it with the
+// binding; a failed Configure keeps it, so that after a lost state file
+// the guest, not the bare domain, says how it ended. The methods go
+// through the machine's call gate; spec carries no blob.
 type ConfigureProber interface {
 	// ProbeConfigure answers what became of the bootstrap hook of the
 	// Configure spec.OperationID. An error means the guest could not be
@@ -476,8 +498,13 @@ type ConfigureProber interface {
 	ProbeConfigure(ctx context.Context, spec ConfigureSpec) (ConfigureTrace, error)
 	// FinishConfigure ends a Configure whose bootstrap hook finished ok as
 	// Configure would have: it waits for the ready hook and only then
-	// records the binding.
+	// records the binding (and removes the Configure's intent).
 	FinishConfigure(ctx context.Context, spec ConfigureSpec) error
+	// RollBackConfigure records on the host that the Configure
+	// spec.OperationID was rolled back (its hook never started): its
+	// intent is removed, so a later listing does not take it as cut
+	// again. An intent of another operation is left alone.
+	RollBackConfigure(ctx context.Context, spec ConfigureSpec) error
 }
 
 // MigrateSpec is what a live migration needs: the machine, where its VM

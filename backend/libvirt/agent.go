@@ -77,6 +77,15 @@ func (b *Backend) FinishConfigure(ctx context.Context, spec backend.ConfigureSpe
 	return b.guests.FinishConfigure(ctx, t, spec)
 }
 
+// RollBackConfigure is backend.ConfigureProber (guest.Guests.RollBackConfigure).
+func (b *Backend) RollBackConfigure(ctx context.Context, spec backend.ConfigureSpec) error {
+	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	if err != nil {
+		return fmt.Errorf("roll back configure: %w", err)
+	}
+	return b.guests.RollBackConfigure(ctx, t, spec)
+}
+
 // GuestAddresses is backend.GuestAddresser (guest.Guests.Addresses).
 func (b *Backend) GuestAddresses(ctx context.Context, machineID string, pl backend.Placement) ([]string, error) {
 	t, err := b.locateGuest(machineID, pl, "")

@@ -290,6 +290,8 @@ func (l *lister) observeOne(dom virt.Domain, zone, prefix string) (backend.Obser
 		Marks:         md.Marks,
 
 		DeleteOperationID: md.Delete.OperationID, // a Delete cut short: never adopted
+		Configure: backend.ConfigureIntent{OperationID: md.Configure.OperationID, ClusterID: md.Configure.ClusterID,
+			ShardMetadata: md.Configure.ShardMetadata}, // a Configure cut short: ended as its guest tells
 	}, md, true, nil
 }
 

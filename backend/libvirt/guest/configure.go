@@ -42,6 +42,29 @@ func (g *Guests) recordMarks(t Target, md meta.Metadata, marks map[string]backen
 	return md, nil
 }
 
+// recordIntent writes the Configure's intent (operation, cluster, shard
+// metadata; never the blob) with its fence marks, in one write, before
+// anything of the Configure reaches the guest: a provider that lost its
+// state file then finds the Configure cut short on the domain and asks
+// the guest how it ended, instead of adopting the machine IDLE. An
+// attempt run again finds its own intent there and writes only what
+// changed.
+func (g *Guests) recordIntent(t Target, md meta.Metadata, spec backend.ConfigureSpec) (meta.Metadata, error) {
+	merged := meta.MergeMarks(md.Marks, spec.Marks)
+	c := md.Configure
+	if maps.Equal(merged, md.Marks) && c.OperationID == spec.OperationID && c.ClusterID == spec.ClusterID &&
+		maps.Equal(c.ShardMetadata, spec.ShardMetadata) {
+		return md, nil
+	}
+	md.Marks = merged
+	md.Configure = meta.ConfigureIntent{OperationID: spec.OperationID, ClusterID: spec.ClusterID,
+		ShardMetadata: maps.Clone(spec.ShardMetadata), Since: time.Now().UTC()}
+	if err := g.writeMetadata(t, md); err != nil {
+		return md, fmt.Errorf("record intent and fence marks: %w", err)
+	}
+	return md, nil
+}
+
 // Configure runs the bootstrap through the guest agent and only then
 // records the cluster binding. A failed Configure leaves no binding (one
 // left by an earlier attempt is cleared). The blob is never logged.
@@ -50,7 +73,7 @@ func (g *Guests) Configure(ctx context.Context, t Target, spec backend.Configure
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	if md, err = g.recordMarks(t, md, spec.Marks); err != nil {
+	if md, err = g.recordIntent(t, md, spec); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
 	if err := g.bootedFirst(ctx, t); err != nil {
@@ -67,6 +90,7 @@ func (g *Guests) Configure(ctx context.Context, t Target, spec backend.Configure
 		return err // guestagent's errors already say "configure: ..."
 	}
 	md.OperationID, md.ClusterID, md.ShardMetadata = spec.OperationID, spec.ClusterID, maps.Clone(spec.ShardMetadata)
+	md.Configure = meta.ConfigureIntent{} // ended: the binding says it now
 	if err := g.writeMetadata(t, md); err != nil {
 		return fmt.Errorf("configure: record binding: %w", err)
 	}
