@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -105,7 +106,7 @@ func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
 			h.Note = r.placement.Why // the host chosen and why, kept with the machine
 		}
 		if r.err == nil && cur.OpKind == OpConfigure && len(r.addresses) > 0 {
-			h.Note = noteAddresses(r.addresses)
+			h.Note = strings.TrimPrefix(h.Note+"; "+noteAddresses(r.addresses), "; ") // after a resume's note
 		}
 	}
 	return outcome
