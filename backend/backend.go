@@ -42,6 +42,11 @@ var (
 	// connected when the call began); it wraps the cause, which is also
 	// an ErrHostUnavailable.
 	ErrNothingDone = errors.New("nothing was asked of the host")
+	// ErrNewerTerm: the domain carries a newer leader's term than the
+	// one this replica acts under (LeaderTermer): another replica leads,
+	// and this one must not touch the domain. Transient for the call: the
+	// replica steps down; the leader will act.
+	ErrNewerTerm = fmt.Errorf("a newer leader's term is on the domain: another replica leads: %w", ErrTransient)
 )
 
 // MachineSpec is what Create needs to build a VM.
@@ -323,6 +328,30 @@ type HostCapacity struct {
 // service keeps it beside the state file and applies it at start).
 type HostDownDeclarer interface {
 	SetDown(host string, down bool, reason string) error // ErrUnknownHost
+}
+
+// LeaderTerm names a leader's term under --leader-elect: the Kubernetes
+// Lease (its uid: a Lease deleted and made again starts a new count) and
+// its leaseTransitions when this replica acquired it. Terms compare only
+// within one Lease. The zero value: no election.
+type LeaderTerm struct {
+	Lease string
+	N     int64
+}
+
+// Newer reports whether t is a later term of the same Lease than own.
+func (t LeaderTerm) Newer(own LeaderTerm) bool {
+	return own.Lease != "" && t.Lease == own.Lease && t.N > own.N
+}
+
+// LeaderTermer is implemented by backends that stamp the leader's term on
+// every domain they write (definitions and metadata) and refuse, with
+// ErrNewerTerm, to change a domain that carries a newer term of the same
+// Lease: the second line against two replicas acting at once. onNewer is
+// told (once) when such a domain is found, so the replica steps down.
+// Without a term set, nothing is stamped nor checked.
+type LeaderTermer interface {
+	SetLeaderTerm(t LeaderTerm, onNewer func(found LeaderTerm))
 }
 
 // HostLinker is implemented by backends with hosts whose link state is

@@ -9,6 +9,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/agentcmd"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // The guest's operations live in backend/libvirt/guest; the backend
@@ -18,6 +19,7 @@ var (
 	_ backend.Starter         = (*Backend)(nil)
 	_ backend.BootReporter    = (*Backend)(nil)
 	_ backend.ConfigureProber = (*Backend)(nil)
+	_ backend.LeaderTermer    = (*Backend)(nil)
 )
 
 // Configure runs the bootstrap through the guest agent and only then
@@ -127,4 +129,11 @@ func (b *Backend) locateGuest(machineID string, pl backend.Placement, zone strin
 // take it.
 func (h *host) guest(name, machineID string) guest.Target {
 	return guest.Target{Host: h.Host, Zone: h.zone, Domain: name, MachineID: machineID}
+}
+
+// SetLeaderTerm is backend.LeaderTermer: from now on every domain this
+// backend writes carries t, and one that carries a newer term of t's
+// Lease is never changed (meta.SetTerm).
+func (b *Backend) SetLeaderTerm(t backend.LeaderTerm, onNewer func(found backend.LeaderTerm)) {
+	meta.SetTerm(b.cfg.Provider, t, onNewer)
 }

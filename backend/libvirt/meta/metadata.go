@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -49,6 +50,9 @@ type Metadata struct {
 	// (or by its rollback): a provider that lost its state file finds the
 	// Configure cut short and asks the guest how it ended.
 	Configure ConfigureIntent
+	// Term is the leader's term of the replica that last wrote the domain
+	// (--leader-elect; zero without): term.go.
+	Term backend.LeaderTerm
 }
 
 // ConfigureIntent names the Configure begun on a domain, with what its
@@ -102,6 +106,13 @@ type xmlInstance struct {
 	Size      *xmlSize      `xml:"size"`
 	Delete    *xmlDelete    `xml:"delete-intent"`
 	Configure *xmlConfigure `xml:"configure-intent"`
+	Term      *xmlTerm      `xml:"leader-term"`
+}
+
+// xmlTerm is a leader's term: the Lease's uid and its transitions count.
+type xmlTerm struct {
+	Lease string `xml:"lease,attr"`
+	N     string `xml:",chardata"`
 }
 
 // xmlConfigure is a Configure's intent: its operation, cluster and shard
@@ -216,6 +227,9 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 			x.Configure.Since = c.Since.UTC().Format(time.RFC3339Nano)
 		}
 	}
+	if m.Term.Lease != "" {
+		x.Term = &xmlTerm{Lease: m.Term.Lease, N: strconv.FormatInt(m.Term.N, 10)}
+	}
 	out, err := xml.Marshal(x)
 	return string(out), err
 }
@@ -291,7 +305,26 @@ func Decode(s string) (Metadata, error) {
 	if m.Configure, err = decodeConfigure(x.Configure); err != nil {
 		return Metadata{}, err
 	}
+	if m.Term, err = decodeTerm(x.Term); err != nil {
+		return Metadata{}, err
+	}
 	return m, nil
+}
+
+// decodeTerm is strict: a term without its Lease, with a count that is
+// missing or negative, is damage, never "no election".
+func decodeTerm(x *xmlTerm) (backend.LeaderTerm, error) {
+	switch {
+	case x == nil:
+		return backend.LeaderTerm{}, nil
+	case x.Lease == "" || !xmlSafe(x.Lease):
+		return backend.LeaderTerm{}, fmt.Errorf("decode metadata: leader term: bad lease %q", x.Lease)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(x.N), 10, 64)
+	if err != nil || n < 0 {
+		return backend.LeaderTerm{}, fmt.Errorf("decode metadata: leader term: count %q is not a whole number ≥ 0", x.N)
+	}
+	return backend.LeaderTerm{Lease: x.Lease, N: n}, nil
 }
 
 // decodeConfigure is strict as decodeDelete: an intent without an
