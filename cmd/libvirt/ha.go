@@ -183,6 +183,9 @@ func (d *daemon) campaign(ctx context.Context) {
 // engine outlives the leadership callback's.
 func (e *election) lead(base context.Context) {
 	start := time.Now()
+	if !e.takeTerm(base) {
+		return
+	}
 	e.mu.Lock()
 	if e.gate.Stopped() {
 		e.mu.Unlock()
@@ -216,7 +219,10 @@ func (e *election) stopLeading(ectx context.Context) {
 	}
 	e.d.eng.StopAccepting()
 	e.abortWork()
-	e.lost <- errors.New("lost the leader lease (renew deadline passed): stopped acting; exiting so Kubernetes restarts this pod as a standby")
+	select {
+	case e.lost <- errors.New("lost the leader lease (renew deadline passed): stopped acting; exiting so Kubernetes restarts this pod as a standby"):
+	default: // stepped down already (haterm.go)
+	}
 }
 
 func (e *election) onLeader(id string) {
