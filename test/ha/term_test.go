@@ -142,6 +142,12 @@ func TestRealLibvirtTerm(t *testing.T) {
 		t.Fatalf("the new leader defined %s with term %+v, want %+v", ids[1], md.Term, term2)
 	}
 	t.Logf("terms: first leader %d, after the failover %d (Lease %s)", term1.N, term2.N, term1.Lease)
+	whole, _ := os.ReadFile(second.logFile)
+	for _, l := range strings.Split(string(whole), "\n") {
+		if strings.Contains(l, `msg="leader: acting"`) {
+			t.Logf("TIMING takeover, from leading to acting (term read, engine start, first listing): %s", l[strings.Index(l, "took="):])
+		}
+	}
 
 	// A newer term of the same Lease on the domain: the leader must not
 	// touch it, and steps down.
