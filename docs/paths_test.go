@@ -17,7 +17,7 @@ import (
 // "test/soak/"), names a top-level file ("Makefile"), or is a bare file
 // name with a source extension ("hosts.go", which must then exist
 // somewhere in the repository). Code spans that are identifiers
-// (lifecycle.Error), commands (make test) or examples are not paths.
+// (record.Error), commands (make test) or examples are not paths.
 
 var (
 	pathChars = regexp.MustCompile(`^[A-Za-z0-9_.\-/]+$`)
@@ -205,7 +205,7 @@ func TestCheckPath(t *testing.T) {
 		"server/lifecycle/types.go":   false,
 		"server/gone":                 false,
 		"moves.go":                    false,
-		"lifecycle.Error":             true, // an identifier
+		"record.Error":                true, // an identifier
 		"make test":                   true, // a command
 		"--state FILE":                true,
 		"/run/bigfleet-libvirt-env/x": true,

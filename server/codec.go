@@ -11,7 +11,7 @@ import (
 
 // jsonCodec replaces connect-go's JSON codecs ("json" and
 // "json; charset=utf-8", both registered) with the same protojson mapping
-// plus one step: a carrier (wirecache.go) is parsed back into a real
+// plus one step: a carrier (encodecache.go) is parsed back into a real
 // message before it is written, because protojson skips unknown fields.
 // Messages without unknown fields, everything but Get and List answers,
 // go through untouched. JSON users (curl, browsers' Connect-JSON) pay a

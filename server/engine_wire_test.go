@@ -14,6 +14,7 @@ import (
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/store"
 )
 
@@ -29,14 +30,14 @@ type realProvider struct {
 func startReal(t *testing.T) *realProvider {
 	t.Helper()
 	be := fake.New(fake.Options{Zones: []string{"z1"}})
-	var seed []lifecycle.Machine
+	var seed []record.Machine
 	for _, id := range []string{"m1", "m2", "m3", "m4", "m5", "m6"} {
-		seed = append(seed, lifecycle.Machine{ID: id, InstanceType: "kvm.small", Zone: "z1",
-			CapacityType: lifecycle.CapacityOnDemand, PricePerHour: 0.01, VCPU: 2, MemoryMiB: 4096,
+		seed = append(seed, record.Machine{ID: id, InstanceType: "kvm.small", Zone: "z1",
+			CapacityType: record.CapacityOnDemand, PricePerHour: 0.01, VCPU: 2, MemoryMiB: 4096,
 			Allocatable: map[string]string{"cpu": "2", "memory": "4Gi"}})
 	}
-	seed = append(seed, lifecycle.Machine{ID: "metal", InstanceType: "kvm.small", Zone: "z1",
-		CapacityType: lifecycle.CapacityBareMetal, VCPU: 2, MemoryMiB: 4096})
+	seed = append(seed, record.Machine{ID: "metal", InstanceType: "kvm.small", Zone: "z1",
+		CapacityType: record.CapacityBareMetal, VCPU: 2, MemoryMiB: 4096})
 	eng, err := lifecycle.New(lifecycle.Config{Provider: "wire-test", Seed: seed}, store.NewMemory(), be)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Gate lets calls through only while this process acts as the leader
@@ -71,7 +71,7 @@ func (g *Gate) Refuse() error {
 	if g.Acting() {
 		return nil
 	}
-	return &lifecycle.Error{Code: lifecycle.CodeUnavailable, Msg: g.refusal()}
+	return &record.Error{Code: record.CodeUnavailable, Msg: g.refusal()}
 }
 
 func (g *Gate) refusal() string {

@@ -9,12 +9,13 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // CountsFunc reports how many machines are in each (state, zone). It is
 // called at scrape time, so the gauge is never stale and costs nothing
 // between scrapes.
-type CountsFunc func(emit func(state lifecycle.State, zone string, n int))
+type CountsFunc func(emit func(state record.State, zone string, n int))
 
 // Metrics owns an isolated Prometheus registry: nothing registers into the
 // global default, so two providers (or two tests) in one process never
@@ -125,7 +126,7 @@ func (m *Metrics) ObserveFence(host, result string) {
 }
 
 // TransitionFinished implements lifecycle.Observer.
-func (m *Metrics) TransitionFinished(kind lifecycle.OpKind, zone, outcome string, d time.Duration) {
+func (m *Metrics) TransitionFinished(kind record.OpKind, zone, outcome string, d time.Duration) {
 	m.transitions.WithLabelValues(string(kind), zone, outcome).Observe(d.Seconds())
 }
 
@@ -196,17 +197,17 @@ func (c *machinesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- machine
 
 func (c *machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct {
-		s lifecycle.State
+		s record.State
 		z string
 	}
 	got := map[key]int{}
 	zones := map[string]bool{}
-	c.counts(func(s lifecycle.State, z string, n int) {
+	c.counts(func(s record.State, z string, n int) {
 		got[key{s, z}] += n
 		zones[z] = true
 	})
 	for z := range zones {
-		for _, s := range lifecycle.AllStates {
+		for _, s := range record.AllStates {
 			ch <- prometheus.MustNewConstMetric(machinesDesc, prometheus.GaugeValue,
 				float64(got[key{s, z}]), s.String(), z)
 		}

@@ -13,7 +13,7 @@ import (
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestRequestIDEchoed(t *testing.T) {
@@ -70,8 +70,8 @@ func TestLogsNoSecrets(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, modeH2C)
 	const blob, metaKey, metaVal = "BLOB-SECRET-7f3a9c", "meta-key-4411", "META-VALUE-99e2"
-	ts.engine.errs["m-bad"] = &lifecycle.Error{Code: lifecycle.CodeAborted, Msg: "machine m-bad is FAILED"}
-	ts.engine.machines["m-bad"] = lifecycle.Machine{ID: "m-bad"}
+	ts.engine.errs["m-bad"] = &record.Error{Code: record.CodeAborted, Msg: "machine m-bad is FAILED"}
+	ts.engine.machines["m-bad"] = record.Machine{ID: "m-bad"}
 	c := grpcClient{dialGRPC(t, ts, nil)}
 	for _, id := range []string{"m-idle", "m-bad"} {
 		_, _ = c.call(t.Context(), bigfleetv1alpha1connect.CapacityProviderConfigureProcedure, &pb.ConfigureRequest{

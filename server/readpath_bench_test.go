@@ -21,6 +21,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/store"
 )
 
@@ -38,17 +39,17 @@ func benchFleet(b *testing.B, n int) (*lifecycle.Engine, []string) {
 }
 
 // benchFleetOn is benchFleet over the given store.
-func benchFleetOn(b *testing.B, n int, st lifecycle.Store) (*lifecycle.Engine, []string) {
+func benchFleetOn(b *testing.B, n int, st record.Store) (*lifecycle.Engine, []string) {
 	b.Helper()
 	labels := map[string]string{"node.kubernetes.io/instance-type": "kvm.small", "topology.kubernetes.io/zone": "zone-a"}
 	res := map[string]string{"cpu": "1", "memory": "2Gi"}
 	alloc := map[string]string{"cpu": "2", "memory": "4Gi"}
-	seed := make([]lifecycle.Machine, n)
+	seed := make([]record.Machine, n)
 	ids := make([]string, n)
 	for i := range seed {
 		ids[i] = fmt.Sprintf("zone-a-kvm-small-%04d", i)
-		seed[i] = lifecycle.Machine{ID: ids[i], InstanceType: "kvm.small", Zone: "zone-a",
-			CapacityType: lifecycle.CapacityOnDemand, PricePerHour: 0.0416, VCPU: 2, MemoryMiB: 4096,
+		seed[i] = record.Machine{ID: ids[i], InstanceType: "kvm.small", Zone: "zone-a",
+			CapacityType: record.CapacityOnDemand, PricePerHour: 0.0416, VCPU: 2, MemoryMiB: 4096,
 			Resources: res, Allocatable: alloc, Labels: labels}
 	}
 	be := fake.New(fake.Options{Zones: []string{"zone-a"}})
@@ -110,7 +111,7 @@ func BenchmarkReadPath(b *testing.B) {
 	// A page of 1,000 from the middle of the fleet: found by the cursor's
 	// revision (binary search), so it costs what a delta of 1,000 costs.
 	b.Run("Page1000", func(b *testing.B) {
-		mid, err := eng.ListShared(context.Background(), lifecycle.ListQuery{MaxResults: 5000})
+		mid, err := eng.ListShared(context.Background(), record.ListQuery{MaxResults: 5000})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1/bigfleetv1alpha1connect"
 	"github.com/bigfleet/libvirt-provider/server/convert"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Status is the one answer to "should traffic come here?", shared by
@@ -77,7 +77,7 @@ var healthServices = map[string]bool{
 
 func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	if !healthServices[req.Service] {
-		return nil, convert.WireError(&lifecycle.Error{Code: lifecycle.CodeNotFound, Msg: "unknown service " + req.Service})
+		return nil, convert.WireError(&record.Error{Code: record.CodeNotFound, Msg: "unknown service " + req.Service})
 	}
 	if h.status.Ready() != nil {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // fakeEngine is a scripted Engine: it serves a few canned machines and
@@ -29,21 +30,21 @@ import (
 // reached without the real engine's timing.
 type fakeEngine struct {
 	mu            sync.Mutex
-	machines      map[string]lifecycle.Machine
+	machines      map[string]record.Machine
 	errs          map[string]error
-	lastConfigure lifecycle.ConfigureRequest
+	lastConfigure record.ConfigureRequest
 	block         chan struct{} // when non-nil, Get("slow") waits on it
 	entered       chan struct{}
 }
 
 func newFakeEngine() *fakeEngine {
 	return &fakeEngine{
-		machines: map[string]lifecycle.Machine{
-			"m-spec": {ID: "m-spec", State: lifecycle.Speculative, InstanceType: "small", Zone: "z1",
-				CapacityType: lifecycle.CapacityOnDemand, PricePerHour: 0.01,
+		machines: map[string]record.Machine{
+			"m-spec": {ID: "m-spec", State: record.Speculative, InstanceType: "small", Zone: "z1",
+				CapacityType: record.CapacityOnDemand, PricePerHour: 0.01,
 				Resources: map[string]string{"cpu": "1"}, Allocatable: map[string]string{"cpu": "2", "memory": "4Gi"}},
-			"m-idle": {ID: "m-idle", State: lifecycle.Idle, InstanceType: "small", Zone: "z1",
-				CapacityType: lifecycle.CapacityOnDemand, Host: lifecycle.HostRef{Provider: "test", Ref: "z1/dom"}},
+			"m-idle": {ID: "m-idle", State: record.Idle, InstanceType: "small", Zone: "z1",
+				CapacityType: record.CapacityOnDemand, Host: record.HostRef{Provider: "test", Ref: "z1/dom"}},
 		},
 		errs: map[string]error{},
 	}
@@ -59,66 +60,66 @@ func (f *fakeEngine) check(id string) error {
 		return err
 	}
 	if _, ok := f.machines[id]; !ok {
-		return &lifecycle.Error{Code: lifecycle.CodeNotFound, Msg: "machine " + id + " not found"}
+		return &record.Error{Code: record.CodeNotFound, Msg: "machine " + id + " not found"}
 	}
 	return nil
 }
 
-func (f *fakeEngine) ack(id string, st lifecycle.State) (lifecycle.Ack, error) {
+func (f *fakeEngine) ack(id string, st record.State) (record.Ack, error) {
 	if err := f.check(id); err != nil {
-		return lifecycle.Ack{}, err
+		return record.Ack{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.machines[id].Clone()
 	m.State = st
-	return lifecycle.Ack{OperationID: "op-" + id, Machine: m}, nil
+	return record.Ack{OperationID: "op-" + id, Machine: m}, nil
 }
 
-func (f *fakeEngine) Create(_ context.Context, r lifecycle.CreateRequest) (lifecycle.Ack, error) {
-	return f.ack(r.MachineID, lifecycle.Creating)
+func (f *fakeEngine) Create(_ context.Context, r record.CreateRequest) (record.Ack, error) {
+	return f.ack(r.MachineID, record.Creating)
 }
 
-func (f *fakeEngine) Configure(_ context.Context, r lifecycle.ConfigureRequest) (lifecycle.Ack, error) {
+func (f *fakeEngine) Configure(_ context.Context, r record.ConfigureRequest) (record.Ack, error) {
 	f.mu.Lock()
 	f.lastConfigure = r
 	f.mu.Unlock()
-	a, err := f.ack(r.MachineID, lifecycle.Configuring)
+	a, err := f.ack(r.MachineID, record.Configuring)
 	a.Machine.ShardMetadata = r.ShardMetadata
 	a.Machine.Cluster = r.ClusterID
 	return a, err
 }
 
-func (f *fakeEngine) Drain(_ context.Context, r lifecycle.DrainRequest) (lifecycle.Ack, error) {
-	return f.ack(r.MachineID, lifecycle.Draining)
+func (f *fakeEngine) Drain(_ context.Context, r record.DrainRequest) (record.Ack, error) {
+	return f.ack(r.MachineID, record.Draining)
 }
 
-func (f *fakeEngine) Delete(_ context.Context, r lifecycle.DeleteRequest) (lifecycle.Ack, error) {
-	return f.ack(r.MachineID, lifecycle.Deleting)
+func (f *fakeEngine) Delete(_ context.Context, r record.DeleteRequest) (record.Ack, error) {
+	return f.ack(r.MachineID, record.Deleting)
 }
 
-func (f *fakeEngine) Get(ctx context.Context, id string) (lifecycle.Machine, error) {
+func (f *fakeEngine) Get(ctx context.Context, id string) (record.Machine, error) {
 	if id == "slow" && f.block != nil {
 		close(f.entered)
 		select {
 		case <-f.block:
-			return lifecycle.Machine{ID: "slow", State: lifecycle.Idle}, nil
+			return record.Machine{ID: "slow", State: record.Idle}, nil
 		case <-ctx.Done():
-			return lifecycle.Machine{}, ctx.Err()
+			return record.Machine{}, ctx.Err()
 		}
 	}
 	if err := f.check(id); err != nil {
-		return lifecycle.Machine{}, err
+		return record.Machine{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.machines[id].Clone(), nil
 }
 
-func (f *fakeEngine) List(_ context.Context, q lifecycle.ListQuery) (lifecycle.ListResult, error) {
+func (f *fakeEngine) List(_ context.Context, q record.ListQuery) (record.ListResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out lifecycle.ListResult
+	var out record.ListResult
 	for _, id := range []string{"m-idle", "m-spec"} {
 		out.Machines = append(out.Machines, f.machines[id].Clone())
 	}
@@ -126,7 +127,7 @@ func (f *fakeEngine) List(_ context.Context, q lifecycle.ListQuery) (lifecycle.L
 	return out, nil
 }
 
-func (f *fakeEngine) GetShared(ctx context.Context, id string) (*lifecycle.Machine, error) {
+func (f *fakeEngine) GetShared(ctx context.Context, id string) (*record.Machine, error) {
 	m, err := f.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -134,7 +135,7 @@ func (f *fakeEngine) GetShared(ctx context.Context, id string) (*lifecycle.Machi
 	return &m, nil
 }
 
-func (f *fakeEngine) ListShared(ctx context.Context, q lifecycle.ListQuery) (lifecycle.SharedList, error) {
+func (f *fakeEngine) ListShared(ctx context.Context, q record.ListQuery) (lifecycle.SharedList, error) {
 	res, err := f.List(ctx, q)
 	if err != nil {
 		return lifecycle.SharedList{}, err
@@ -205,9 +206,9 @@ func startServerWith(t *testing.T, mode serverMode, eng Engine) *testServer {
 		hits:    new(atomic.Int64),
 		metrics: nil,
 	}
-	ts.metrics = NewMetrics(func(emit func(lifecycle.State, string, int)) {
-		emit(lifecycle.Idle, "z1", 1)
-		emit(lifecycle.Speculative, "z1", 1)
+	ts.metrics = NewMetrics(func(emit func(record.State, string, int)) {
+		emit(record.Idle, "z1", 1)
+		emit(record.Speculative, "z1", 1)
 	})
 	log := slog.New(slog.NewJSONHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := NewHandler(Options{Engine: eng, Logger: log, Metrics: ts.metrics, Status: ts.status, Reflection: true})

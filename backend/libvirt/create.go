@@ -16,7 +16,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/rollback"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/shapecheck"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
@@ -212,7 +212,7 @@ func (c *builder) build(ctx context.Context, h *host, conn virt.Conn, name strin
 
 func (c *builder) buildSteps(a *attempt, h *host, spec backend.MachineSpec) error {
 	sh := c.shapeOf(spec)
-	if probe := sh; shape.NeedsProbe(probe) {
+	if probe := sh; shapecheck.NeedsProbe(probe) {
 		probe.DiskGiB = 0 // checked against the golden image buildVolumes reads anyway
 		if err := a.step("instance type shape", c.checkShapeOn(h, a.conn, spec, probe)); err != nil {
 			return err
@@ -257,7 +257,7 @@ func (c *builder) shapeOf(spec backend.MachineSpec) backend.Shape {
 // not checked here: a Create on it then fails with the same message. An
 // error names the instance type, the field and the host.
 func (b *Backend) CheckShapes(ctx context.Context) error {
-	if !slices.ContainsFunc(slices.Collect(maps.Values(b.cfg.Shapes)), shape.NeedsProbe) {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(b.cfg.Shapes)), shapecheck.NeedsProbe) {
 		return nil
 	}
 	b.AwaitFirstAttempts(ctx)
@@ -268,11 +268,11 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 			continue
 		}
 		err := h.With(func(conn virt.Conn) error {
-			o, err := shape.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, b.cfg.Shapes)
+			o, err := shapecheck.Probe(conn, h.DomainType().Type, b.cfg.Pool, b.cfg.Image, b.cfg.Shapes)
 			if err != nil {
 				return fmt.Errorf("--instance-types: probing host %s for the machine shapes: %w", h.name, err)
 			}
-			return shape.Check(h.name, b.cfg.Shapes, b.cfg.ShapeMemoryMiB, b.cfg.Network, o)
+			return shapecheck.Check(h.name, b.cfg.Shapes, b.cfg.ShapeMemoryMiB, b.cfg.Network, o)
 		})
 		errs = append(errs, err)
 	}
@@ -282,11 +282,11 @@ func (b *Backend) CheckShapes(ctx context.Context) error {
 // checkShapeOn is CheckShapes for one Create's shape on its host.
 func (c *builder) checkShapeOn(h *host, conn virt.Conn, spec backend.MachineSpec, s backend.Shape) error {
 	one := map[string]backend.Shape{spec.InstanceType: s}
-	o, err := shape.Probe(conn, h.DomainType().Type, c.cfg.Pool, c.cfg.Image, one)
+	o, err := shapecheck.Probe(conn, h.DomainType().Type, c.cfg.Pool, c.cfg.Image, one)
 	if err != nil {
 		return err
 	}
-	return shape.Check(h.name, one, map[string]int{spec.InstanceType: spec.MemoryMiB}, c.cfg.Network, o)
+	return shapecheck.Check(h.name, one, map[string]int{spec.InstanceType: spec.MemoryMiB}, c.cfg.Network, o)
 }
 
 // start starts the defined domain and returns the handle of the domain it
@@ -327,7 +327,7 @@ func (c *builder) buildVolumes(a *attempt, typeName string, sh backend.Shape) (o
 	if err := a.step("golden image", err); err != nil {
 		return "", "", err
 	}
-	if g, err = shape.Sized(g, typeName, sh); err != nil {
+	if g, err = shapecheck.Sized(g, typeName, sh); err != nil {
 		return "", "", fmt.Errorf("create: overlay volume: %w", err)
 	}
 	ovName := meta.OverlayName(a.name)

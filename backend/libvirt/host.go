@@ -9,7 +9,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/guestfit"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/shape"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/shapecheck"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/backend/placement"
 	"libvirt.org/go/libvirt"
@@ -57,7 +57,7 @@ func hostConfig(c *Config) hostconn.Config {
 		CallTimeout: c.CallTimeout, AgentTimeout: c.AgentTimeout, MigrateTimeout: c.MigrateTimeout,
 		ReconnectMin: c.ReconnectMin, ReconnectMax: c.ReconnectMax,
 		KeepAliveSecs: c.KeepAliveSecs, KeepAliveCount: c.KeepAliveCount,
-		HugePageSizes: shape.HugePageSizes(c.Shapes),
+		HugePageSizes: shapecheck.HugePageSizes(c.Shapes),
 	}
 }
 

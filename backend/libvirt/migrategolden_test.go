@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"libvirt.org/go/libvirt"
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/volume"
 )
 
 // stampGolden gives the golden image the modification time libvirt
@@ -57,39 +55,4 @@ func TestMigrateGoldenDiffersCopiesWholeDisk(t *testing.T) {
 	if back := domainXML(t, dc, pl.Domain).Devices.Disks[0]; back.BackingStore != nil && back.BackingStore.Source != nil {
 		t.Errorf("the destination disk is backed by %+v", back.BackingStore.Source)
 	}
-}
-
-// Without a modification time (nothing to tell two images apart but
-// their name), the identity is empty and never matches.
-func TestGoldenIdentityEmptyWithoutMtime(t *testing.T) {
-	t.Parallel()
-	b, _, pl := emulatedMigration(t)
-	c := hostConn(t, b, pl.Host)
-	pool, err := c.LookupStoragePoolByName("bigfleet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Free()
-	v, err := pool.LookupStorageVolByName("golden.qcow2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Free()
-	s, _ := v.GetXMLDesc(0)
-	x, info := mustVolXML(t, s), &libvirt.StorageVolInfo{Capacity: 1}
-	if id := volume.GoldenIdentity(x, info); id != "" {
-		t.Fatalf("identity %q without an mtime", id)
-	}
-	if id := volume.GoldenIdentity(mustVolXML(t, stampGolden("golden.qcow2", s)), info); !strings.Contains(id, "1796372634.913613625") {
-		t.Fatalf("identity %q", id)
-	}
-}
-
-func mustVolXML(t *testing.T, s string) *libvirtxml.StorageVolume {
-	t.Helper()
-	var x libvirtxml.StorageVolume
-	if err := x.Unmarshal(s); err != nil {
-		t.Fatal(err)
-	}
-	return &x
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // These tests run the real engine's reconcile over this backend with
@@ -20,17 +21,17 @@ import (
 // (server/lifecycle depends on backend only, so this test-only import makes
 // no cycle.)
 
-// engineStore is an in-memory lifecycle.Store.
+// engineStore is an in-memory record.Store.
 type engineStore struct {
 	mu sync.Mutex
-	ms map[string]lifecycle.Machine
+	ms map[string]record.Machine
 }
 
-func (s *engineStore) Load(context.Context) (lifecycle.Snapshot, error) {
-	return lifecycle.Snapshot{StoreID: 7}, nil
+func (s *engineStore) Load(context.Context) (record.Snapshot, error) {
+	return record.Snapshot{StoreID: 7}, nil
 }
 
-func (s *engineStore) Commit(_ context.Context, b lifecycle.Batch) error {
+func (s *engineStore) Commit(_ context.Context, b record.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range b.Machines {
@@ -45,14 +46,14 @@ func (s *engineStore) Close() error { return nil }
 // the engine, so on the host), periodic reconcile off.
 func newEngine(t *testing.T, b *Backend, ids ...string) *lifecycle.Engine {
 	t.Helper()
-	var seed []lifecycle.Machine
+	var seed []record.Machine
 	for _, id := range ids {
-		seed = append(seed, lifecycle.Machine{ID: id, Zone: "z1", InstanceType: "small",
-			CapacityType: lifecycle.CapacityOnDemand, PricePerHour: 0.01, VCPU: 1, MemoryMiB: 64,
+		seed = append(seed, record.Machine{ID: id, Zone: "z1", InstanceType: "small",
+			CapacityType: record.CapacityOnDemand, PricePerHour: 0.01, VCPU: 1, MemoryMiB: 64,
 			Allocatable: map[string]string{"cpu": "1"}})
 	}
 	e, err := lifecycle.New(lifecycle.Config{Provider: "libvirt-test", Seed: seed},
-		&engineStore{ms: map[string]lifecycle.Machine{}}, b)
+		&engineStore{ms: map[string]record.Machine{}}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +63,15 @@ func newEngine(t *testing.T, b *Backend, ids ...string) *lifecycle.Engine {
 	// faults are armed, so it cannot consume them.
 	waitFor(t, 5*time.Second, func() bool { return !e.LastReconcile().At.IsZero() })
 	for _, id := range ids {
-		if _, err := e.Create(context.Background(), lifecycle.CreateRequest{MachineID: id}); err != nil {
+		if _, err := e.Create(context.Background(), record.CreateRequest{MachineID: id}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, func() bool { m, _ := e.Get(context.Background(), id); return m.State == lifecycle.Idle })
+		waitFor(t, 5*time.Second, func() bool { m, _ := e.Get(context.Background(), id); return m.State == record.Idle })
 	}
 	return e
 }
 
-func stateOf(t *testing.T, e *lifecycle.Engine, id string) lifecycle.Machine {
+func stateOf(t *testing.T, e *lifecycle.Engine, id string) record.Machine {
 	t.Helper()
 	m, err := e.Get(context.Background(), id)
 	if err != nil {
@@ -97,7 +98,7 @@ func TestPartialListingNeverVanishes(t *testing.T) {
 			if f.hits(r) != 1 {
 				t.Fatalf("the fault did not fire (hits %d)", f.hits(r))
 			}
-			if m := stateOf(t, e, "m1"); m.State != lifecycle.Idle || rep.Vanished != 0 {
+			if m := stateOf(t, e, "m1"); m.State != record.Idle || rep.Vanished != 0 {
 				t.Fatalf("m1 %s (%q) after a partial listing; report %+v", m.State, m.LastError, rep)
 			}
 			if zerr := rep.Zones["z1"]; !strings.Contains(zerr, name) || !strings.Contains(zerr, "injected") {
@@ -107,7 +108,7 @@ func TestPartialListingNeverVanishes(t *testing.T) {
 			// listing is complete and changes nothing.
 			waitFor(t, 5*time.Second, func() bool { return b.ZoneReady("z1") == nil })
 			rep = e.Reconcile(context.Background())
-			if rep.Zones["z1"] != "" || rep.Vanished != 0 || stateOf(t, e, "m1").State != lifecycle.Idle {
+			if rep.Zones["z1"] != "" || rep.Vanished != 0 || stateOf(t, e, "m1").State != record.Idle {
 				t.Fatalf("after the fault: report %+v, m1 %s", rep, stateOf(t, e, "m1").State)
 			}
 		})
@@ -125,7 +126,7 @@ func TestDamagedMetadataNeverVanishes(t *testing.T) {
 	f.add(&fault{op: "dom.GetMetadata", name: name, kind: faultGarbage})
 	for range 2 {
 		rep := e.Reconcile(context.Background())
-		if m := stateOf(t, e, "m1"); m.State != lifecycle.Idle || rep.Vanished != 0 {
+		if m := stateOf(t, e, "m1"); m.State != record.Idle || rep.Vanished != 0 {
 			t.Fatalf("m1 %s (%q) with damaged metadata; report %+v", m.State, m.LastError, rep)
 		}
 	}
@@ -149,15 +150,15 @@ func TestVanishNeedsConfirmation(t *testing.T) {
 	}
 	r := f.add(&fault{op: "conn.LookupDomainByName", name: name, nth: 1, kind: faultRPC})
 	rep := e.Reconcile(context.Background())
-	if f.hits(r) != 1 || rep.Vanished != 0 || stateOf(t, e, "m1").State != lifecycle.Idle {
+	if f.hits(r) != 1 || rep.Vanished != 0 || stateOf(t, e, "m1").State != record.Idle {
 		t.Fatalf("vanished without a confirming lookup: hits %d, report %+v", f.hits(r), rep)
 	}
 	rep = e.Reconcile(context.Background())
 	m := stateOf(t, e, "m1")
-	if rep.Vanished != 1 || m.State != lifecycle.Failed || !strings.Contains(m.LastError, "vanished") {
+	if rep.Vanished != 1 || m.State != record.Failed || !strings.Contains(m.LastError, "vanished") {
 		t.Fatalf("a domain really gone: report %+v, m1 %s %q", rep, m.State, m.LastError)
 	}
-	if st := stateOf(t, e, "m2"); st.State != lifecycle.Idle {
+	if st := stateOf(t, e, "m2"); st.State != record.Idle {
 		t.Fatalf("m2 %s", st.State)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
 	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // serve wires backend → capacity → store → engine → server, serves until
@@ -122,7 +123,7 @@ func (d *daemon) loadTLS(ctx context.Context) error {
 // openState opens the backend, reads the capacity flags into the slots
 // the engine offers (returned, not kept: the seed must not outlive the
 // engine's start), registers the metrics and opens the store.
-func (d *daemon) openState(ctx context.Context) ([]lifecycle.Machine, error) {
+func (d *daemon) openState(ctx context.Context) ([]record.Machine, error) {
 	be, err := openBackend(ctx, d.cfg, d.log)
 	if err != nil {
 		return nil, err
@@ -159,7 +160,7 @@ func (d *daemon) openState(ctx context.Context) ([]lifecycle.Machine, error) {
 
 // startEngine starts the lifecycle engine on the store and the backend
 // and waits (briefly) for the first listings of the ready zones.
-func (d *daemon) startEngine(ctx context.Context, seed []lifecycle.Machine) error {
+func (d *daemon) startEngine(ctx context.Context, seed []record.Machine) error {
 	cfg := d.cfg
 	eng, err := lifecycle.New(lifecycle.Config{
 		Provider: cfg.Provider, Seed: seed,

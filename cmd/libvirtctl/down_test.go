@@ -9,7 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/admin/admintest"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestDownUp: down needs a reason (the provider's InvalidArgument, naming
@@ -39,7 +39,7 @@ func TestDownUp(t *testing.T) {
 	}
 	// The next zone-a Create goes to kvm-a2, though spread would pick kvm-a1.
 	mustCtl(t, s, "create", "m-000")
-	waitState(t, s, "m-000", lifecycle.Idle)
+	waitState(t, s, "m-000", record.Idle)
 	if m, _ := s.Engine.Get(t.Context(), "m-000"); m.HostName != "kvm-a2" {
 		t.Errorf("m-000 placed on %q, want kvm-a2 (kvm-a1 is declared down)", m.HostName)
 	}

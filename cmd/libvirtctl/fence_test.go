@@ -7,7 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/bigfleet/libvirt-provider/server/admin/admintest"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestFenceClear: "fence clear ID --shard S" removes S's mark (marks no
@@ -27,7 +27,7 @@ func TestFenceClear(t *testing.T) {
 
 	s := admintest.Start(t, admintest.Options{AdminWrite: true})
 	mustCtl(t, s, "create", "m-000", "--shard", "s1", "--epoch", "3", "--seq", "7")
-	waitState(t, s, "m-000", lifecycle.Idle)
+	waitState(t, s, "m-000", record.Idle)
 	if _, err := ctl(t, s, "fence", "clear", "m-000"); err == nil || !strings.Contains(err.Error(), "--shard") {
 		t.Errorf("clear without --shard: %v", err)
 	}

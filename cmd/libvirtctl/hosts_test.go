@@ -9,7 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/admin/admintest"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // poolHosts are two hosts in zone-a and one in zone-b (the zones of
@@ -38,7 +38,7 @@ func TestHostsCordonDrainList(t *testing.T) {
 	t.Parallel()
 	s := admintest.Start(t, admintest.Options{AdminWrite: true, Machines: 6, Fake: fake.Options{Hosts: poolHosts()}})
 	mustCtl(t, s, "create", "m-000") // zone-a: spread, a tie, the first name
-	waitState(t, s, "m-000", lifecycle.Idle)
+	waitState(t, s, "m-000", record.Idle)
 
 	out := mustCtl(t, s, "hosts")
 	a1 := line(out, "zone-a  kvm-a1")
@@ -58,7 +58,7 @@ func TestHostsCordonDrainList(t *testing.T) {
 	}
 	// The next zone-a Create goes to kvm-a2, though kvm-a1 is as empty.
 	mustCtl(t, s, "create", "m-002")
-	waitState(t, s, "m-002", lifecycle.Idle)
+	waitState(t, s, "m-002", record.Idle)
 	if m, _ := s.Engine.Get(t.Context(), "m-002"); m.HostName != "kvm-a2" {
 		t.Errorf("m-002 placed on %q, want kvm-a2 (kvm-a1 is cordoned)", m.HostName)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/admin/admintest"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // ctl runs the CLI in process against s and returns its output.
@@ -38,7 +38,7 @@ func mustCtl(t *testing.T, s *admintest.Server, args ...string) string {
 	return out
 }
 
-func waitState(t *testing.T, s *admintest.Server, id string, st lifecycle.State) {
+func waitState(t *testing.T, s *admintest.Server, id string, st record.State) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -71,7 +71,7 @@ func TestLifecycleThroughCLI(t *testing.T) {
 			if !strings.Contains(out, "CREATING") || !strings.Contains(out, "op-") {
 				t.Errorf("create output:\n%s", out)
 			}
-			waitState(t, s, "m-000", lifecycle.Idle)
+			waitState(t, s, "m-000", record.Idle)
 
 			blob := filepath.Join(t.TempDir(), "blob")
 			if err := os.WriteFile(blob, []byte("secret-join-token"), 0o600); err != nil {
@@ -82,7 +82,7 @@ func TestLifecycleThroughCLI(t *testing.T) {
 			if !strings.Contains(out, "CONFIGURING") || strings.Contains(out, "secret-join-token") {
 				t.Errorf("configure output:\n%s", out)
 			}
-			waitState(t, s, "m-000", lifecycle.Configured)
+			waitState(t, s, "m-000", record.Configured)
 			if m, _ := s.Engine.Get(t.Context(), "m-000"); m.ShardMetadata["pool"] != "a=b" || m.Cluster != "c1" {
 				t.Errorf("configured = %+v", m)
 			}
@@ -101,9 +101,9 @@ func TestLifecycleThroughCLI(t *testing.T) {
 				t.Errorf("stale drain: %v", err)
 			}
 			mustCtl(t, s, append(append([]string{"drain", "m-000", "--grace", "5"}, p...), tok("3")...)...)
-			waitState(t, s, "m-000", lifecycle.Idle)
+			waitState(t, s, "m-000", record.Idle)
 			mustCtl(t, s, append(append([]string{"delete", "m-000"}, p...), tok("4")...)...)
-			waitState(t, s, "m-000", lifecycle.Speculative)
+			waitState(t, s, "m-000", record.Speculative)
 
 			out = mustCtl(t, s, append([]string{"history", "m-000"}, p...)...)
 			for _, want := range []string{"STARTED", "create", "configure", "drain", "delete", "succeeded"} {
@@ -123,7 +123,7 @@ func TestListAndGet(t *testing.T) {
 	t.Parallel()
 	s := admintest.Start(t, admintest.Options{Machines: 5})
 	mustCtl(t, s, "create", "m-001")
-	waitState(t, s, "m-001", lifecycle.Idle)
+	waitState(t, s, "m-001", record.Idle)
 
 	out := mustCtl(t, s, "list")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -231,7 +231,7 @@ func TestAdminWrites(t *testing.T) {
 	s := admintest.Start(t, admintest.Options{AdminWrite: true})
 	s.Fake.SetFailure("create", "m-002", errors.New("no space left in pool"))
 	mustCtl(t, s, "create", "m-002")
-	waitState(t, s, "m-002", lifecycle.Failed)
+	waitState(t, s, "m-002", record.Failed)
 	out := mustCtl(t, s, "list", "--state", "failed")
 	if !strings.Contains(out, "no space left in pool") {
 		t.Errorf("failed list:\n%s", out)
@@ -240,7 +240,7 @@ func TestAdminWrites(t *testing.T) {
 	if !strings.Contains(out, "DELETING") {
 		t.Errorf("release:\n%s", out)
 	}
-	waitState(t, s, "m-002", lifecycle.Speculative)
+	waitState(t, s, "m-002", record.Speculative)
 	out = mustCtl(t, s, "reconcile")
 	if !strings.Contains(out, "adopted 0, vanished 0") || !strings.Contains(out, "zone-a") {
 		t.Errorf("reconcile:\n%s", out)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/admin/admintest"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestMigrate(t *testing.T) {
@@ -19,7 +19,7 @@ func TestMigrate(t *testing.T) {
 		{Name: "b1", Zone: "zone-b", VCPUs: 8, MemoryMiB: 8192, PoolGiB: 10},
 	}}})
 	mustCtl(t, s, "create", "m-000")
-	waitState(t, s, "m-000", lifecycle.Idle)
+	waitState(t, s, "m-000", record.Idle)
 	vm, _ := s.Fake.VM("m-000")
 	to := map[string]string{"a1": "a2", "a2": "a1"}[vm.Placement.Host]
 	out := mustCtl(t, s, "migrate", "m-000", "--to", to)

@@ -5,16 +5,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestMachineToProtoAddresses: the guest's addresses from its latest
 // Configure reach the admin machine, and never BigFleet's Machine.
 func TestMachineToProtoAddresses(t *testing.T) {
 	t.Parallel()
-	m := lifecycle.Machine{ID: "m1", State: lifecycle.Configured, History: []lifecycle.Transition{
-		{Kind: lifecycle.OpCreate, Outcome: "succeeded", Note: "host h1: most free"},
-		{Kind: lifecycle.OpConfigure, Outcome: "succeeded", Note: "addresses: eth0 192.0.2.10/24, eth0 2001:db8::10/64"},
+	m := record.Machine{ID: "m1", State: record.Configured, History: []record.Transition{
+		{Kind: record.OpCreate, Outcome: "succeeded", Note: "host h1: most free"},
+		{Kind: record.OpConfigure, Outcome: "succeeded", Note: "addresses: eth0 192.0.2.10/24, eth0 2001:db8::10/64"},
 	}}
 	got := machineToProto(m, time.Now())
 	if want := []string{"eth0 192.0.2.10/24", "eth0 2001:db8::10/64"}; !slices.Equal(got.GetAddresses(), want) {

@@ -13,6 +13,7 @@ import (
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // ts is nil for the zero time, so "never" stays unset on the wire.
@@ -23,8 +24,8 @@ func ts(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-func stateToProto(s lifecycle.State) pb.MachineState {
-	if s <= lifecycle.StateUnspecified || s > lifecycle.Failed {
+func stateToProto(s record.State) pb.MachineState {
+	if s <= record.StateUnspecified || s > record.Failed {
 		return pb.MachineState_MACHINE_STATE_FAILED
 	}
 	return pb.MachineState(s)
@@ -32,7 +33,7 @@ func stateToProto(s lifecycle.State) pb.MachineState {
 
 // machineToProto embeds exactly what CapacityProvider returns (through the
 // server's own mapping) and adds the bookkeeping BigFleet never sees.
-func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
+func machineToProto(m record.Machine, now time.Time) *adminv1.AdminMachine {
 	out := &adminv1.AdminMachine{
 		Machine:       convert.MachineToProto(m),
 		Domain:        m.Domain,
@@ -46,8 +47,8 @@ func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
 	if !m.StateSince.IsZero() {
 		out.TimeInState = durationpb.New(max(now.Sub(m.StateSince), 0))
 	}
-	if m.State == lifecycle.Creating || m.State == lifecycle.Configuring ||
-		m.State == lifecycle.Draining || m.State == lifecycle.Deleting {
+	if m.State == record.Creating || m.State == record.Configuring ||
+		m.State == record.Draining || m.State == record.Deleting {
 		out.OperationDeadline = ts(m.OpDeadline)
 	}
 	return out
@@ -57,9 +58,9 @@ func machineToProto(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
 // of a CREATING or IDLE machine (backend.BootReporter): "booting" beside
 // IDLE while a restarted guest boots. A watch carries it as of the record's
 // last change; Get and List read it afresh.
-func (s *Service) machineView(m lifecycle.Machine, now time.Time) *adminv1.AdminMachine {
+func (s *Service) machineView(m record.Machine, now time.Time) *adminv1.AdminMachine {
 	out := machineToProto(m, now)
-	if m.State != lifecycle.Creating && m.State != lifecycle.Idle {
+	if m.State != record.Creating && m.State != record.Idle {
 		return out
 	}
 	if br, ok := s.eng.Backend().(backend.BootReporter); ok {
@@ -70,7 +71,7 @@ func (s *Service) machineView(m lifecycle.Machine, now time.Time) *adminv1.Admin
 	return out
 }
 
-func transitionToProto(t lifecycle.Transition, now time.Time) *adminv1.Transition {
+func transitionToProto(t record.Transition, now time.Time) *adminv1.Transition {
 	out := &adminv1.Transition{
 		OperationId: t.OperationID,
 		Kind:        string(t.Kind),

@@ -12,7 +12,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // byHostsFile is the HostCordon.by of a host cordoned by the hosts file
@@ -64,9 +64,9 @@ func (s *Service) setCordon(host string, on bool, rec hostRecord) error {
 	hm, ok := s.eng.Backend().(backend.HostMaintainer)
 	switch {
 	case host == "":
-		return &lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "host is required (ListHosts names the hosts)"}
+		return &record.Error{Code: record.CodeInvalid, Msg: "host is required (ListHosts names the hosts)"}
 	case !ok:
-		return &lifecycle.Error{Code: lifecycle.CodeUnimplemented, Msg: "this backend has no host maintenance: cordon needs hosts the backend places machines on"}
+		return &record.Error{Code: record.CodeUnimplemented, Msg: "this backend has no host maintenance: cordon needs hosts the backend places machines on"}
 	}
 	c := s.cordons
 	c.mu.Lock()
@@ -89,7 +89,7 @@ func (s *Service) setCordon(host string, on bool, rec hostRecord) error {
 		s.log.Warn("cordon file not restored after a refused cordon change", "host", host, "err", rerr)
 	}
 	if errors.Is(err, backend.ErrUnknownHost) {
-		return &lifecycle.Error{Code: lifecycle.CodeNotFound, Msg: fmt.Sprintf("no host named %q (ListHosts names the hosts)", host)}
+		return &record.Error{Code: record.CodeNotFound, Msg: fmt.Sprintf("no host named %q (ListHosts names the hosts)", host)}
 	}
 	return fmt.Errorf("host %s: %w", host, err)
 }

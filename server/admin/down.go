@@ -13,7 +13,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 const (
@@ -116,12 +116,12 @@ func (s *Service) setDown(host string, down bool, rec hostRecord) (hostRecord, e
 	hd, ok := s.eng.Backend().(backend.HostDownDeclarer)
 	switch {
 	case host == "":
-		return hostRecord{}, &lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "host is required (ListHosts names the hosts)"}
+		return hostRecord{}, &record.Error{Code: record.CodeInvalid, Msg: "host is required (ListHosts names the hosts)"}
 	case down && rec.Reason == "":
-		return hostRecord{}, &lifecycle.Error{Code: lifecycle.CodeInvalid,
+		return hostRecord{}, &record.Error{Code: record.CodeInvalid,
 			Msg: "reason is required: say how the host is known to be off or fenced (e.g. \"powered off via IPMI, ticket 123\")"}
 	case !ok:
-		return hostRecord{}, &lifecycle.Error{Code: lifecycle.CodeUnimplemented,
+		return hostRecord{}, &record.Error{Code: record.CodeUnimplemented,
 			Msg: "this backend cannot declare a host down: it needs hosts the backend places machines on"}
 	}
 	c := s.downs
@@ -149,7 +149,7 @@ func (s *Service) setDown(host string, down bool, rec hostRecord) (hostRecord, e
 		s.log.Warn("down file not restored after a refused down declaration change", "host", host, "err", rerr)
 	}
 	if errors.Is(err, backend.ErrUnknownHost) {
-		return hostRecord{}, &lifecycle.Error{Code: lifecycle.CodeNotFound, Msg: fmt.Sprintf("no host named %q (ListHosts names the hosts)", host)}
+		return hostRecord{}, &record.Error{Code: record.CodeNotFound, Msg: fmt.Sprintf("no host named %q (ListHosts names the hosts)", host)}
 	}
 	return hostRecord{}, fmt.Errorf("host %s: %w", host, err)
 }

@@ -11,6 +11,7 @@ import (
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 const mib = 1 << 20
@@ -23,7 +24,7 @@ func hostName(h backend.HostStatus) string { return cmp.Or(h.Name, h.Zone) }
 // machineHost is the name of the host a machine's VM is on, "" while it
 // has none. A placement without a host name is the only host of its zone,
 // which is named after the zone.
-func machineHost(m lifecycle.Machine) string {
+func machineHost(m record.Machine) string {
 	if m.Domain == "" {
 		return ""
 	}
@@ -69,7 +70,7 @@ func (s *Service) hosts(ctx context.Context) ([]*adminv1.Host, error) {
 // machinesPerHost counts the machine records whose VM is on each host.
 // SPECULATIVE slots have no VM, so they are not even listed.
 func (s *Service) machinesPerHost(ctx context.Context) (map[string]int32, error) {
-	res, err := s.eng.List(ctx, lifecycle.ListQuery{States: lifecycle.AllStates[1:]})
+	res, err := s.eng.List(ctx, record.ListQuery{States: record.AllStates[1:]})
 	if err != nil {
 		return nil, err
 	}

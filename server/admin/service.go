@@ -19,6 +19,9 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // ServiceName is the fully-qualified name, for reflection.
@@ -27,18 +30,18 @@ const ServiceName = adminv1connect.AdminServiceName
 // Engine is what the admin API needs from the lifecycle engine;
 // *lifecycle.Engine satisfies it.
 type Engine interface {
-	Get(ctx context.Context, id string) (lifecycle.Machine, error)
-	List(ctx context.Context, q lifecycle.ListQuery) (lifecycle.ListResult, error)
-	Counts() map[lifecycle.StateZone]int
-	Marks() map[lifecycle.MarkKey]lifecycle.Mark
+	Get(ctx context.Context, id string) (record.Machine, error)
+	List(ctx context.Context, q record.ListQuery) (record.ListResult, error)
+	Counts() map[index.StateZone]int
+	Marks() map[record.MarkKey]record.Mark
 	ShardLimit() (limit int, refused int64)
-	BusiestMachines(n int, keep func(machineID string) bool) []lifecycle.ShardCount
+	BusiestMachines(n int, keep func(machineID string) bool) []fence.ShardCount
 	LastReconcile() lifecycle.ReconcileReport
 	Reconcile(ctx context.Context) lifecycle.ReconcileReport
-	Release(ctx context.Context, id string) (lifecycle.Ack, error)
+	Release(ctx context.Context, id string) (record.Ack, error)
 	Migrate(ctx context.Context, id, toHost string) (lifecycle.MigrateResult, error)
 	ClearMark(ctx context.Context, id, shard, by string) (lifecycle.ClearedMark, error)
-	Watch(buffer int) (ch <-chan lifecycle.Machine, lost func() bool, cancel func())
+	Watch(buffer int) (ch <-chan record.Machine, lost func() bool, cancel func())
 	Backend() backend.Backend
 }
 
@@ -240,14 +243,14 @@ func (s *Service) GetFleetSummary(_ context.Context, _ *connect.Request[adminv1.
 
 func (s *Service) ListMachines(ctx context.Context, req *connect.Request[adminv1.ListMachinesRequest]) (*connect.Response[adminv1.ListMachinesResponse], error) {
 	if req.Msg.GetMaxResults() < 0 {
-		return nil, convert.WireError(&lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "max_results must not be negative"})
+		return nil, convert.WireError(&record.Error{Code: record.CodeInvalid, Msg: "max_results must not be negative"})
 	}
 	all, err := s.all(ctx)
 	if err != nil {
 		return nil, convert.WireError(err)
 	}
 	states, zones, hosts := req.Msg.GetStates(), req.Msg.GetZones(), req.Msg.GetHosts()
-	ms := slices.DeleteFunc(all, func(m lifecycle.Machine) bool {
+	ms := slices.DeleteFunc(all, func(m record.Machine) bool {
 		return (len(states) > 0 && !slices.Contains(states, stateToProto(m.State))) ||
 			(len(zones) > 0 && !slices.Contains(zones, m.Zone)) ||
 			(len(hosts) > 0 && !slices.Contains(hosts, machineHost(m)))
@@ -277,7 +280,7 @@ func (s *Service) GetMachineHistory(ctx context.Context, req *connect.Request[ad
 	if err != nil {
 		return nil, convert.WireError(err)
 	}
-	out := &adminv1.GetMachineHistoryResponse{MachineId: m.ID, Limit: lifecycle.HistoryLimit}
+	out := &adminv1.GetMachineHistoryResponse{MachineId: m.ID, Limit: record.HistoryLimit}
 	now := s.now()
 	for _, t := range m.History {
 		out.Transitions = append(out.Transitions, transitionToProto(t, now))

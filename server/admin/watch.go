@@ -11,7 +11,7 @@ import (
 
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 const (
@@ -55,7 +55,7 @@ func (s *Service) WatchMachines(ctx context.Context, _ *connect.Request[adminv1.
 // watchRound sends a snapshot and then the changes from ch. Subscribing
 // before the snapshot means nothing published in between is missed; what
 // both carry is deduplicated by revision.
-func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, lost func() bool,
+func (s *Service) watchRound(ctx context.Context, ch <-chan record.Machine, lost func() bool,
 	stream *connect.ServerStream[adminv1.WatchMachinesResponse]) error {
 	all, err := s.all(ctx)
 	if err != nil {
@@ -132,8 +132,8 @@ func (s *Service) watchRound(ctx context.Context, ch <-chan lifecycle.Machine, l
 
 // drain takes what else is already queued (up to one chunk), keeping only
 // the newest record per machine, so a burst goes out as one message.
-func drain(first lifecycle.Machine, ch <-chan lifecycle.Machine) []lifecycle.Machine {
-	out := []lifecycle.Machine{first}
+func drain(first record.Machine, ch <-chan record.Machine) []record.Machine {
+	out := []record.Machine{first}
 	pos := map[string]int{first.ID: 0}
 	for len(out) < chunk {
 		select {
@@ -158,11 +158,11 @@ func drain(first lifecycle.Machine, ch <-chan lifecycle.Machine) []lifecycle.Mac
 
 // all returns every machine record, ordered by id. A full engine List
 // never hides a machine, so one call is enough.
-func (s *Service) all(ctx context.Context) ([]lifecycle.Machine, error) {
-	res, err := s.eng.List(ctx, lifecycle.ListQuery{})
+func (s *Service) all(ctx context.Context) ([]record.Machine, error) {
+	res, err := s.eng.List(ctx, record.ListQuery{})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(res.Machines, func(a, b lifecycle.Machine) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(res.Machines, func(a, b record.Machine) int { return cmp.Compare(a.ID, b.ID) })
 	return res.Machines, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // bootEvery is how often a watch looks for boot phases that changed
@@ -23,7 +23,7 @@ type bootTrack struct {
 }
 
 type bootSent struct {
-	m   lifecycle.Machine
+	m   record.Machine
 	key string // phase and reason as sent
 }
 
@@ -46,11 +46,11 @@ func (b *bootTrack) ticker() (<-chan time.Time, func()) {
 }
 
 // note records what was sent of m.
-func (b *bootTrack) note(m lifecycle.Machine, v *adminv1.AdminMachine) {
+func (b *bootTrack) note(m record.Machine, v *adminv1.AdminMachine) {
 	if b == nil {
 		return
 	}
-	if m.State != lifecycle.Creating && m.State != lifecycle.Idle {
+	if m.State != record.Creating && m.State != record.Idle {
 		delete(b.sent, m.ID)
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // bootBackend is a backend whose guests' boot statuses the test sets.
@@ -49,11 +49,11 @@ func TestBootChangesWithoutRevision(t *testing.T) {
 	s := &Service{eng: bootEngine{be: be}}
 	tr := s.newBootTrack()
 	now := time.Now()
-	idle := lifecycle.Machine{ID: "m1", State: lifecycle.Idle, Revision: 7}
-	conf := lifecycle.Machine{ID: "m2", State: lifecycle.Configured, Revision: 9}
+	idle := record.Machine{ID: "m1", State: record.Idle, Revision: 7}
+	conf := record.Machine{ID: "m2", State: record.Configured, Revision: 9}
 	be.set("m1", &backend.BootStatus{Phase: backend.BootBooting, Reason: "started again by reconcile"})
 	be.set("m2", &backend.BootStatus{Phase: backend.BootBooting, Reason: "stale"})
-	for _, m := range []lifecycle.Machine{idle, conf} {
+	for _, m := range []record.Machine{idle, conf} {
 		v := s.machineView(m, now)
 		tr.note(m, v)
 	}

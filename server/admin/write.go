@@ -9,7 +9,7 @@ import (
 
 	adminv1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/admin/v1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 const (
@@ -94,7 +94,7 @@ func (s *Service) allow(ctx context.Context, action string, target slog.Attr, p 
 	s.writes.WithLabelValues(action, "denied", a.label).Inc()
 	s.log.Warn("admin write refused", "action", action, target, "identity", a.identity,
 		"reason", a.reason, "peer", p.Addr, "protocol", p.Protocol)
-	return a, convert.WireError(&lifecycle.Error{Code: lifecycle.CodePermission, Msg: a.reason})
+	return a, convert.WireError(&record.Error{Code: record.CodePermission, Msg: a.reason})
 }
 
 // done logs and counts a write that was allowed to run, under the
@@ -125,8 +125,8 @@ func (s *Service) ReleaseMachine(ctx context.Context, req *connect.Request[admin
 	if err != nil {
 		return nil, err
 	}
-	var ack lifecycle.Ack
-	err = &lifecycle.Error{Code: lifecycle.CodeInvalid, Msg: "id is required"}
+	var ack record.Ack
+	err = &record.Error{Code: record.CodeInvalid, Msg: "id is required"}
 	if id != "" {
 		ack, err = s.eng.Release(ctx, id)
 	}

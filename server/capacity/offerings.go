@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Capacity type spellings used in files and on the command line. libvirt
@@ -42,14 +42,14 @@ type Offering struct {
 
 // ParseCapacityType maps "on_demand" / "bare_metal" to the engine's enum.
 // The empty string means on_demand, the default of --capacity-type.
-func ParseCapacityType(s string) (lifecycle.CapacityType, error) {
+func ParseCapacityType(s string) (record.CapacityType, error) {
 	switch s {
 	case OnDemand, "":
-		return lifecycle.CapacityOnDemand, nil
+		return record.CapacityOnDemand, nil
 	case BareMetal:
-		return lifecycle.CapacityBareMetal, nil
+		return record.CapacityBareMetal, nil
 	}
-	return lifecycle.CapacityUnspecified,
+	return record.CapacityUnspecified,
 		fmt.Errorf("capacity_type %q is not offered by libvirt (%s or %s)", s, OnDemand, BareMetal)
 }
 

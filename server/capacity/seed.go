@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Model is a validated capacity model. It is immutable and safe for
@@ -20,7 +20,7 @@ type Model struct {
 // so seeding 100k slots is a loop of map clones.
 type resolved struct {
 	Offering
-	capacity    lifecycle.CapacityType
+	capacity    record.CapacityType
 	it          InstanceType
 	price       float64
 	prefix      string
@@ -43,7 +43,7 @@ func newModel(cfg Config, types map[string]InstanceType, offs []Offering) *Model
 			resources:   maps.Clone(o.Resources),
 			labels:      maps.Clone(o.Labels),
 		}
-		if ct != lifecycle.CapacityBareMetal { // bare metal is owned: price 0
+		if ct != record.CapacityBareMetal { // bare metal is owned: price 0
 			r.price = hourlyPrice(it, cfg.Prices, cfg.PricePerVCPUHour, cfg.PricePerGiBHour)
 		}
 		if len(r.resources) == 0 {
@@ -92,8 +92,8 @@ func (m *Model) Size() int {
 // Seed returns one SPECULATIVE record per slot, in offering order then
 // index order. Every record owns its maps. The engine adds the ids it does
 // not know yet and leaves known ones alone, which is why ids are stable.
-func (m *Model) Seed() []lifecycle.Machine {
-	out := make([]lifecycle.Machine, 0, m.Size())
+func (m *Model) Seed() []record.Machine {
+	out := make([]record.Machine, 0, m.Size())
 	for _, r := range m.offerings {
 		for i := range r.Count {
 			out = append(out, r.machine(i))
@@ -102,10 +102,10 @@ func (m *Model) Seed() []lifecycle.Machine {
 	return out
 }
 
-func (r *resolved) machine(i int) lifecycle.Machine {
-	return lifecycle.Machine{
+func (r *resolved) machine(i int) record.Machine {
+	return record.Machine{
 		ID:           r.prefix + "-" + index(i),
-		State:        lifecycle.Speculative,
+		State:        record.Speculative,
 		InstanceType: r.InstanceType,
 		Zone:         r.Zone,
 		CapacityType: r.capacity,
@@ -123,13 +123,13 @@ func (r *resolved) machine(i int) lifecycle.Machine {
 // zone for bare metal, e.g. "zone-a-kvm-small-0007", "zone-a-bm-kvm-large-0000".
 // Build refuses offerings whose prefixes collide; since the index is
 // all digits after the last dash, distinct prefixes give distinct ids.
-func MachineID(zone, instanceType string, ct lifecycle.CapacityType, i int) string {
+func MachineID(zone, instanceType string, ct record.CapacityType, i int) string {
 	return idPrefix(zone, instanceType, ct) + "-" + index(i)
 }
 
-func idPrefix(zone, instanceType string, ct lifecycle.CapacityType) string {
+func idPrefix(zone, instanceType string, ct record.CapacityType) string {
 	t := strings.ReplaceAll(instanceType, ".", "-")
-	if ct == lifecycle.CapacityBareMetal {
+	if ct == record.CapacityBareMetal {
 		return zone + "-bm-" + t
 	}
 	return zone + "-" + t

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func mustBuild(t *testing.T, mut func(*Config), typesJSON, offeringsJSON string) *Model {
@@ -34,8 +34,8 @@ func TestDefaultSeed(t *testing.T) {
 		t.Fatalf("split %v", perZone)
 	}
 	m := ms[0]
-	want := lifecycle.Machine{ID: "zone-a-kvm-small-0000", State: lifecycle.Speculative, InstanceType: "kvm.small",
-		Zone: "zone-a", CapacityType: lifecycle.CapacityOnDemand, VCPU: 2, MemoryMiB: 4096}
+	want := record.Machine{ID: "zone-a-kvm-small-0000", State: record.Speculative, InstanceType: "kvm.small",
+		Zone: "zone-a", CapacityType: record.CapacityOnDemand, VCPU: 2, MemoryMiB: 4096}
 	if m.ID != want.ID || m.State != want.State || m.InstanceType != want.InstanceType || m.Zone != want.Zone ||
 		m.CapacityType != want.CapacityType || m.VCPU != 2 || m.MemoryMiB != 4096 {
 		t.Fatalf("got %+v", m)
@@ -87,7 +87,7 @@ func TestBareMetal(t *testing.T) {
 	t.Parallel()
 	m := mustBuild(t, func(c *Config) { c.CapacityType = BareMetal; c.SeedCount = 2 }, "", "")
 	ms := m.Seed()
-	if ms[0].ID != "zone-a-bm-kvm-small-0000" || ms[0].CapacityType != lifecycle.CapacityBareMetal || ms[0].PricePerHour != 0 {
+	if ms[0].ID != "zone-a-bm-kvm-small-0000" || ms[0].CapacityType != record.CapacityBareMetal || ms[0].PricePerHour != 0 {
 		t.Fatalf("got %+v", ms[0])
 	}
 }
@@ -179,10 +179,10 @@ func TestResourcesDifferFromAllocatable(t *testing.T) {
 
 func TestMachineIDFormat(t *testing.T) {
 	t.Parallel()
-	if got := MachineID("zone-a", "kvm.small", lifecycle.CapacityOnDemand, 12345); got != "zone-a-kvm-small-12345" {
+	if got := MachineID("zone-a", "kvm.small", record.CapacityOnDemand, 12345); got != "zone-a-kvm-small-12345" {
 		t.Fatal(got)
 	}
-	if got := MachineID("z", "kvm.large", lifecycle.CapacityBareMetal, 3); got != "z-bm-kvm-large-0003" {
+	if got := MachineID("z", "kvm.large", record.CapacityBareMetal, 3); got != "z-bm-kvm-large-0003" {
 		t.Fatal(got)
 	}
 }

@@ -10,15 +10,15 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestMachineToProto(t *testing.T) {
 	t.Parallel()
-	m := lifecycle.Machine{
-		ID: "m", State: lifecycle.Configured, Host: lifecycle.HostRef{Provider: "p", Ref: "z/d"},
+	m := record.Machine{
+		ID: "m", State: record.Configured, Host: record.HostRef{Provider: "p", Ref: "z/d"},
 		Labels: map[string]string{"a": "1"}, ShardMetadata: map[string]string{"k": "v"},
-		Resources: map[string]string{"cpu": "1"}, Cluster: "c", CapacityType: lifecycle.CapacitySpot,
+		Resources: map[string]string{"cpu": "1"}, Cluster: "c", CapacityType: record.CapacitySpot,
 		InterruptionProbability: 0.1,
 	}
 	p := MachineToProto(m)
@@ -29,15 +29,15 @@ func TestMachineToProto(t *testing.T) {
 	if p.GetHost().GetRef() != "z/d" || p.GetCluster() != "c" || p.GetCapacityType() != pb.CapacityType_CAPACITY_TYPE_SPOT {
 		t.Errorf("fields lost: %v", p)
 	}
-	if MachineToProto(lifecycle.Machine{State: lifecycle.Creating}).Host != nil {
+	if MachineToProto(record.Machine{State: record.Creating}).Host != nil {
 		t.Error("zero HostRef must be absent")
 	}
-	for _, s := range []lifecycle.State{lifecycle.StateUnspecified, -1, 99} {
+	for _, s := range []record.State{record.StateUnspecified, -1, 99} {
 		if got := stateToProto(s); got == pb.MachineState_MACHINE_STATE_UNSPECIFIED {
 			t.Errorf("state %d mapped to UNSPECIFIED", s)
 		}
 	}
-	for _, s := range lifecycle.AllStates {
+	for _, s := range record.AllStates {
 		if got := stateToProto(s); got.String() != "MACHINE_STATE_"+s.String() {
 			t.Errorf("state %v → %v", s, got)
 		}
@@ -47,25 +47,25 @@ func TestMachineToProto(t *testing.T) {
 // TestErrorTable pins the one error→code mapping.
 func TestErrorTable(t *testing.T) {
 	t.Parallel()
-	le := func(c lifecycle.Code) error { return &lifecycle.Error{Code: c, Msg: "m"} }
+	le := func(c record.Code) error { return &record.Error{Code: c, Msg: "m"} }
 	cases := []struct {
 		err  error
 		want connect.Code
 	}{
-		{le(lifecycle.CodeInvalid), connect.CodeInvalidArgument},
-		{le(lifecycle.CodeFenced), connect.CodeFailedPrecondition},
-		{le(lifecycle.CodeNotFound), connect.CodeNotFound},
-		{le(lifecycle.CodeUnimplemented), connect.CodeUnimplemented},
-		{le(lifecycle.CodeAborted), connect.CodeAborted},
-		{le(lifecycle.CodeUnavailable), connect.CodeUnavailable},
-		{le(lifecycle.CodePermission), connect.CodePermissionDenied},
+		{le(record.CodeInvalid), connect.CodeInvalidArgument},
+		{le(record.CodeFenced), connect.CodeFailedPrecondition},
+		{le(record.CodeNotFound), connect.CodeNotFound},
+		{le(record.CodeUnimplemented), connect.CodeUnimplemented},
+		{le(record.CodeAborted), connect.CodeAborted},
+		{le(record.CodeUnavailable), connect.CodeUnavailable},
+		{le(record.CodePermission), connect.CodePermissionDenied},
 		{le(99), connect.CodeInternal},
-		{fmt.Errorf("wrapped: %w", le(lifecycle.CodeFenced)), connect.CodeFailedPrecondition},
+		{fmt.Errorf("wrapped: %w", le(record.CodeFenced)), connect.CodeFailedPrecondition},
 		{context.Canceled, connect.CodeCanceled},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), connect.CodeDeadlineExceeded},
 		{fmt.Errorf("zone z: %w", backend.ErrHostUnavailable), connect.CodeUnavailable},
 		{errors.New("disk on fire"), connect.CodeInternal},
-		{WireError(le(lifecycle.CodeAborted)), connect.CodeAborted}, // already mapped: passes through
+		{WireError(le(record.CodeAborted)), connect.CodeAborted}, // already mapped: passes through
 	}
 	for _, tc := range cases {
 		if got := connect.CodeOf(WireError(tc.err)); got != tc.want {
@@ -77,7 +77,7 @@ func TestErrorTable(t *testing.T) {
 	}
 	// FailedPrecondition is reserved for fencing.
 	for c := range codeOf {
-		if c != lifecycle.CodeFenced && codeOf[c] == connect.CodeFailedPrecondition {
+		if c != record.CodeFenced && codeOf[c] == connect.CodeFailedPrecondition {
 			t.Errorf("code %d also maps to FailedPrecondition", c)
 		}
 	}
@@ -88,7 +88,7 @@ func TestErrorTable(t *testing.T) {
 // another value (not a copy) is kept.
 func TestWireLabelsDropMirrors(t *testing.T) {
 	t.Parallel()
-	base := lifecycle.Machine{ID: "m", InstanceType: "kvm.small", Zone: "zone-a"}
+	base := record.Machine{ID: "m", InstanceType: "kvm.small", Zone: "zone-a"}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string

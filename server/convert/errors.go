@@ -7,21 +7,21 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/bigfleet/libvirt-provider/backend"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // codeOf is THE error→wire-code table. FailedPrecondition comes from
-// lifecycle.CodeFenced and nothing else: BigFleet reads it as "you were
+// record.CodeFenced and nothing else: BigFleet reads it as "you were
 // fenced", so any other use would make a shard give up its lease.
-var codeOf = map[lifecycle.Code]connect.Code{
-	lifecycle.CodeInvalid:       connect.CodeInvalidArgument,
-	lifecycle.CodeFenced:        connect.CodeFailedPrecondition,
-	lifecycle.CodeNotFound:      connect.CodeNotFound,
-	lifecycle.CodeUnimplemented: connect.CodeUnimplemented,
-	lifecycle.CodeAborted:       connect.CodeAborted,
-	lifecycle.CodeUnavailable:   connect.CodeUnavailable,
-	lifecycle.CodePermission:    connect.CodePermissionDenied,
-	lifecycle.CodeExhausted:     connect.CodeResourceExhausted,
+var codeOf = map[record.Code]connect.Code{
+	record.CodeInvalid:       connect.CodeInvalidArgument,
+	record.CodeFenced:        connect.CodeFailedPrecondition,
+	record.CodeNotFound:      connect.CodeNotFound,
+	record.CodeUnimplemented: connect.CodeUnimplemented,
+	record.CodeAborted:       connect.CodeAborted,
+	record.CodeUnavailable:   connect.CodeUnavailable,
+	record.CodePermission:    connect.CodePermissionDenied,
+	record.CodeExhausted:     connect.CodeResourceExhausted,
 }
 
 // WireError turns any error a handler, checker or interceptor produced into
@@ -41,7 +41,7 @@ func WireError(err error) error {
 }
 
 func classify(err error) connect.Code {
-	var le *lifecycle.Error
+	var le *record.Error
 	switch {
 	case errors.As(err, &le):
 		if c, ok := codeOf[le.Code]; ok {

@@ -5,19 +5,19 @@ import (
 
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/server/capacity"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // The engine's enums share the wire numbering (see lifecycle/record), so
 // mapping is a cast. The guard below is the one place that would notice if
 // that stopped being true.
-var _ = [1]struct{}{}[int(lifecycle.Failed)-int(pb.MachineState_MACHINE_STATE_FAILED)]
+var _ = [1]struct{}{}[int(record.Failed)-int(pb.MachineState_MACHINE_STATE_FAILED)]
 
 // MachineToProto builds the wire view of a record (also used by the admin
 // API, so both show a machine identically). Maps are copied so the
 // marshaller never reads memory the engine might reuse, and the host stays
 // absent (nil) until a VM exists, as the contract requires.
-func MachineToProto(m lifecycle.Machine) *pb.Machine {
+func MachineToProto(m record.Machine) *pb.Machine {
 	out := &pb.Machine{
 		Id:                      m.ID,
 		State:                   stateToProto(m.State),
@@ -33,7 +33,7 @@ func MachineToProto(m lifecycle.Machine) *pb.Machine {
 		Cluster:                 m.Cluster,
 		ShardMetadata:           maps.Clone(m.ShardMetadata),
 	}
-	if m.Host != (lifecycle.HostRef{}) {
+	if m.Host != (record.HostRef{}) {
 		out.Host = &pb.HostRef{Provider: m.Host.Provider, Ref: m.Host.Ref}
 	}
 	return out
@@ -41,8 +41,8 @@ func MachineToProto(m lifecycle.Machine) *pb.Machine {
 
 // stateToProto never emits UNSPECIFIED: a record in an impossible state is
 // reported as FAILED, which BigFleet handles, rather than a value it rejects.
-func stateToProto(s lifecycle.State) pb.MachineState {
-	if s <= lifecycle.StateUnspecified || s > lifecycle.Failed {
+func stateToProto(s record.State) pb.MachineState {
+	if s <= record.StateUnspecified || s > record.Failed {
 		return pb.MachineState_MACHINE_STATE_FAILED
 	}
 	return pb.MachineState(s)
@@ -63,7 +63,7 @@ func resourcesToProto(m map[string]string) *pb.Resources {
 // machine's 206 bytes, 42% of a full List (docs/wire-fields.md). A label
 // with one of those keys but another value is not a copy and is kept
 // (the capacity model refuses such offerings, older state files aside).
-func wireLabels(m lifecycle.Machine) map[string]string {
+func wireLabels(m record.Machine) map[string]string {
 	mirror := func(k, v string) bool {
 		return (k == capacity.LabelInstanceType && v == m.InstanceType) ||
 			(k == capacity.LabelZone && v == m.Zone)

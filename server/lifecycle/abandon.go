@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/resume"
 )
 
@@ -16,14 +17,14 @@ const abandonTimeout = resume.AbandonTimeout
 // could otherwise still join the node to the cluster) before the machine
 // is reported FAILED. Through the call gate, like every backend call on a
 // machine; a failure is logged and returned for last_error.
-func (e *Engine) abandonConfigure(op Machine) error {
+func (e *Engine) abandonConfigure(op record.Machine) error {
 	ab := e.can.Abandoner
 	if ab == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(e.bgCtx, abandonTimeout)
 	defer cancel()
-	leave, running, err := e.calls.Enter(ctx, op.ID, OpConfigure)
+	leave, running, err := e.calls.Enter(ctx, op.ID, record.OpConfigure)
 	if err != nil {
 		err = fmt.Errorf("the machine's %s call did not return: %w", running, err)
 		e.log.Warn("could not clean up after a Configure cut by a restart", "machine", op.ID, "op", op.OperationID, "err", err)
@@ -35,7 +36,7 @@ func (e *Engine) abandonConfigure(op Machine) error {
 
 // abandonGuest is abandonConfigure's backend call, bounded by within, for
 // a caller that holds the machine's call gate.
-func (e *Engine) abandonGuest(op Machine, within time.Duration) error {
+func (e *Engine) abandonGuest(op record.Machine, within time.Duration) error {
 	ab := e.can.Abandoner
 	if ab == nil {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // abandoningBackend records AbandonConfigure calls and fails them with err.
@@ -40,14 +41,14 @@ func cutConfigure(t *testing.T, ab *abandoningBackend) *fixture {
 	f.wrap = ab
 	f.start(2)
 	f.toIdle("m000")
-	f.be.setDelay(OpConfigure, time.Hour)
-	if _, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
+	f.be.setDelay(record.OpConfigure, time.Hour)
+	if _, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	f.e.Shutdown(ctx)
-	f.be.setDelay(OpConfigure, 0)
+	f.be.setDelay(record.OpConfigure, 0)
 	f.start(2)
 	return f
 }
@@ -57,7 +58,7 @@ func cutConfigure(t *testing.T, ab *abandoningBackend) *fixture {
 func TestInterruptedConfigureIsCleanedUp(t *testing.T) {
 	ab := &abandoningBackend{}
 	f := cutConfigure(t, ab)
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "interrupted by a provider restart") || strings.Contains(m.LastError, "cleaning") {
 		t.Errorf("last_error %q", m.LastError)
 	}
@@ -71,7 +72,7 @@ func TestInterruptedConfigureIsCleanedUp(t *testing.T) {
 func TestInterruptedConfigureCleanupFailureIsSaid(t *testing.T) {
 	ab := &abandoningBackend{err: errors.New("guest agent not responding")}
 	f := cutConfigure(t, ab)
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "cleaning the guest failed too: guest agent not responding") {
 		t.Errorf("last_error %q", m.LastError)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // addrBackend is the test backend plus backend.GuestAddresser.
@@ -58,7 +59,7 @@ func TestConfigureRecordsGuestAddresses(t *testing.T) {
 		t.Fatalf("addresses %q, want %q", m.GuestAddresses(), want)
 	}
 	last := m.History[len(m.History)-1]
-	if last.Kind != OpConfigure || last.Note != "addresses: eth0 192.0.2.10/24, eth0 2001:db8::10/64" {
+	if last.Kind != record.OpConfigure || last.Note != "addresses: eth0 192.0.2.10/24, eth0 2001:db8::10/64" {
 		t.Fatalf("history entry %+v", last)
 	}
 	if st := f.st.stored("m000"); st.History[len(st.History)-1].Note != last.Note {
@@ -79,49 +80,49 @@ func TestConfigureRecordsGuestAddresses(t *testing.T) {
 	ab.set([]string{"eth0 192.0.2.11/24"}, nil)
 	f.toConfigured2("m000", "c1")
 	drainTo(f, "m000")
-	if _, err := f.e.Delete(t.Context(), DeleteRequest{MachineID: "m000"}); err != nil {
+	if _, err := f.e.Delete(t.Context(), record.DeleteRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	if m := f.waitState("m000", Speculative); m.GuestAddresses() != nil {
+	if m := f.waitState("m000", record.Speculative); m.GuestAddresses() != nil {
 		t.Fatalf("deleted machine keeps addresses %q", m.GuestAddresses())
 	}
 }
 
 func (f *fixture) toConfigured2(id, c string) {
 	f.t.Helper()
-	if _, err := f.e.Configure(context.Background(), ConfigureRequest{MachineID: id, ClusterID: c}); err != nil {
+	if _, err := f.e.Configure(context.Background(), record.ConfigureRequest{MachineID: id, ClusterID: c}); err != nil {
 		f.t.Fatal(err)
 	}
-	f.waitState(id, Configured)
+	f.waitState(id, record.Configured)
 }
 
 func drainTo(f *fixture, id string) {
 	f.t.Helper()
-	if _, err := f.e.Drain(context.Background(), DrainRequest{MachineID: id}); err != nil {
+	if _, err := f.e.Drain(context.Background(), record.DrainRequest{MachineID: id}); err != nil {
 		f.t.Fatal(err)
 	}
-	f.waitState(id, Idle)
+	f.waitState(id, record.Idle)
 }
 
 func TestGuestAddressesFromHistory(t *testing.T) {
 	t.Parallel()
-	cfg := func(outcome, note string) Transition {
-		return Transition{Kind: OpConfigure, Outcome: outcome, Note: note}
+	cfg := func(outcome, note string) record.Transition {
+		return record.Transition{Kind: record.OpConfigure, Outcome: outcome, Note: note}
 	}
 	for _, tc := range []struct {
 		name string
-		h    []Transition
+		h    []record.Transition
 		want []string
 	}{
 		{"none", nil, nil},
-		{"configured", []Transition{{Kind: OpCreate, Outcome: "succeeded"}, cfg("succeeded", "addresses: eth0 192.0.2.1/24, eth1 198.51.100.2/24")},
+		{"configured", []record.Transition{{Kind: record.OpCreate, Outcome: "succeeded"}, cfg("succeeded", "addresses: eth0 192.0.2.1/24, eth1 198.51.100.2/24")},
 			[]string{"eth0 192.0.2.1/24", "eth1 198.51.100.2/24"}},
-		{"drained keeps", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), {Kind: OpDrain, Outcome: "succeeded"}}, []string{"eth0 192.0.2.1/24"}},
-		{"failed configure skipped", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), cfg("failed", "")}, []string{"eth0 192.0.2.1/24"}},
-		{"unread", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), cfg("succeeded", "")}, nil},
-		{"new VM", []Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), {Kind: OpDelete, Outcome: "succeeded"}, {Kind: OpCreate, Outcome: "succeeded"}}, nil},
+		{"drained keeps", []record.Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), {Kind: record.OpDrain, Outcome: "succeeded"}}, []string{"eth0 192.0.2.1/24"}},
+		{"failed configure skipped", []record.Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), cfg("failed", "")}, []string{"eth0 192.0.2.1/24"}},
+		{"unread", []record.Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), cfg("succeeded", "")}, nil},
+		{"new VM", []record.Transition{cfg("succeeded", "addresses: eth0 192.0.2.1/24"), {Kind: record.OpDelete, Outcome: "succeeded"}, {Kind: record.OpCreate, Outcome: "succeeded"}}, nil},
 	} {
-		m := Machine{History: tc.h}
+		m := record.Machine{History: tc.h}
 		if got := m.GuestAddresses(); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}

@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"strings"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestClusterIDCharset (issue 15 case 8): a cluster_id with a control
@@ -28,19 +30,19 @@ func TestClusterIDCharset(t *testing.T) {
 		{"csi\u009b", "U+009B"},
 		{"bad\xffutf8", "not valid UTF-8"},
 		{"", "required"},
-		{strings.Repeat("x", MaxClusterIDBytes+1), "the limit is 253"},
+		{strings.Repeat("x", record.MaxClusterIDBytes+1), "the limit is 253"},
 		{"prod-eu-1", ""},
 		{"Cluster_01.k8s:v2/blue", ""},
 		{" spaced out ", ""},
 		{"ünïcødé 集群 🚀", ""},
 		{"nbsp\u00a0ok", ""},
 		{"\u200bzero-width", ""},
-		{strings.Repeat("y", MaxClusterIDBytes), ""},
+		{strings.Repeat("y", record.MaxClusterIDBytes), ""},
 	}
 	for i, tc := range tests {
 		f := newFixture(t, 1)
 		f.toIdle("m000")
-		ack, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: tc.id, Token: tok("s", 1, int64(i))})
+		ack, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: tc.id, Token: tok("s", 1, int64(i))})
 		if tc.refused == "" {
 			if err != nil {
 				t.Fatalf("cluster_id %q refused: %v", tc.id, err)
@@ -50,11 +52,11 @@ func TestClusterIDCharset(t *testing.T) {
 			}
 			continue
 		}
-		if codeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "cluster_id") || !strings.Contains(err.Error(), tc.refused) {
+		if codeOf(err) != record.CodeInvalid || !strings.Contains(err.Error(), "cluster_id") || !strings.Contains(err.Error(), tc.refused) {
 			t.Fatalf("cluster_id %q: %v, want InvalidArgument naming cluster_id and %q", tc.id, err, tc.refused)
 		}
 		m, _ := f.e.Get(t.Context(), "m000")
-		if m.State != Idle || m.Cluster != "" || len(f.e.Marks()) != 0 {
+		if m.State != record.Idle || m.Cluster != "" || len(f.e.Marks()) != 0 {
 			t.Fatalf("refused cluster_id %q changed something: %s %q, marks %v", tc.id, m.State, m.Cluster, f.e.Marks())
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // cutConfigureAndLoseState accepts a Configure of m000 (cluster c, shard
@@ -22,12 +23,12 @@ func cutConfigureAndLoseState(t *testing.T, trace *backend.ConfigureTrace) (*Eng
 	be := fake.New(fake.Options{})
 	e := newStreamEngine(t, be, 2)
 	startListed(e, context.Background())
-	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Idle })
+	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == record.Idle })
 	be.SetHang(fake.OpConfigure, true)
-	ack, err := e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c",
+	ack, err := e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c",
 		BootstrapBlob: []byte("secret"), ShardMetadata: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
@@ -52,26 +53,26 @@ func cutConfigureAndLoseState(t *testing.T, trace *backend.ConfigureTrace) (*Eng
 }
 
 // settled waits until m000 leaves CONFIGURING on e and returns it.
-func settled(t *testing.T, e *Engine) Machine {
+func settled(t *testing.T, e *Engine) record.Machine {
 	t.Helper()
-	var m Machine
+	var m record.Machine
 	waitFor(t, "m000 out of CONFIGURING", func() bool {
 		m, _ = e.Get(t.Context(), "m000")
-		return m.State != Configuring && m.State != Speculative
+		return m.State != record.Configuring && m.State != record.Speculative
 	})
 	return m
 }
 
 // resumedEntry is the history entry of the resumed Configure op.
-func resumedEntry(t *testing.T, m Machine, op string) Transition {
+func resumedEntry(t *testing.T, m record.Machine, op string) record.Transition {
 	t.Helper()
 	for _, h := range m.History {
-		if h.OperationID == op && h.Kind == OpConfigure && strings.Contains(h.Note, reconcile.OutcomeConfigureResumed) {
+		if h.OperationID == op && h.Kind == record.OpConfigure && strings.Contains(h.Note, reconcile.OutcomeConfigureResumed) {
 			return h
 		}
 	}
 	t.Fatalf("no resumed Configure %s in the history %+v", op, m.History)
-	return Transition{}
+	return record.Transition{}
 }
 
 // A Configure cut before its hook started, then the state file lost: the
@@ -84,10 +85,10 @@ func TestCutConfigureLostStateNeverStartedRollsBack(t *testing.T) {
 	t.Parallel()
 	e, be, op := cutConfigureAndLoseState(t, nil)
 	m := settled(t, e)
-	if m.State != Idle || !strings.Contains(m.LastError, "rolled back to IDLE") || m.Cluster != "" {
+	if m.State != record.Idle || !strings.Contains(m.LastError, "rolled back to IDLE") || m.Cluster != "" {
 		t.Fatalf("m000: %s cluster %q last_error %q; want IDLE, rolled back", m.State, m.Cluster, m.LastError)
 	}
-	if h := resumedEntry(t, m, op); h.Outcome != "rolled_back" || h.To != Idle {
+	if h := resumedEntry(t, m, op); h.Outcome != "rolled_back" || h.To != record.Idle {
 		t.Errorf("history entry %+v", h)
 	}
 	vm, _ := be.VM("m000")
@@ -96,10 +97,13 @@ func TestCutConfigureLostStateNeverStartedRollsBack(t *testing.T) {
 	}
 	// Another pass adopts nothing anew, and a new Configure is accepted.
 	e.Reconcile(t.Context())
-	if _, err := e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c2"}); err != nil {
+	if _, err := e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c2"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 CONFIGURED for c2", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Configured && m.Cluster == "c2" })
+	waitFor(t, "m000 CONFIGURED for c2", func() bool {
+		m, _ := e.Get(t.Context(), "m000")
+		return m.State == record.Configured && m.Cluster == "c2"
+	})
 }
 
 // The hook had finished ok: the rebuilt provider finishes the Configure
@@ -109,10 +113,10 @@ func TestCutConfigureLostStateHookSucceededConfigured(t *testing.T) {
 	t.Parallel()
 	e, be, op := cutConfigureAndLoseState(t, &backend.ConfigureTrace{Hook: backend.HookSucceeded})
 	m := settled(t, e)
-	if m.State != Configured || m.Cluster != "c" || m.ShardMetadata["k"] != "v" || m.OperationID != op || m.LastError != "" {
+	if m.State != record.Configured || m.Cluster != "c" || m.ShardMetadata["k"] != "v" || m.OperationID != op || m.LastError != "" {
 		t.Fatalf("m000: %+v; want CONFIGURED for c under %s", m, op)
 	}
-	if h := resumedEntry(t, m, op); h.Outcome != "succeeded" || h.To != Configured {
+	if h := resumedEntry(t, m, op); h.Outcome != "succeeded" || h.To != record.Configured {
 		t.Errorf("history entry %+v", h)
 	}
 	vm, _ := be.VM("m000")
@@ -126,7 +130,7 @@ func TestCutConfigureLostStateHookFailedFails(t *testing.T) {
 	t.Parallel()
 	e, _, op := cutConfigureAndLoseState(t, &backend.ConfigureTrace{Hook: backend.HookFailed, ExitCode: 3})
 	m := settled(t, e)
-	if m.State != Failed || !strings.Contains(m.LastError, "bootstrap hook had exited with status 3") {
+	if m.State != record.Failed || !strings.Contains(m.LastError, "bootstrap hook had exited with status 3") {
 		t.Fatalf("m000: %s last_error %q; want FAILED naming status 3", m.State, m.LastError)
 	}
 	if h := resumedEntry(t, m, op); h.Outcome != "failed" || h.LastError != m.LastError {

@@ -11,6 +11,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // errKilled cuts a Delete after its intent, as a provider SIGKILLed there
@@ -21,7 +22,7 @@ var errKilled = fmt.Errorf("provider killed mid-Delete: %w", backend.ErrHostUnav
 // backend cut it after the intent is on the VM, stops e as a kill would,
 // and returns a provider rebuilt on be from an empty state file, started
 // and listed once, with the Delete's operation id.
-func cutAndLoseState(t *testing.T, e *Engine, be *fake.Backend, id string, accept func() (Ack, error)) (*Engine, string) {
+func cutAndLoseState(t *testing.T, e *Engine, be *fake.Backend, id string, accept func() (record.Ack, error)) (*Engine, string) {
 	t.Helper()
 	be.SetFailure(fake.OpDeleteCut, id, errKilled)
 	ack, err := accept()
@@ -35,7 +36,7 @@ func cutAndLoseState(t *testing.T, e *Engine, be *fake.Backend, id string, accep
 	be.SetFailure(fake.OpDeleteCut, id, nil)
 
 	e2 := newStreamEngine(t, be, 2) // a new, empty store: the state file is lost
-	if m, _ := e2.Get(t.Context(), id); m.State != Speculative {
+	if m, _ := e2.Get(t.Context(), id); m.State != record.Speculative {
 		t.Fatalf("rebuilt record before listing: %s", m.State)
 	}
 	startListed(e2, context.Background())
@@ -53,12 +54,12 @@ func checkResumed(t *testing.T, e *Engine, be *fake.Backend, id, op string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.State != Speculative {
+	if m.State != record.Speculative {
 		t.Fatalf("machine after the rebuild: %s (last_error %q), want SPECULATIVE: a Delete begun on the host must not be undone", m.State, m.LastError)
 	}
 	var resumed, finished bool
 	for _, h := range m.History {
-		if h.To == Idle || h.To == Configured {
+		if h.To == record.Idle || h.To == record.Configured {
 			t.Fatalf("history shows the machine adopted: %+v", h)
 		}
 		resumed = resumed || (h.Outcome == reconcile.OutcomeDeleteResumed && h.OperationID == op)
@@ -81,24 +82,24 @@ func TestDeleteSurvivesLostState(t *testing.T) {
 	be := fake.New(fake.Options{})
 	e := newStreamEngine(t, be, 2)
 	startListed(e, context.Background())
-	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Idle })
+	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == record.Idle })
 
-	e2, op := cutAndLoseState(t, e, be, "m000", func() (Ack, error) {
-		return e.Delete(t.Context(), DeleteRequest{MachineID: "m000"})
+	e2, op := cutAndLoseState(t, e, be, "m000", func() (record.Ack, error) {
+		return e.Delete(t.Context(), record.DeleteRequest{MachineID: "m000"})
 	})
 	checkResumed(t, e2, be, "m000", op)
-	ack, err := e2.Delete(t.Context(), DeleteRequest{MachineID: "m000"})
+	ack, err := e2.Delete(t.Context(), record.DeleteRequest{MachineID: "m000"})
 	if err != nil || ack.OperationID != op {
 		t.Fatalf("BigFleet's retried Delete: %+v %v, want acknowledged as %s", ack, err, op)
 	}
 	// The slot is free again: a Create builds a new domain.
-	if _, err := e2.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := e2.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 IDLE again", func() bool { m, _ := e2.Get(t.Context(), "m000"); return m.State == Idle })
+	waitFor(t, "m000 IDLE again", func() bool { m, _ := e2.Get(t.Context(), "m000"); return m.State == record.Idle })
 }
 
 // TestReleaseSurvivesLostState: the same for an operator's Release of a
@@ -109,16 +110,16 @@ func TestReleaseSurvivesLostState(t *testing.T) {
 	e := newStreamEngine(t, be, 2)
 	startListed(e, context.Background())
 	be.SetFailure(fake.OpConfigure, "m000", errors.New("hook exited with status 3"))
-	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Idle })
-	if _, err := e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
+	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == record.Idle })
+	if _, err := e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 FAILED", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Failed })
+	waitFor(t, "m000 FAILED", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == record.Failed })
 
-	e2, op := cutAndLoseState(t, e, be, "m000", func() (Ack, error) { return e.Release(t.Context(), "m000") })
+	e2, op := cutAndLoseState(t, e, be, "m000", func() (record.Ack, error) { return e.Release(t.Context(), "m000") })
 	checkResumed(t, e2, be, "m000", op)
 }
 
@@ -130,12 +131,12 @@ func TestResumedDeleteWaitsForItsHost(t *testing.T) {
 	be := fake.New(fake.Options{})
 	e := newStreamEngine(t, be, 2)
 	startListed(e, context.Background())
-	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Idle })
+	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == record.Idle })
 	be.SetFailure(fake.OpDeleteCut, "m000", errKilled)
-	ack, err := e.Delete(t.Context(), DeleteRequest{MachineID: "m000"})
+	ack, err := e.Delete(t.Context(), record.DeleteRequest{MachineID: "m000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestResumedDeleteWaitsForItsHost(t *testing.T) {
 	for range 3 {
 		e2.Reconcile(t.Context())
 	}
-	if m, _ := e2.Get(t.Context(), "m000"); m.State != Speculative {
+	if m, _ := e2.Get(t.Context(), "m000"); m.State != record.Speculative {
 		t.Fatalf("while its host is dark: %s", m.State)
 	}
 	if _, ok := be.VM("m000"); !ok {
@@ -171,10 +172,10 @@ func TestDeleteIntentUnderIdleRecord(t *testing.T) {
 	be := fake.New(fake.Options{})
 	e := newStreamEngine(t, be, 2)
 	startListed(e, context.Background())
-	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Idle })
+	waitFor(t, "m000 IDLE", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == record.Idle })
 	vm, _ := be.VM("m000")
 	vm.DeleteOperationID = "op-from-the-future"
 	vm.Running, vm.Run = false, backend.RunState{State: backend.RunShutoff, Reason: "destroyed"}
@@ -184,7 +185,7 @@ func TestDeleteIntentUnderIdleRecord(t *testing.T) {
 	e.Reconcile(t.Context())
 	e.Reconcile(t.Context())
 	m, _ := e.Get(t.Context(), "m000")
-	if m.State != Failed || !strings.Contains(m.LastError, "op-from-the-future") {
+	if m.State != record.Failed || !strings.Contains(m.LastError, "op-from-the-future") {
 		t.Fatalf("machine: %s %q, want FAILED naming the Delete", m.State, m.LastError)
 	}
 	if be.Calls(fake.OpStart) != starts {
@@ -193,7 +194,7 @@ func TestDeleteIntentUnderIdleRecord(t *testing.T) {
 	if _, err := e.Release(t.Context(), "m000"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "released", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == Speculative })
+	waitFor(t, "released", func() bool { m, _ := e.Get(t.Context(), "m000"); return m.State == record.Speculative })
 	if _, ok := be.VM("m000"); ok {
 		t.Fatal("Release left the domain")
 	}

@@ -11,12 +11,12 @@
 //
 //   - record: the Machine record and its history, tokens and marks, the
 //     request and answer types, *Error, the request caps, the Store
-//     contract. Aliased here (lifecycle.Machine = record.Machine, …) so
-//     callers need not know the split.
+//     contract. Callers (server, server/admin, server/store, cmd) import
+//     record, index and fence directly; there are no aliases here.
 //   - index: the read model (published records, the revision log and its
 //     cursors, counts, watchers, map interning). It never calls the engine.
 //   - fence: the fencing rule and the mark tables.
-//   - guard: per-machine serialisation (the id lock, the backend call
+//   - serial: per-machine serialisation (the id lock, the backend call
 //     gate, live runs, migration holds).
 //   - caps: the backend's optional features, asked once in New.
 //   - reconcile: the reconcile pass (listings, adoption, duplicates,

@@ -70,7 +70,7 @@ func (b *dupBackend) RemoveCopy(_ context.Context, id string, spare, keep backen
 	return nil
 }
 
-func (b *dupBackend) TransitionFinished(OpKind, string, string, time.Duration) {}
+func (b *dupBackend) TransitionFinished(record.OpKind, string, string, time.Duration) {}
 func (b *dupBackend) DuplicateDomain(zone, outcome string) {
 	b.mu.Lock()
 	b.events = append(b.events, zone+" "+outcome)
@@ -117,7 +117,7 @@ func dupFixture(t *testing.T, cluster string, copyOnH2 backend.Observed) (*fixtu
 // setHost records host as the machine's host, as a Create through a
 // Placer does.
 func setHost(t *testing.T, f *fixture, id, host string) {
-	if _, err := f.e.update(id, record.Expect{}, func(_, n *Machine) error { n.HostName = host; return nil }); err != nil {
+	if _, err := f.e.update(id, record.Expect{}, func(_, n *record.Machine) error { n.HostName = host; return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -143,7 +143,7 @@ func TestDuplicateSpareRemoved(t *testing.T) {
 	if strings.Join(removed, ",") != "m000 h2 h1" || strings.Join(events, ",") != "zone-a removed" {
 		t.Fatalf("removed %v, events %v", removed, events)
 	}
-	m := f.waitState("m000", Idle)
+	m := f.waitState("m000", record.Idle)
 	h := m.History[len(m.History)-1]
 	if m.HostName != "h1" || h.Outcome != reconcile.OutcomeDuplicateRemoved || !strings.Contains(h.Note, "also on host h2") {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
@@ -167,7 +167,7 @@ func TestDuplicateBoundCopyKept(t *testing.T) {
 	if len(removed) != 0 || strings.Join(events, ",") != "zone-a kept" {
 		t.Fatalf("removed %v, events %v", removed, events)
 	}
-	if m := f.waitState("m000", Configured); m.HostName != "h1" {
+	if m := f.waitState("m000", record.Configured); m.HostName != "h1" {
 		t.Fatalf("moved to %q", m.HostName)
 	}
 	if !strings.Contains(logs.String(), `bound to cluster \"c1\"`) {

@@ -15,14 +15,15 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/arbiter"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/caps"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/fence"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle/guard"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/serial"
 )
 
 // Observer is told about every finished transition (for metrics).
 type Observer interface {
-	TransitionFinished(kind OpKind, zone, outcome string, d time.Duration)
+	TransitionFinished(kind record.OpKind, zone, outcome string, d time.Duration)
 }
 
 // Config configures an Engine.
@@ -31,7 +32,7 @@ type Config struct {
 	Provider string
 	// Seed is the capacity model's slots. Missing ones are added at startup;
 	// existing records are never removed or reset.
-	Seed []Machine
+	Seed []record.Machine
 
 	CreateTimeout, ConfigureTimeout, DrainTimeout, DeleteTimeout time.Duration
 	// MigrateTimeout bounds one live migration (default 10m); at the
@@ -84,7 +85,7 @@ type Config struct {
 // Engine runs BigFleet's lifecycle rules over a Store and a Backend.
 type Engine struct {
 	cfg Config
-	st  Store
+	st  record.Store
 	be  backend.Backend
 	// can is what be offers beyond backend.Backend, asked once in New.
 	can caps.Capabilities
@@ -93,13 +94,12 @@ type Engine struct {
 	// survive restarts with it), so a cursor from another store is foreign.
 	storeID uint64
 
-	locks guard.Keyed
+	locks serial.Keyed
 	idx   *index.Index
 
-	marks   *fence.Table      // durable: machines that exist
-	unknown *fence.Unknown    // in memory, bounded: ids that do not exist, newcomers' refused calls
-	listed  *reconcile.Listed // zones listed since start (listing.go)
-	views   *arbiter.Views    // each zone's latest listing, for the arbiter
+	fences *fence.Keeper     // the marks: checked, kept and restored (marks.go)
+	listed *reconcile.Listed // zones listed since start (listing.go)
+	views  *arbiter.Views    // each zone's latest listing, for the arbiter
 	// rebuilding are the zones whose SPECULATIVE records were seeded
 	// without a listing of every host since (a first start, a lost state
 	// file): such a record proves nothing about where a domain may be.
@@ -107,9 +107,6 @@ type Engine struct {
 	rebuildMu  sync.Mutex
 	rebuilding map[string]bool
 	rec        *reconcile.Reconciler
-	// atLimit counts first contacts refused because the machine's marks
-	// were at ShardsPerMachine.
-	atLimit atomic.Int64
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -124,15 +121,15 @@ type Engine struct {
 	recCtx    context.Context // reconcile and sweep: cancelled as a stop begins
 	recCancel context.CancelFunc
 
-	calls  guard.CallGate  // one backend call per machine, even after a timeout
-	moves  guard.MoveHolds // machines being migrated (migrate.go)
-	runs   guard.RunSet    // live transition runs, by operation id
+	calls  serial.CallGate  // one backend call per machine, even after a timeout
+	moves  serial.MoveHolds // machines being migrated (migrate.go)
+	runs   serial.RunSet    // live transition runs, by operation id
 	parkMu sync.Mutex
 	parked map[string]parkedOutcome // by operation id
 }
 
 // New loads the store, adds missing seed slots and returns a stopped engine.
-func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
+func New(cfg Config, st record.Store, be backend.Backend) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -148,13 +145,13 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		cfg.CommitRetry = time.Minute
 	}
 	if cfg.ShardsPerMachine <= 0 {
-		cfg.ShardsPerMachine = DefaultShardsPerMachine
+		cfg.ShardsPerMachine = fence.DefaultShardsPerMachine
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 15 * time.Second
 	}
 	for i := range cfg.Seed {
-		if err := validateID("seed machine id", cfg.Seed[i].ID); err != nil {
+		if err := record.ValidateID("seed machine id", cfg.Seed[i].ID); err != nil {
 			return nil, fmt.Errorf("capacity model: %v", err)
 		}
 	}
@@ -163,9 +160,9 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
-	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID, marks: fence.NewTable(snap.Marks),
-		rebuilding: maps.Clone(snap.Rebuilding),
-		unknown:    fence.NewUnknown(cfg.UnknownMarkLimit), listed: reconcile.NewListed(), views: arbiter.NewViews()}
+	e := &Engine{cfg: cfg, st: st, be: be, can: caps.Of(be), log: cfg.Logger, storeID: snap.StoreID,
+		rebuilding: maps.Clone(snap.Rebuilding), listed: reconcile.NewListed(), views: arbiter.NewViews()}
+	e.fences = fence.NewKeeper(snap.Marks, cfg.ShardsPerMachine, cfg.UnknownMarkLimit, fenceMachines{e}, cfg.Logger)
 	interner := index.NewMapInterner()
 	interner.Machines(snap.Machines)
 	e.idx = index.New(snap.Machines)
@@ -174,7 +171,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 		return nil, err
 	}
 	e.cfg.Seed = nil // the slots live in the index now
-	e.adoptUnknownMarks()
+	e.fences.AdoptUnknown()
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
 	e.recCtx, e.recCancel = context.WithCancel(e.bgCtx)
 	return e, nil
@@ -185,7 +182,7 @@ func New(cfg Config, st Store, be backend.Backend) (*Engine, error) {
 // Only the missing slots are interned: on a restart that is none of them,
 // and interning 100k seed slots by content cost ~0.3 s of the boot.
 func (e *Engine) addSeed(ctx context.Context, interner *index.MapInterner) error {
-	var missing []Machine
+	var missing []record.Machine
 	if e.rebuilding == nil {
 		e.rebuilding = map[string]bool{}
 	}
@@ -202,15 +199,15 @@ func (e *Engine) addSeed(ctx context.Context, interner *index.MapInterner) error
 	now := e.cfg.Now()
 	for len(missing) > 0 {
 		n := min(len(missing), 2048)
-		chunk := make([]Machine, n)
+		chunk := make([]record.Machine, n)
 		for i, m := range missing[:n] {
 			c := m.Edit()
-			c.State = Speculative
+			c.State = record.Speculative
 			c.StateSince = now
 			c.Revision = e.idx.Reserve()
 			chunk[i] = c
 		}
-		b := Batch{Machines: chunk}
+		b := record.Batch{Machines: chunk}
 		if len(marked) > 0 {
 			b.Rebuilding, marked = marked, nil
 		}
@@ -247,10 +244,10 @@ func (e *Engine) Start(ctx context.Context) {
 }
 
 // Get returns one machine, a deep copy the caller may keep and change.
-func (e *Engine) Get(ctx context.Context, id string) (Machine, error) {
+func (e *Engine) Get(ctx context.Context, id string) (record.Machine, error) {
 	m, err := e.GetShared(ctx, id)
 	if err != nil {
-		return Machine{}, err
+		return record.Machine{}, err
 	}
 	return m.Clone(), nil
 }
@@ -260,13 +257,13 @@ func (e *Engine) Get(ctx context.Context, id string) (Machine, error) {
 // valid and consistent forever, but it is shared with the engine and every
 // other reader: read it, never write to it or its maps. This is the read
 // path's API: a Get of a 100k fleet polled by many shards must not copy.
-func (e *Engine) GetShared(_ context.Context, id string) (*Machine, error) {
-	if err := validateID("id", id); err != nil {
+func (e *Engine) GetShared(_ context.Context, id string) (*record.Machine, error) {
+	if err := record.ValidateID("id", id); err != nil {
 		return nil, err
 	}
 	m, ok := e.idx.Get(id)
 	if !ok {
-		return nil, errorf(CodeNotFound, "machine %q not found", id)
+		return nil, record.Errorf(record.CodeNotFound, "machine %q not found", id)
 	}
 	return m, nil
 }
@@ -276,24 +273,24 @@ func (e *Engine) GetShared(_ context.Context, id string) (*Machine, error) {
 // The records share the engine's maps, which callers must treat as
 // read-only: copying every map of a 100k-machine fleet per List would
 // dominate its cost.
-func (e *Engine) List(ctx context.Context, q ListQuery) (ListResult, error) {
+func (e *Engine) List(ctx context.Context, q record.ListQuery) (record.ListResult, error) {
 	res, err := e.ListShared(ctx, q)
 	if err != nil {
-		return ListResult{}, err
+		return record.ListResult{}, err
 	}
-	out := make([]Machine, len(res.Machines))
+	out := make([]record.Machine, len(res.Machines))
 	for i, m := range res.Machines {
 		out[i] = *m
-		out[i].DetachWireCache() // a copy: the caller may change it
+		out[i].DetachEncodingCache() // a copy: the caller may change it
 	}
-	return ListResult{Machines: out, Revision: res.Revision}, nil
+	return record.ListResult{Machines: out, Revision: res.Revision}, nil
 }
 
 // ListShared is List returning the published records themselves (read
 // only, see GetShared): a page costs one slice of pointers.
-func (e *Engine) ListShared(_ context.Context, q ListQuery) (SharedList, error) {
+func (e *Engine) ListShared(_ context.Context, q record.ListQuery) (SharedList, error) {
 	if q.MaxResults < 0 {
-		return SharedList{}, errorf(CodeInvalid, "max_results must not be negative")
+		return SharedList{}, record.Errorf(record.CodeInvalid, "max_results must not be negative")
 	}
 	from, _ := index.DecodeCursor(q.Since, e.storeID)
 	ms, cursor := e.idx.List(from, q.States, q.MaxResults)
@@ -303,17 +300,17 @@ func (e *Engine) ListShared(_ context.Context, q ListQuery) (SharedList, error) 
 // SharedList is one page of published records (read only) and the cursor
 // to continue from.
 type SharedList struct {
-	Machines []*Machine
+	Machines []*record.Machine
 	Revision []byte
 }
 
 // Counts returns the number of machines per state and zone.
-func (e *Engine) Counts() map[StateZone]int { return e.idx.Counts() }
+func (e *Engine) Counts() map[index.StateZone]int { return e.idx.Counts() }
 
 // Watch subscribes to machine changes. The returned channel gets a copy of
 // every record published from now on; cancel unsubscribes and closes it.
 // lost reports whether the buffer overflowed and records were dropped.
-func (e *Engine) Watch(buffer int) (ch <-chan Machine, lost func() bool, cancel func()) {
+func (e *Engine) Watch(buffer int) (ch <-chan record.Machine, lost func() bool, cancel func()) {
 	return e.idx.Watch(buffer)
 }
 

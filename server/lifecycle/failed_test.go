@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // logBuf collects JSON log lines.
@@ -46,9 +48,9 @@ func TestTransitionFinishedLogLevels(t *testing.T) {
 		c.DrainTimeout = 20 * time.Millisecond
 	})
 	f.toIdle("m000")
-	f.be.setFail(OpConfigure, errors.New("hook exited with status 3"))
-	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"})
-	failed := f.waitState("m000", Failed)
+	f.be.setFail(record.OpConfigure, errors.New("hook exited with status 3"))
+	f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c"})
+	failed := f.waitState("m000", record.Failed)
 	waitFor(t, "the failure's log line", func() bool {
 		for _, r := range logs.records("transition finished") {
 			if r["outcome"] == "failed" {
@@ -77,27 +79,27 @@ func TestEveryFailedPathHasLastError(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 5, func(c *Config) { c.DeleteTimeout = 20 * time.Millisecond })
 	f.toIdle("m000")
-	f.be.setFail(OpCreate, errors.New(""))
-	f.e.Create(t.Context(), CreateRequest{MachineID: "m001"})
-	f.waitState("m001", Failed)
-	f.be.setFail(OpCreate, nil)
+	f.be.setFail(record.OpCreate, errors.New(""))
+	f.e.Create(t.Context(), record.CreateRequest{MachineID: "m001"})
+	f.waitState("m001", record.Failed)
+	f.be.setFail(record.OpCreate, nil)
 	f.toIdle("m002")
-	f.be.hold(OpDelete) // never released: the Delete times out
-	f.e.Delete(t.Context(), DeleteRequest{MachineID: "m002"})
-	f.waitState("m002", Failed)
+	f.be.hold(record.OpDelete) // never released: the Delete times out
+	f.e.Delete(t.Context(), record.DeleteRequest{MachineID: "m002"})
+	f.waitState("m002", record.Failed)
 	f.toIdle("m003")
-	f.be.hold(OpConfigure)
-	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m003", ClusterID: "c"})
+	f.be.hold(record.OpConfigure)
+	f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m003", ClusterID: "c"})
 	f.e.Close()
 	f.be.mu.Lock()
 	delete(f.be.vms, "m000") // vanishes while the provider is down
-	delete(f.be.gate, OpConfigure)
+	delete(f.be.gate, record.OpConfigure)
 	f.be.mu.Unlock()
 	logs := &logBuf{}
 	// resume fails m003's Configure; reconcile finds m000 gone
 	f.start(5, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
-	f.waitState("m003", Failed)
-	m0 := f.waitState("m000", Failed)
+	f.waitState("m003", record.Failed)
+	m0 := f.waitState("m000", record.Failed)
 	waitFor(t, "the vanished log line", func() bool { return len(logs.records("reconcile")) > 0 })
 	if r := logs.records("reconcile"); len(r) != 1 || r[0]["level"] != "WARN" || r[0]["err"] != m0.LastError {
 		t.Errorf("vanished log lines: %v", r)
@@ -106,7 +108,7 @@ func TestEveryFailedPathHasLastError(t *testing.T) {
 	// The sweep path: a record transitional past its deadline with no run.
 	f.e.Close()
 	orphan := f.st.stored("m004")
-	orphan.State, orphan.OpKind, orphan.OperationID = Draining, OpDrain, "op-gone"
+	orphan.State, orphan.OpKind, orphan.OperationID = record.Draining, record.OpDrain, "op-gone"
 	orphan.OpDeadline = time.Now().Add(-time.Minute)
 	f.st.machines["m004"] = orphan
 	e, err := New(Config{Provider: "test"}, f.st, f.be)
@@ -117,7 +119,7 @@ func TestEveryFailedPathHasLastError(t *testing.T) {
 	e.Sweep()
 	for _, id := range []string{"m000", "m001", "m002", "m003", "m004"} {
 		m, _ := e.Get(t.Context(), id)
-		if m.State != Failed || strings.TrimSpace(m.LastError) == "" {
+		if m.State != record.Failed || strings.TrimSpace(m.LastError) == "" {
 			t.Errorf("%s: state %s, last_error %q", id, m.State, m.LastError)
 		}
 	}

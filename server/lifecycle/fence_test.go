@@ -3,14 +3,16 @@ package lifecycle
 import (
 	"math"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestFencing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 3)
 	ctx := t.Context()
-	create := func(id string, tk Token) error {
-		_, err := f.e.Create(ctx, CreateRequest{MachineID: id, Token: tk})
+	create := func(id string, tk record.Token) error {
+		_, err := f.e.Create(ctx, record.CreateRequest{MachineID: id, Token: tk})
 		return err
 	}
 
@@ -20,13 +22,13 @@ func TestFencing(t *testing.T) {
 	}
 	// Fence before idempotency: the same token again is stale, even though
 	// the request would otherwise be a retry with a cached operation id.
-	if err := create("m000", tok("s1", 2, 5)); codeOf(err) != CodeFenced {
+	if err := create("m000", tok("s1", 2, 5)); codeOf(err) != record.CodeFenced {
 		t.Fatalf("replay: %v", err)
 	}
-	if err := create("m000", tok("s1", 2, 4)); codeOf(err) != CodeFenced {
+	if err := create("m000", tok("s1", 2, 4)); codeOf(err) != record.CodeFenced {
 		t.Fatalf("older seq: %v", err)
 	}
-	if err := create("m000", tok("s1", 1, 99)); codeOf(err) != CodeFenced {
+	if err := create("m000", tok("s1", 1, 99)); codeOf(err) != record.CodeFenced {
 		t.Fatalf("older epoch: %v", err)
 	}
 	if err := create("m000", tok("s1", 3, 0)); err != nil {
@@ -41,7 +43,7 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("other shard: %v", err)
 	}
 	// No token: no fencing.
-	if err := create("m000", Token{}); err != nil {
+	if err := create("m000", record.Token{}); err != nil {
 		t.Fatalf("no token: %v", err)
 	}
 }
@@ -50,12 +52,12 @@ func TestFenceBeforeNotFound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1)
 	ctx := t.Context()
-	_, err := f.e.Delete(ctx, DeleteRequest{MachineID: "ghost", Token: tok("s", 5, 5)})
-	if codeOf(err) != CodeNotFound {
+	_, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "ghost", Token: tok("s", 5, 5)})
+	if codeOf(err) != record.CodeNotFound {
 		t.Fatalf("first contact on unknown id: %v", err)
 	}
-	_, err = f.e.Delete(ctx, DeleteRequest{MachineID: "ghost", Token: tok("s", 5, 5)})
-	if codeOf(err) != CodeFenced {
+	_, err = f.e.Delete(ctx, record.DeleteRequest{MachineID: "ghost", Token: tok("s", 5, 5)})
+	if codeOf(err) != record.CodeFenced {
 		t.Fatalf("stale token on unknown id must be fenced first: %v", err)
 	}
 }
@@ -64,12 +66,12 @@ func TestMarkAdvancesWhenOperationFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1)
 	ctx := t.Context()
-	_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s", 1, 1)})
-	if codeOf(err) != CodeAborted {
+	_, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("s", 1, 1)})
+	if codeOf(err) != record.CodeAborted {
 		t.Fatalf("drain on SPECULATIVE: %v", err)
 	}
-	_, err = f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("s", 1, 1)})
-	if codeOf(err) != CodeFenced {
+	_, err = f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("s", 1, 1)})
+	if codeOf(err) != record.CodeFenced {
 		t.Fatalf("the aborted call's token must have advanced the mark: %v", err)
 	}
 }
@@ -78,16 +80,16 @@ func TestInt64MaxTokens(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1)
 	ctx := t.Context()
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("s", math.MaxInt64, math.MaxInt64-1)}); err != nil {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("s", math.MaxInt64, math.MaxInt64-1)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("s", math.MaxInt64, math.MaxInt64)}); err != nil {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("s", math.MaxInt64, math.MaxInt64)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("s", math.MaxInt64, math.MaxInt64)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("s", math.MaxInt64, math.MaxInt64)}); codeOf(err) != record.CodeFenced {
 		t.Fatalf("max replay: %v", err)
 	}
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("s", 0, math.MaxInt64)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("s", 0, math.MaxInt64)}); codeOf(err) != record.CodeFenced {
 		t.Fatalf("lower epoch with max seq: %v", err)
 	}
 }
@@ -95,13 +97,13 @@ func TestInt64MaxTokens(t *testing.T) {
 func TestMarksSurviveRestart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1)
-	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000", Token: tok("s", 3, 3)}); err != nil {
+	if _, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000", Token: tok("s", 3, 3)}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m000", Idle)
+	f.waitState("m000", record.Idle)
 	f.e.Close()
 	f.start(1)
-	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000", Token: tok("s", 3, 3)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000", Token: tok("s", 3, 3)}); codeOf(err) != record.CodeFenced {
 		t.Fatalf("after restart: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // fenceModel is an independent model of the contract's fencing section,
@@ -23,7 +25,7 @@ type fenceModel struct {
 }
 
 // outcome records whether the engine accepted the call the model judged.
-func (m *fenceModel) outcome(id string, t Token, known, accepted bool) {
+func (m *fenceModel) outcome(id string, t record.Token, known, accepted bool) {
 	if t.ShardID != "" && known && accepted {
 		m.durable[[2]string{t.ShardID, id}] = true
 	}
@@ -36,7 +38,7 @@ const (
 	vFenced                // FailedPrecondition
 )
 
-func (m *fenceModel) call(id string, t Token) verdict {
+func (m *fenceModel) call(id string, t record.Token) verdict {
 	if t.ShardID == "" && t.Epoch == 0 && t.Sequence == 0 {
 		return vOther
 	}
@@ -115,7 +117,7 @@ func TestFenceAgainstModel(t *testing.T) {
 			model.restart(known)
 		}
 		id := ids[rng.IntN(len(ids))]
-		var tk Token
+		var tk record.Token
 		if rng.IntN(8) > 0 {
 			shard := shards[rng.IntN(len(shards))]
 			mark, has := model.marks[[2]string{shard, id}]
@@ -132,20 +134,20 @@ func TestFenceAgainstModel(t *testing.T) {
 		var err error
 		switch rng.IntN(3) {
 		case 0:
-			_, err = f.e.Create(t.Context(), CreateRequest{MachineID: id, Token: tk})
+			_, err = f.e.Create(t.Context(), record.CreateRequest{MachineID: id, Token: tk})
 		case 1:
-			_, err = f.e.Drain(t.Context(), DrainRequest{MachineID: id, Token: tk})
+			_, err = f.e.Drain(t.Context(), record.DrainRequest{MachineID: id, Token: tk})
 		case 2:
-			_, err = f.e.Delete(t.Context(), DeleteRequest{MachineID: id, Token: tk})
+			_, err = f.e.Delete(t.Context(), record.DeleteRequest{MachineID: id, Token: tk})
 		}
 		model.outcome(id, tk, known[id], err == nil)
 		got := codeOf(err)
 		bad := false
 		switch want {
 		case vFenced:
-			bad = got != CodeFenced
+			bad = got != record.CodeFenced
 		case vOther:
-			bad = got == CodeFenced || got == CodeInvalid
+			bad = got == record.CodeFenced || got == record.CodeInvalid
 		}
 		if bad {
 			t.Fatalf("FENCE_SEED=%d step %d: %s %+v: engine %v (code %d), model says %v",

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // recordingBackend is the test backend plus what a real one records on
@@ -90,14 +91,14 @@ func TestFenceSurvivesLostState(t *testing.T) {
 	f.wrap = rb
 	f.start(3)
 	ctx := t.Context()
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m001", Token: tok("s1", 5, 1)}); err != nil {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m001", Token: tok("s1", 5, 1)}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m001", Idle)
-	if _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m001", ClusterID: "c1", Token: tok("s1", 5, 2)}); err != nil {
+	f.waitState("m001", record.Idle)
+	if _, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m001", ClusterID: "c1", Token: tok("s1", 5, 2)}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m001", Configured)
+	f.waitState("m001", record.Configured)
 	if got, want := rb.marks("m001"), map[string]fm{"s1": {Epoch: 5, Sequence: 2}}; !maps.Equal(got, want) {
 		t.Fatalf("marks recorded on the host by Configure: %v, want %v (execute in run.go must hand the backend e.machineMarks)", got, want)
 	}
@@ -105,24 +106,24 @@ func TestFenceSurvivesLostState(t *testing.T) {
 	f.e.Close()
 	f.st = newMemStore() // the state file is lost
 	f.start(3)
-	m := f.waitState("m001", Configured) // rebuilt from the host
+	m := f.waitState("m001", record.Configured) // rebuilt from the host
 	if m.Cluster != "c1" {
 		t.Fatalf("rebuilt machine: %+v", m)
 	}
-	if got := f.e.Marks()[MarkKey{ShardID: "s1", MachineID: "m001"}]; got != (Mark{Epoch: 5, Sequence: 2}) {
+	if got := f.e.Marks()[record.MarkKey{ShardID: "s1", MachineID: "m001"}]; got != (record.Mark{Epoch: 5, Sequence: 2}) {
 		t.Fatalf("mark after the rebuild: %+v, want epoch 5 sequence 2", got)
 	}
-	_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m001", Token: tok("s1", 4, 99)})
-	if codeOf(err) != CodeFenced {
+	_, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m001", Token: tok("s1", 4, 99)})
+	if codeOf(err) != record.CodeFenced {
 		t.Fatalf("stale token (epoch 4 after epoch 5) after a lost state file: %v, want FailedPrecondition (Reconcile must call e.restoreMarks before adopting)", err)
 	}
-	if m, _ := f.e.Get(ctx, "m001"); m.State != Configured {
+	if m, _ := f.e.Get(ctx, "m001"); m.State != record.Configured {
 		t.Fatalf("refused drain changed the machine: %s", m.State)
 	}
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m001", Token: tok("s1", 6, 0)}); err != nil {
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m001", Token: tok("s1", 6, 0)}); err != nil {
 		t.Fatalf("newer token (epoch 6): %v", err)
 	}
-	f.waitState("m001", Idle)
+	f.waitState("m001", record.Idle)
 	if got, want := rb.marks("m001"), map[string]fm{"s1": {Epoch: 6, Sequence: 0}}; !maps.Equal(got, want) {
 		t.Fatalf("marks recorded by Drain: %v, want %v", got, want)
 	}
@@ -142,8 +143,8 @@ func TestRebuiltWithoutMarksAccepts(t *testing.T) {
 	f.e.Close()
 	f.st = newMemStore()
 	f.start(2)
-	f.waitState("m001", Configured)
-	if _, err := f.e.Drain(t.Context(), DrainRequest{MachineID: "m001", Token: tok("s1", 1, 0)}); err != nil {
+	f.waitState("m001", record.Configured)
+	if _, err := f.e.Drain(t.Context(), record.DrainRequest{MachineID: "m001", Token: tok("s1", 1, 0)}); err != nil {
 		t.Fatalf("first token on a machine rebuilt without marks: %v", err)
 	}
 }

@@ -25,7 +25,7 @@ var errUnchanged = record.ErrUnchanged
 // replaced by FAILED because the store was down: the VM may be fine. On
 // shutdown the retry stops and the record stays transitional, to be resumed
 // by the next start.
-func (e *Engine) finish(op Machine, r result) {
+func (e *Engine) finish(op record.Machine, r result) {
 	delay := backoff.New(50*time.Millisecond, 5*time.Second)
 	giveUp := time.Now().Add(e.cfg.CommitRetry)
 	for attempt := 1; ; attempt++ {
@@ -49,10 +49,10 @@ func (e *Engine) finish(op Machine, r result) {
 }
 
 // finishOnce makes one attempt at recording op's outcome.
-func (e *Engine) finishOnce(op Machine, r result) error {
-	err := e.record(op.ID, record.Expect{OperationID: op.OperationID, Holds: func(cur *Machine) bool {
+func (e *Engine) finishOnce(op record.Machine, r result) error {
+	err := e.record(op.ID, record.Expect{OperationID: op.OperationID, Holds: func(cur *record.Machine) bool {
 		return cur.State.Transitional()
-	}}, func(*Machine) result { return r })
+	}}, func(*record.Machine) result { return r })
 	if errors.Is(err, errStale) {
 		e.log.Info("discarding late completion", "machine", op.ID, "op", op.OperationID)
 	}
@@ -62,10 +62,10 @@ func (e *Engine) finishOnce(op Machine, r result) error {
 // record commits the outcome of the transition of machine id's record,
 // if it is the one expected (through update); outcome is asked under the
 // machine's lock, with the record it ends.
-func (e *Engine) record(id string, expect record.Expect, outcome func(cur *Machine) result) error {
+func (e *Engine) record(id string, expect record.Expect, outcome func(cur *record.Machine) result) error {
 	var r result
 	var verdict string
-	n, err := e.update(id, expect, func(cur, n *Machine) error {
+	n, err := e.update(id, expect, func(cur, n *record.Machine) error {
 		r = outcome(cur)
 		verdict = e.applyOutcome(cur, n, r)
 		return nil
@@ -79,7 +79,7 @@ func (e *Engine) record(id string, expect record.Expect, outcome func(cur *Machi
 
 // applyOutcome ends next's transition with r and returns the history's
 // outcome word.
-func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
+func (e *Engine) applyOutcome(cur, n *record.Machine, r result) string {
 	now := e.cfg.Now()
 	outcome := "succeeded"
 	switch {
@@ -93,7 +93,7 @@ func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
 		if errors.As(r.err, &te) {
 			outcome = "timed_out"
 		}
-		n.State = Failed
+		n.State = record.Failed
 		n.LastError = lastError(cur.OpKind, r.err)
 	default:
 		applySuccess(n, r.placement, e.cfg.Provider)
@@ -102,18 +102,18 @@ func (e *Engine) applyOutcome(cur, n *Machine, r result) string {
 	n.OpDeadline = time.Time{}
 	if h := n.LastTransition(); h != nil {
 		h.Ended, h.Outcome, h.To, h.LastError = now, outcome, n.State, n.LastError
-		if r.err == nil && cur.OpKind == OpCreate && r.placement.Why != "" {
+		if r.err == nil && cur.OpKind == record.OpCreate && r.placement.Why != "" {
 			h.Note = r.placement.Why // the host chosen and why, kept with the machine
 		}
-		if r.err == nil && cur.OpKind == OpConfigure && len(r.addresses) > 0 {
-			h.Note = strings.TrimPrefix(h.Note+"; "+noteAddresses(r.addresses), "; ") // after a resume's note
+		if r.err == nil && cur.OpKind == record.OpConfigure && len(r.addresses) > 0 {
+			h.Note = strings.TrimPrefix(h.Note+"; "+record.NoteAddresses(r.addresses), "; ") // after a resume's note
 		}
 	}
 	return outcome
 }
 
 // reportOutcome logs and observes the committed end n of a transition.
-func (e *Engine) reportOutcome(n *Machine, r result, outcome string) {
+func (e *Engine) reportOutcome(n *record.Machine, r result, outcome string) {
 	attrs := []any{"machine", n.ID, "op", n.OperationID, "kind", string(n.OpKind), "outcome", outcome, "state", n.State.String()}
 	switch {
 	case r.rollback != "":
@@ -123,7 +123,7 @@ func (e *Engine) reportOutcome(n *Machine, r result, outcome string) {
 			attrs = append(attrs, "zone", n.Zone, "vcpu", n.VCPU, "memory_mib", n.MemoryMiB)
 		}
 		e.log.Warn("transition finished", append(attrs, "err", n.LastError)...)
-	case n.OpKind == OpCreate && r.placement.Why != "":
+	case n.OpKind == record.OpCreate && r.placement.Why != "":
 		e.log.Info("transition finished", append(attrs, "host", r.placement.Host, "placement", r.placement.Why)...)
 	default:
 		e.log.Info("transition finished", attrs...)
@@ -136,11 +136,11 @@ func (e *Engine) reportOutcome(n *Machine, r result, outcome string) {
 
 // parkedOutcome is an outcome whose commit gave up, waiting for the sweep.
 type parkedOutcome struct {
-	op Machine
+	op record.Machine
 	r  result
 }
 
-func (e *Engine) park(op Machine, r result) {
+func (e *Engine) park(op record.Machine, r result) {
 	e.parkMu.Lock()
 	defer e.parkMu.Unlock()
 	if e.parked == nil {
@@ -164,34 +164,34 @@ func (e *Engine) parkedCount() int {
 
 // rollBack returns n to where its transition started. Only a Configure
 // rolls back (to IDLE, its binding cleared).
-func rollBack(n *Machine) {
-	n.State = Idle
+func rollBack(n *record.Machine) {
+	n.State = record.Idle
 	n.Cluster, n.ShardMetadata = "", nil
 }
 
-func applySuccess(n *Machine, p backend.Placement, provider string) {
+func applySuccess(n *record.Machine, p backend.Placement, provider string) {
 	switch n.OpKind {
-	case OpCreate:
-		n.State = Idle
+	case record.OpCreate:
+		n.State = record.Idle
 		if p.Zone == "" {
 			p.Zone = n.Zone
 		}
 		n.Domain, n.HostName = p.Domain, p.Host
-		n.Host = HostRef{Provider: provider, Ref: p.Ref()}
-	case OpConfigure:
-		n.State = Configured
-	case OpDrain:
-		n.State = Idle
+		n.Host = record.HostRef{Provider: provider, Ref: p.Ref()}
+	case record.OpConfigure:
+		n.State = record.Configured
+	case record.OpDrain:
+		n.State = record.Idle
 		n.Cluster, n.ShardMetadata, n.DrainGrace = "", nil, 0
-	case OpDelete, OpRelease:
-		n.State = Speculative
-		n.Host, n.Domain, n.HostName, n.Cluster, n.ShardMetadata = HostRef{}, "", "", "", nil
+	case record.OpDelete, record.OpRelease:
+		n.State = record.Speculative
+		n.Host, n.Domain, n.HostName, n.Cluster, n.ShardMetadata = record.HostRef{}, "", "", "", nil
 	}
 }
 
 // lastError is what BigFleet sees in last_error: never empty, and saying
 // which transition failed.
-func lastError(kind OpKind, err error) string {
+func lastError(kind record.OpKind, err error) string {
 	var te *timeoutError
 	if errors.As(err, &te) {
 		return te.Error()

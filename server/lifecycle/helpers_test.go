@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // memStore is a minimal Store for engine unit tests (the real ones live in
@@ -16,8 +17,8 @@ import (
 type memStore struct {
 	mu       sync.Mutex
 	id       uint64
-	machines map[string]Machine
-	marks    map[MarkKey]Mark
+	machines map[string]record.Machine
+	marks    map[record.MarkKey]record.Mark
 	rebuild  map[string]bool
 	commits  int
 	attempts int // Commit calls, failed ones included
@@ -25,20 +26,20 @@ type memStore struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{id: 42, machines: map[string]Machine{}, marks: map[MarkKey]Mark{}, rebuild: map[string]bool{}}
+	return &memStore{id: 42, machines: map[string]record.Machine{}, marks: map[record.MarkKey]record.Mark{}, rebuild: map[string]bool{}}
 }
 
-func (s *memStore) Load(context.Context) (Snapshot, error) {
+func (s *memStore) Load(context.Context) (record.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{StoreID: s.id, Marks: maps.Clone(s.marks), Rebuilding: maps.Clone(s.rebuild)}
+	snap := record.Snapshot{StoreID: s.id, Marks: maps.Clone(s.marks), Rebuilding: maps.Clone(s.rebuild)}
 	for _, m := range s.machines {
 		snap.Machines = append(snap.Machines, m.Clone())
 	}
 	return snap, nil
 }
 
-func (s *memStore) Commit(_ context.Context, b Batch) error {
+func (s *memStore) Commit(_ context.Context, b record.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.attempts++
@@ -69,7 +70,7 @@ func (s *memStore) Close() error { return nil }
 func (s *memStore) setFail(err error) { s.mu.Lock(); s.fail = err; s.mu.Unlock() }
 
 // stored is the machine's durable record.
-func (s *memStore) stored(id string) Machine {
+func (s *memStore) stored(id string) record.Machine {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.machines[id].Clone()
@@ -82,27 +83,35 @@ func (s *memStore) attempted() int { s.mu.Lock(); defer s.mu.Unlock(); return s.
 // block until released.
 type testBackend struct {
 	mu    sync.Mutex
-	fail  map[OpKind]error
-	gate  map[OpKind]chan struct{}
+	fail  map[record.OpKind]error
+	gate  map[record.OpKind]chan struct{}
 	vms   map[string]backend.Observed // by machine id
 	blobs map[string][]byte
-	calls map[OpKind]int
-	delay map[OpKind]time.Duration
+	calls map[record.OpKind]int
+	delay map[record.OpKind]time.Duration
 }
 
 func newTestBackend() *testBackend {
-	return &testBackend{fail: map[OpKind]error{}, gate: map[OpKind]chan struct{}{},
-		vms: map[string]backend.Observed{}, blobs: map[string][]byte{}, calls: map[OpKind]int{},
-		delay: map[OpKind]time.Duration{}}
+	return &testBackend{fail: map[record.OpKind]error{}, gate: map[record.OpKind]chan struct{}{},
+		vms: map[string]backend.Observed{}, blobs: map[string][]byte{}, calls: map[record.OpKind]int{},
+		delay: map[record.OpKind]time.Duration{}}
 }
 
-func (b *testBackend) setFail(k OpKind, err error) { b.mu.Lock(); b.fail[k] = err; b.mu.Unlock() }
+func (b *testBackend) setFail(k record.OpKind, err error) {
+	b.mu.Lock()
+	b.fail[k] = err
+	b.mu.Unlock()
+}
 
 // setDelay makes op k take d (it still honours its context).
-func (b *testBackend) setDelay(k OpKind, d time.Duration) { b.mu.Lock(); b.delay[k] = d; b.mu.Unlock() }
+func (b *testBackend) setDelay(k record.OpKind, d time.Duration) {
+	b.mu.Lock()
+	b.delay[k] = d
+	b.mu.Unlock()
+}
 
 // hold makes op k block until the returned func is called.
-func (b *testBackend) hold(k OpKind) func() {
+func (b *testBackend) hold(k record.OpKind) func() {
 	ch := make(chan struct{})
 	b.mu.Lock()
 	b.gate[k] = ch
@@ -111,7 +120,7 @@ func (b *testBackend) hold(k OpKind) func() {
 	return func() { once.Do(func() { close(ch) }) }
 }
 
-func (b *testBackend) step(ctx context.Context, k OpKind) error {
+func (b *testBackend) step(ctx context.Context, k record.OpKind) error {
 	b.mu.Lock()
 	b.calls[k]++
 	ch, err, d := b.gate[k], b.fail[k], b.delay[k]
@@ -136,7 +145,7 @@ func (b *testBackend) step(ctx context.Context, k OpKind) error {
 func (b *testBackend) Zones() []string { return []string{"zone-a", "zone-b"} }
 
 func (b *testBackend) Create(ctx context.Context, s backend.MachineSpec) (backend.Placement, error) {
-	if err := b.step(ctx, OpCreate); err != nil {
+	if err := b.step(ctx, record.OpCreate); err != nil {
 		return backend.Placement{}, err
 	}
 	p := backend.Placement{Zone: s.Zone, Domain: "bf-" + s.MachineID}
@@ -147,7 +156,7 @@ func (b *testBackend) Create(ctx context.Context, s backend.MachineSpec) (backen
 }
 
 func (b *testBackend) Configure(ctx context.Context, s backend.ConfigureSpec) error {
-	if err := b.step(ctx, OpConfigure); err != nil {
+	if err := b.step(ctx, record.OpConfigure); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -157,11 +166,11 @@ func (b *testBackend) Configure(ctx context.Context, s backend.ConfigureSpec) er
 }
 
 func (b *testBackend) Drain(ctx context.Context, s backend.DrainSpec) error {
-	return b.step(ctx, OpDrain)
+	return b.step(ctx, record.OpDrain)
 }
 
 func (b *testBackend) Delete(ctx context.Context, s backend.DeleteSpec) error {
-	if err := b.step(ctx, OpDelete); err != nil {
+	if err := b.step(ctx, record.OpDelete); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -187,11 +196,11 @@ func (b *testBackend) Inventory(context.Context) []backend.ZoneInventory {
 func (b *testBackend) Hosts(context.Context) []backend.HostStatus { return nil }
 func (b *testBackend) Close() error                               { return nil }
 
-func seed(n int) []Machine {
-	out := make([]Machine, n)
+func seed(n int) []record.Machine {
+	out := make([]record.Machine, n)
 	for i := range out {
-		out[i] = Machine{ID: fmt.Sprintf("m%03d", i), Zone: []string{"zone-a", "zone-b"}[i%2],
-			InstanceType: "kvm.small", CapacityType: CapacityOnDemand, PricePerHour: 0.01,
+		out[i] = record.Machine{ID: fmt.Sprintf("m%03d", i), Zone: []string{"zone-a", "zone-b"}[i%2],
+			InstanceType: "kvm.small", CapacityType: record.CapacityOnDemand, PricePerHour: 0.01,
 			VCPU: 2, MemoryMiB: 4096, Allocatable: map[string]string{"cpu": "2", "memory": "4Gi"}}
 	}
 	return out
@@ -243,7 +252,7 @@ func startListed(e *Engine, ctx context.Context) {
 }
 
 // waitState polls until the machine is in state s (bounded).
-func (f *fixture) waitState(id string, s State) Machine {
+func (f *fixture) waitState(id string, s record.State) record.Machine {
 	f.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -261,30 +270,32 @@ func (f *fixture) waitState(id string, s State) Machine {
 	}
 }
 
-func codeOf(err error) Code {
-	if e, ok := err.(*Error); ok {
+func codeOf(err error) record.Code {
+	if e, ok := err.(*record.Error); ok {
 		return e.Code
 	}
 	return 0
 }
 
-func tok(shard string, e, s int64) Token { return Token{ShardID: shard, Epoch: e, Sequence: s} }
+func tok(shard string, e, s int64) record.Token {
+	return record.Token{ShardID: shard, Epoch: e, Sequence: s}
+}
 
 // toIdle creates a machine and waits for IDLE.
 func (f *fixture) toIdle(id string) {
 	f.t.Helper()
-	if _, err := f.e.Create(context.Background(), CreateRequest{MachineID: id}); err != nil {
+	if _, err := f.e.Create(context.Background(), record.CreateRequest{MachineID: id}); err != nil {
 		f.t.Fatal(err)
 	}
-	f.waitState(id, Idle)
+	f.waitState(id, record.Idle)
 }
 
 // toConfigured takes a machine to CONFIGURED for cluster c.
 func (f *fixture) toConfigured(id, c string) {
 	f.t.Helper()
 	f.toIdle(id)
-	if _, err := f.e.Configure(context.Background(), ConfigureRequest{MachineID: id, ClusterID: c}); err != nil {
+	if _, err := f.e.Configure(context.Background(), record.ConfigureRequest{MachineID: id, ClusterID: c}); err != nil {
 		f.t.Fatal(err)
 	}
-	f.waitState(id, Configured)
+	f.waitState(id, record.Configured)
 }

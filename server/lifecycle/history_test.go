@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Records share their history with the versions edited from them (edit);
@@ -14,8 +16,8 @@ func TestPublishedHistoryNeverChanges(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
 	type kept struct {
-		shared *Machine
-		copy   Machine
+		shared *record.Machine
+		copy   record.Machine
 	}
 	var seen []kept
 	keep := func() {
@@ -25,18 +27,18 @@ func TestPublishedHistoryNeverChanges(t *testing.T) {
 		}
 		seen = append(seen, kept{m, m.Clone()})
 	}
-	for range HistoryLimit {
-		if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000"}); err != nil {
+	for range record.HistoryLimit {
+		if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"}); err != nil {
 			t.Fatal(err)
 		}
 		keep() // CREATING: its last entry is about to be finished
-		f.waitState("m000", Idle)
+		f.waitState("m000", record.Idle)
 		keep()
-		if _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000"}); err != nil {
+		if _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000"}); err != nil {
 			t.Fatal(err)
 		}
 		keep()
-		f.waitState("m000", Speculative)
+		f.waitState("m000", record.Speculative)
 		keep()
 	}
 	for i, k := range seen {
@@ -45,30 +47,30 @@ func TestPublishedHistoryNeverChanges(t *testing.T) {
 		}
 	}
 	last := seen[len(seen)-1].copy.History
-	if len(last) != HistoryLimit {
-		t.Fatalf("history holds %d entries after %d transitions, want the limit %d", len(last), 2*HistoryLimit, HistoryLimit)
+	if len(last) != record.HistoryLimit {
+		t.Fatalf("history holds %d entries after %d transitions, want the limit %d", len(last), 2*record.HistoryLimit, record.HistoryLimit)
 	}
-	if h := last[len(last)-1]; h.Kind != OpDelete || h.Outcome != "succeeded" {
+	if h := last[len(last)-1]; h.Kind != record.OpDelete || h.Outcome != "succeeded" {
 		t.Fatalf("newest entry %+v, want the last Delete, succeeded", h)
 	}
-	if h := last[0]; h.Kind != OpCreate {
+	if h := last[0]; h.Kind != record.OpCreate {
 		t.Fatalf("oldest kept entry %+v, want a Create (the oldest were dropped in order)", h)
 	}
 }
 
 func TestAppendHistoryNeverWritesIntoASharedArray(t *testing.T) {
-	base := make([]Transition, 3, 8) // spare capacity another version could own
+	base := make([]record.Transition, 3, 8) // spare capacity another version could own
 	shared := base[:2]
-	_ = appendHistory(shared, Transition{OperationID: "new"})
+	_ = record.AppendHistory(shared, record.Transition{OperationID: "new"})
 	if base[2].OperationID != "" {
 		t.Fatal("appendHistory wrote into the spare capacity of a shared array")
 	}
-	full := make([]Transition, HistoryLimit)
+	full := make([]record.Transition, record.HistoryLimit)
 	for i := range full {
 		full[i].OperationID = string(rune('a' + i))
 	}
-	out := appendHistory(full, Transition{OperationID: "z"})
-	if len(out) != HistoryLimit || out[0].OperationID != "b" || out[HistoryLimit-1].OperationID != "z" {
+	out := record.AppendHistory(full, record.Transition{OperationID: "z"})
+	if len(out) != record.HistoryLimit || out[0].OperationID != "b" || out[record.HistoryLimit-1].OperationID != "z" {
 		t.Fatalf("full history after append: len %d, first %q, last %q", len(out), out[0].OperationID, out[len(out)-1].OperationID)
 	}
 	if full[0].OperationID != "a" {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestFullLifecycle(t *testing.T) {
@@ -16,25 +18,25 @@ func TestFullLifecycle(t *testing.T) {
 	f := newFixture(t, 4)
 	ctx := t.Context()
 
-	ack, err := f.e.Create(ctx, CreateRequest{MachineID: "m001"})
-	if err != nil || ack.Machine.State != Creating || ack.OperationID == "" {
+	ack, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m001"})
+	if err != nil || ack.Machine.State != record.Creating || ack.OperationID == "" {
 		t.Fatalf("create: %v %+v", err, ack)
 	}
-	if ack.Machine.Host != (HostRef{}) || ack.Machine.Cluster != "" {
+	if ack.Machine.Host != (record.HostRef{}) || ack.Machine.Cluster != "" {
 		t.Fatalf("CREATING must have no host and no cluster: %+v", ack.Machine)
 	}
-	m := f.waitState("m001", Idle)
+	m := f.waitState("m001", record.Idle)
 	if m.Host.Provider != "test" || m.Host.Ref != "zone-b/bf-m001" {
 		t.Fatalf("host = %+v", m.Host)
 	}
 
 	md := map[string]string{"k": "v"}
-	ack, err = f.e.Configure(ctx, ConfigureRequest{MachineID: "m001", ClusterID: "c1", BootstrapBlob: []byte("secret"), ShardMetadata: md})
-	if err != nil || ack.Machine.State != Configuring || ack.Machine.Cluster != "c1" || ack.Machine.ShardMetadata["k"] != "v" {
+	ack, err = f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m001", ClusterID: "c1", BootstrapBlob: []byte("secret"), ShardMetadata: md})
+	if err != nil || ack.Machine.State != record.Configuring || ack.Machine.Cluster != "c1" || ack.Machine.ShardMetadata["k"] != "v" {
 		t.Fatalf("configure: %v %+v", err, ack.Machine)
 	}
 	md["k"] = "changed by caller"
-	m = f.waitState("m001", Configured)
+	m = f.waitState("m001", record.Configured)
 	if m.ShardMetadata["k"] != "v" || m.Cluster != "c1" {
 		t.Fatalf("configured: %+v", m)
 	}
@@ -42,20 +44,20 @@ func TestFullLifecycle(t *testing.T) {
 		t.Fatalf("blob at backend = %q", got)
 	}
 
-	ack, err = f.e.Drain(ctx, DrainRequest{MachineID: "m001", GraceSeconds: 0})
-	if err != nil || ack.Machine.State != Draining || ack.Machine.Cluster != "c1" {
+	ack, err = f.e.Drain(ctx, record.DrainRequest{MachineID: "m001", GraceSeconds: 0})
+	if err != nil || ack.Machine.State != record.Draining || ack.Machine.Cluster != "c1" {
 		t.Fatalf("drain: %v %+v", err, ack.Machine)
 	}
-	m = f.waitState("m001", Idle)
+	m = f.waitState("m001", record.Idle)
 	if m.Cluster != "" || m.ShardMetadata != nil {
 		t.Fatalf("drain must clear cluster and metadata: %+v", m)
 	}
 
-	if _, err = f.e.Delete(ctx, DeleteRequest{MachineID: "m001"}); err != nil {
+	if _, err = f.e.Delete(ctx, record.DeleteRequest{MachineID: "m001"}); err != nil {
 		t.Fatal(err)
 	}
-	m = f.waitState("m001", Speculative)
-	if m.Host != (HostRef{}) {
+	m = f.waitState("m001", record.Speculative)
+	if m.Host != (record.HostRef{}) {
 		t.Fatalf("delete must clear host: %+v", m.Host)
 	}
 	if len(m.History) != 4 {
@@ -65,58 +67,58 @@ func TestFullLifecycle(t *testing.T) {
 
 func TestErrorCodes(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 4, func(c *Config) { c.Seed[3].CapacityType = CapacityBareMetal })
+	f := newFixture(t, 4, func(c *Config) { c.Seed[3].CapacityType = record.CapacityBareMetal })
 	ctx := t.Context()
 	f.toIdle("m000")
 	f.toIdle("m003")
-	big := make(map[string]string, MaxShardMetadataEntries+1)
-	for i := range MaxShardMetadataEntries + 1 {
+	big := make(map[string]string, record.MaxShardMetadataEntries+1)
+	for i := range record.MaxShardMetadataEntries + 1 {
 		big[fmt.Sprint(i)] = ""
 	}
 	cases := []struct {
 		name string
 		call func() error
-		want Code
+		want record.Code
 	}{
-		{"empty id", func() error { _, err := f.e.Create(ctx, CreateRequest{}); return err }, CodeInvalid},
-		{"get empty id", func() error { _, err := f.e.Get(ctx, ""); return err }, CodeInvalid},
+		{"empty id", func() error { _, err := f.e.Create(ctx, record.CreateRequest{}); return err }, record.CodeInvalid},
+		{"get empty id", func() error { _, err := f.e.Get(ctx, ""); return err }, record.CodeInvalid},
 		{"negative grace", func() error {
-			_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m001", GraceSeconds: -1})
+			_, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m001", GraceSeconds: -1})
 			return err
-		}, CodeInvalid},
+		}, record.CodeInvalid},
 		{"blob over cap", func() error {
-			_, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c", BootstrapBlob: make([]byte, MaxBootstrapBlobBytes+1)})
+			_, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c", BootstrapBlob: make([]byte, record.MaxBootstrapBlobBytes+1)})
 			return err
-		}, CodeInvalid},
+		}, record.CodeInvalid},
 		{"metadata over cap", func() error {
-			_, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c", ShardMetadata: big})
+			_, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c", ShardMetadata: big})
 			return err
-		}, CodeInvalid},
-		{"unknown machine", func() error { _, err := f.e.Create(ctx, CreateRequest{MachineID: "nope"}); return err }, CodeNotFound},
-		{"get unknown", func() error { _, err := f.e.Get(ctx, "nope"); return err }, CodeNotFound},
-		{"bare metal delete", func() error { _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m003"}); return err }, CodeUnimplemented},
+		}, record.CodeInvalid},
+		{"unknown machine", func() error { _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "nope"}); return err }, record.CodeNotFound},
+		{"get unknown", func() error { _, err := f.e.Get(ctx, "nope"); return err }, record.CodeNotFound},
+		{"bare metal delete", func() error { _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m003"}); return err }, record.CodeUnimplemented},
 		{"configure speculative", func() error {
-			_, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m001", ClusterID: "c"})
+			_, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m001", ClusterID: "c"})
 			return err
-		}, CodeAborted},
+		}, record.CodeAborted},
 		{"drain idle without drain history", func() error {
-			_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000"})
+			_, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000"})
 			return err
-		}, CodeAborted},
-		{"delete speculative", func() error { _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m002"}); return err }, CodeAborted},
+		}, record.CodeAborted},
+		{"delete speculative", func() error { _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m002"}); return err }, record.CodeAborted},
 	}
 	for _, c := range cases {
-		before, _ := f.e.List(ctx, ListQuery{})
+		before, _ := f.e.List(ctx, record.ListQuery{})
 		err := c.call()
 		if got := codeOf(err); got != c.want {
 			t.Errorf("%s: code %d (%v), want %d", c.name, got, err, c.want)
 		}
-		after, _ := f.e.List(ctx, ListQuery{Since: before.Revision})
+		after, _ := f.e.List(ctx, record.ListQuery{Since: before.Revision})
 		if len(after.Machines) != 0 {
 			t.Errorf("%s: a refused request changed %d machines", c.name, len(after.Machines))
 		}
 	}
-	_, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m001", ClusterID: "c"})
+	_, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m001", ClusterID: "c"})
 	if !strings.Contains(err.Error(), "SPECULATIVE") {
 		t.Errorf("out-of-position message must name the state: %v", err)
 	}
@@ -126,27 +128,27 @@ func TestFailedMachineRefusesEverything(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 2)
 	ctx := t.Context()
-	f.be.setFail(OpCreate, errors.New("disk full"))
-	f.e.Create(ctx, CreateRequest{MachineID: "m000"})
-	m := f.waitState("m000", Failed)
+	f.be.setFail(record.OpCreate, errors.New("disk full"))
+	f.e.Create(ctx, record.CreateRequest{MachineID: "m000"})
+	m := f.waitState("m000", record.Failed)
 	if m.LastError != "create failed: disk full" {
 		t.Fatalf("last_error = %q", m.LastError)
 	}
 	calls := []func() error{
-		func() error { _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000"}); return err },
+		func() error { _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"}); return err },
 		func() error {
-			_, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c"})
+			_, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c"})
 			return err
 		},
-		func() error { _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000"}); return err },
-		func() error { _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000"}); return err },
+		func() error { _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000"}); return err },
+		func() error { _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000"}); return err },
 	}
 	for i, call := range calls {
-		if err := call(); codeOf(err) != CodeAborted || !strings.Contains(err.Error(), "FAILED") {
+		if err := call(); codeOf(err) != record.CodeAborted || !strings.Contains(err.Error(), "FAILED") {
 			t.Errorf("call %d on FAILED: %v", i, err)
 		}
 	}
-	if m2, _ := f.e.Get(ctx, "m000"); m2.LastError != m.LastError || m2.State != Failed {
+	if m2, _ := f.e.Get(ctx, "m000"); m2.LastError != m.LastError || m2.State != record.Failed {
 		t.Fatalf("FAILED record changed: %+v", m2)
 	}
 }
@@ -155,51 +157,51 @@ func TestIdempotentRetries(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 2)
 	ctx := t.Context()
-	release := f.be.hold(OpCreate)
-	a1, err := f.e.Create(ctx, CreateRequest{MachineID: "m000"})
+	release := f.be.hold(record.OpCreate)
+	a1, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := f.e.Create(ctx, CreateRequest{MachineID: "m000"})
+	a2, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"})
 	if err != nil || a2.OperationID != a1.OperationID {
 		t.Fatalf("retry in flight: %v %s vs %s", err, a2.OperationID, a1.OperationID)
 	}
 	release()
-	f.waitState("m000", Idle)
-	a3, _ := f.e.Create(ctx, CreateRequest{MachineID: "m000"})
-	if a3.OperationID != a1.OperationID || a3.Machine.State != Idle {
+	f.waitState("m000", record.Idle)
+	a3, _ := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"})
+	if a3.OperationID != a1.OperationID || a3.Machine.State != record.Idle {
 		t.Fatalf("create on IDLE must be a no-op with the same op id: %+v", a3)
 	}
-	if f.be.calls[OpCreate] != 1 {
-		t.Fatalf("backend create ran %d times", f.be.calls[OpCreate])
+	if f.be.calls[record.OpCreate] != 1 {
+		t.Fatalf("backend create ran %d times", f.be.calls[record.OpCreate])
 	}
 
-	c1, _ := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c1"})
-	f.waitState("m000", Configured)
-	c2, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c1"})
+	c1, _ := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c1"})
+	f.waitState("m000", record.Configured)
+	c2, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c1"})
 	if err != nil || c2.OperationID != c1.OperationID {
 		t.Fatalf("configure retry: %v", err)
 	}
 	if c1.OperationID == a1.OperationID {
 		t.Fatal("a new transition must mint a fresh operation id")
 	}
-	if _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "other"}); codeOf(err) != CodeAborted {
+	if _, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "other"}); codeOf(err) != record.CodeAborted {
 		t.Fatalf("cluster conflict: %v", err)
 	}
-	d1, _ := f.e.Drain(ctx, DrainRequest{MachineID: "m000"})
-	f.waitState("m000", Idle)
-	d2, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000"})
+	d1, _ := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000"})
+	f.waitState("m000", record.Idle)
+	d2, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000"})
 	if err != nil || d2.OperationID != d1.OperationID {
 		t.Fatalf("drain retry after reaching IDLE: %v", err)
 	}
-	x1, _ := f.e.Delete(ctx, DeleteRequest{MachineID: "m000"})
-	f.waitState("m000", Speculative)
-	x2, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000"})
+	x1, _ := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000"})
+	f.waitState("m000", record.Speculative)
+	x2, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000"})
 	if err != nil || x2.OperationID != x1.OperationID {
 		t.Fatalf("delete retry: %v", err)
 	}
 	// Leaving the target makes the next transition new again.
-	n1, _ := f.e.Create(ctx, CreateRequest{MachineID: "m000"})
+	n1, _ := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"})
 	if n1.OperationID == a1.OperationID {
 		t.Fatal("a second Create must not reuse the first one's operation id")
 	}
@@ -208,13 +210,13 @@ func TestIdempotentRetries(t *testing.T) {
 func TestParallelRetriesCollapse(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1)
-	release := f.be.hold(OpCreate)
+	release := f.be.hold(record.OpCreate)
 	defer release()
 	var wg sync.WaitGroup
 	ids := make([]string, 32)
 	for i := range ids {
 		wg.Go(func() {
-			ack, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000"})
+			ack, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000"})
 			if err != nil {
 				t.Error(err)
 			}
@@ -233,7 +235,7 @@ func TestRacingConflictingConfigures(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1)
 	f.toIdle("m000")
-	release := f.be.hold(OpConfigure)
+	release := f.be.hold(record.OpConfigure)
 	defer release()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -241,13 +243,13 @@ func TestRacingConflictingConfigures(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			c := fmt.Sprintf("c%d", i%4)
-			_, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: c})
+			_, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: c})
 			mu.Lock()
 			defer mu.Unlock()
 			switch codeOf(err) {
 			case 0:
 				wins[c]++
-			case CodeAborted:
+			case record.CodeAborted:
 			default:
 				t.Errorf("unexpected %v", err)
 			}
@@ -268,7 +270,7 @@ func TestShardMetadataVerbatim(t *testing.T) {
 		md[fmt.Sprintf("key-%02d", i)] = strings.Repeat("v", i)
 	}
 	want := maps.Clone(md)
-	ack, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c", ShardMetadata: md})
+	ack, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c", ShardMetadata: md})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,11 +279,11 @@ func TestShardMetadataVerbatim(t *testing.T) {
 		t.Fatal("ack metadata differs")
 	}
 	ack.Machine.ShardMetadata["nul"] = "aliased"
-	m := f.waitState("m000", Configured)
+	m := f.waitState("m000", record.Configured)
 	if !maps.Equal(m.ShardMetadata, want) {
 		t.Fatal("stored metadata differs or aliases a caller's map")
 	}
-	l, _ := f.e.List(t.Context(), ListQuery{States: []State{Configured}})
+	l, _ := f.e.List(t.Context(), record.ListQuery{States: []record.State{record.Configured}})
 	if len(l.Machines) != 1 || !maps.Equal(l.Machines[0].ShardMetadata, want) {
 		t.Fatal("list metadata differs")
 	}
@@ -290,16 +292,16 @@ func TestShardMetadataVerbatim(t *testing.T) {
 func TestTimeoutFailsAndLateCompletionDiscarded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1, func(c *Config) { c.CreateTimeout = 50 * time.Millisecond })
-	release := f.be.hold(OpCreate)
-	ack, _ := f.e.Create(t.Context(), CreateRequest{MachineID: "m000"})
-	m := f.waitState("m000", Failed)
+	release := f.be.hold(record.OpCreate)
+	ack, _ := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000"})
+	m := f.waitState("m000", record.Failed)
 	if m.LastError != "create timed out after 50ms" {
 		t.Fatalf("last_error = %q", m.LastError)
 	}
 	release()
 	time.Sleep(20 * time.Millisecond)
 	m2, _ := f.e.Get(t.Context(), "m000")
-	if m2.State != Failed || m2.LastError != m.LastError || m2.OperationID != ack.OperationID {
+	if m2.State != record.Failed || m2.LastError != m.LastError || m2.OperationID != ack.OperationID {
 		t.Fatalf("late completion was not discarded: %+v", m2)
 	}
 }
@@ -311,10 +313,10 @@ func TestDeadlineEvenIfBackendIgnoresContext(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
 	f.be.mu.Lock()
-	f.be.gate[OpDelete] = gate
+	f.be.gate[record.OpDelete] = gate
 	f.be.mu.Unlock()
-	f.e.Delete(t.Context(), DeleteRequest{MachineID: "m000"})
-	m := f.waitState("m000", Failed)
+	f.e.Delete(t.Context(), record.DeleteRequest{MachineID: "m000"})
+	m := f.waitState("m000", record.Failed)
 	if m.LastError != "delete timed out after 30ms" {
 		t.Fatalf("last_error = %q", m.LastError)
 	}
@@ -326,11 +328,11 @@ func TestStoreOutageIsUnavailable(t *testing.T) {
 	f.st.mu.Lock()
 	f.st.fail = errors.New("disk gone")
 	f.st.mu.Unlock()
-	_, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000"})
-	if codeOf(err) != CodeUnavailable || strings.Contains(err.Error(), "disk gone") {
+	_, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000"})
+	if codeOf(err) != record.CodeUnavailable || strings.Contains(err.Error(), "disk gone") {
 		t.Fatalf("got %v", err)
 	}
-	if m, _ := f.e.Get(t.Context(), "m000"); m.State != Speculative {
+	if m, _ := f.e.Get(t.Context(), "m000"); m.State != record.Speculative {
 		t.Fatalf("state changed to %s", m.State)
 	}
 }
@@ -340,8 +342,8 @@ func TestBlobNeverStored(t *testing.T) {
 	f := newFixture(t, 1)
 	f.toIdle("m000")
 	secret := []byte("TOP-SECRET-JOIN-TOKEN")
-	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c", BootstrapBlob: secret})
-	f.waitState("m000", Configured)
+	f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c", BootstrapBlob: secret})
+	f.waitState("m000", record.Configured)
 	for _, m := range f.st.machines {
 		if bytes.Contains([]byte(fmt.Sprintf("%+v", m)), secret) {
 			t.Fatal("the bootstrap blob reached the store")
@@ -355,8 +357,8 @@ func TestWatchSeesChanges(t *testing.T) {
 	ch, lost, cancel := f.e.Watch(16)
 	defer cancel()
 	f.toIdle("m000")
-	got := []State{(<-ch).State, (<-ch).State}
-	if got[0] != Creating || got[1] != Idle || lost() {
+	got := []record.State{(<-ch).State, (<-ch).State}
+	if got[0] != record.Creating || got[1] != record.Idle || lost() {
 		t.Fatalf("watch saw %v", got)
 	}
 }

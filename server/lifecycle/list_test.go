@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestPagingNoGapNoDuplicate(t *testing.T) {
@@ -22,13 +23,13 @@ func TestPagingNoGapNoDuplicate(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; i < 100; i += 3 {
-			f.e.Create(ctx, CreateRequest{MachineID: fmt.Sprintf("m%03d", i)})
+			f.e.Create(ctx, record.CreateRequest{MachineID: fmt.Sprintf("m%03d", i)})
 		}
 	})
 	seen := map[string]uint64{}
 	var cursor []byte
 	for range 1000 {
-		page, err := f.e.List(ctx, ListQuery{MaxResults: 7, Since: cursor})
+		page, err := f.e.List(ctx, record.ListQuery{MaxResults: 7, Since: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,17 +54,17 @@ func TestDeltaAndGarbageCursors(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 10)
 	ctx := t.Context()
-	full, _ := f.e.List(ctx, ListQuery{})
+	full, _ := f.e.List(ctx, record.ListQuery{})
 	if len(full.Machines) != 10 {
 		t.Fatalf("full list has %d", len(full.Machines))
 	}
-	empty, _ := f.e.List(ctx, ListQuery{Since: full.Revision})
+	empty, _ := f.e.List(ctx, record.ListQuery{Since: full.Revision})
 	if len(empty.Machines) != 0 {
 		t.Fatalf("nothing changed but delta has %d", len(empty.Machines))
 	}
 	f.toIdle("m004")
-	delta, _ := f.e.List(ctx, ListQuery{Since: full.Revision})
-	if len(delta.Machines) != 1 || delta.Machines[0].ID != "m004" || delta.Machines[0].State != Idle {
+	delta, _ := f.e.List(ctx, record.ListQuery{Since: full.Revision})
+	if len(delta.Machines) != 1 || delta.Machines[0].ID != "m004" || delta.Machines[0].State != record.Idle {
 		t.Fatalf("delta = %+v", delta.Machines)
 	}
 	mutated := append([]byte(nil), full.Revision...)
@@ -71,16 +72,16 @@ func TestDeltaAndGarbageCursors(t *testing.T) {
 	foreign := index.EncodeCursor(7, 1)
 	for name, c := range map[string][]byte{"garbage": []byte("xyz"), "empty": {}, "zero": make([]byte, 1+8+8+4),
 		"mutated": mutated, "foreign": foreign, "future": index.EncodeCursor(42, 1<<40)} {
-		l, err := f.e.List(ctx, ListQuery{Since: c})
+		l, err := f.e.List(ctx, record.ListQuery{Since: c})
 		if err != nil || len(l.Machines) != 10 {
 			t.Errorf("%s cursor: %v, %d machines (want full list)", name, err, len(l.Machines))
 		}
 	}
-	filtered, _ := f.e.List(ctx, ListQuery{States: []State{Idle, Failed}})
+	filtered, _ := f.e.List(ctx, record.ListQuery{States: []record.State{record.Idle, record.Failed}})
 	if len(filtered.Machines) != 1 {
 		t.Fatalf("state filter: %d", len(filtered.Machines))
 	}
-	capped, _ := f.e.List(ctx, ListQuery{MaxResults: 3})
+	capped, _ := f.e.List(ctx, record.ListQuery{MaxResults: 3})
 	if len(capped.Machines) != 3 {
 		t.Fatalf("max_results: %d", len(capped.Machines))
 	}
@@ -93,19 +94,19 @@ func TestCursorSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 5)
 	f.toIdle("m001")
-	full, _ := f.e.List(t.Context(), ListQuery{})
+	full, _ := f.e.List(t.Context(), record.ListQuery{})
 	f.e.Close()
 	f.start(5)
-	l, _ := f.e.List(t.Context(), ListQuery{Since: full.Revision})
+	l, _ := f.e.List(t.Context(), record.ListQuery{Since: full.Revision})
 	if len(l.Machines) != 0 {
 		t.Fatalf("restart with no change: delta has %d machines", len(l.Machines))
 	}
-	again, _ := f.e.List(t.Context(), ListQuery{})
+	again, _ := f.e.List(t.Context(), record.ListQuery{})
 	if got, want := ids(again.Machines), ids(full.Machines); got != want {
 		t.Fatalf("restart changed the list order:\n%s\n%s", got, want)
 	}
 	f.toIdle("m002")
-	l, _ = f.e.List(t.Context(), ListQuery{Since: full.Revision})
+	l, _ = f.e.List(t.Context(), record.ListQuery{Since: full.Revision})
 	if len(l.Machines) != 1 || l.Machines[0].ID != "m002" {
 		t.Fatalf("delta after restart: %v", ids(l.Machines))
 	}
@@ -123,13 +124,13 @@ func TestFullListSeesEveryMachineUnderLoad(t *testing.T) {
 		wg.Go(func() {
 			id := fmt.Sprintf("m%03d", i)
 			for ctx.Err() == nil {
-				f.e.Create(ctx, CreateRequest{MachineID: id})
-				f.e.Delete(ctx, DeleteRequest{MachineID: id})
+				f.e.Create(ctx, record.CreateRequest{MachineID: id})
+				f.e.Delete(ctx, record.DeleteRequest{MachineID: id})
 			}
 		})
 	}
 	for range 200 {
-		if l, _ := f.e.List(t.Context(), ListQuery{}); len(l.Machines) != 50 {
+		if l, _ := f.e.List(t.Context(), record.ListQuery{}); len(l.Machines) != 50 {
 			t.Fatalf("full list under load has %d machines, want 50", len(l.Machines))
 		}
 	}
@@ -137,7 +138,7 @@ func TestFullListSeesEveryMachineUnderLoad(t *testing.T) {
 	wg.Wait()
 }
 
-func ids(ms []Machine) string {
+func ids(ms []record.Machine) string {
 	var b strings.Builder
 	for _, m := range ms {
 		b.WriteString(m.ID + " ")
@@ -165,10 +166,10 @@ func FuzzDecodeCursor(f *testing.F) {
 func FuzzValidateConfigure(f *testing.F) {
 	f.Add("m", "c", []byte("blob"), "k", "v", "s", int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, id, cluster string, blob []byte, k, v, shard string, e, s int64) {
-		r := ConfigureRequest{MachineID: id, ClusterID: cluster, BootstrapBlob: blob,
-			ShardMetadata: map[string]string{k: v}, Token: Token{ShardID: shard, Epoch: e, Sequence: s}}
-		err := firstErr(validateID("machine_id", r.MachineID), validateToken(r.Token), validateConfigure(r))
-		if err != nil && err.Code != CodeInvalid {
+		r := record.ConfigureRequest{MachineID: id, ClusterID: cluster, BootstrapBlob: blob,
+			ShardMetadata: map[string]string{k: v}, Token: record.Token{ShardID: shard, Epoch: e, Sequence: s}}
+		err := firstErr(record.ValidateID("machine_id", r.MachineID), record.ValidateToken(r.Token), record.ValidateConfigure(r))
+		if err != nil && err.Code != record.CodeInvalid {
 			t.Fatalf("validation produced code %d", err.Code)
 		}
 		if err == nil && (id == "" || cluster == "" || (shard != "" && (e < 0 || s < 0))) {
@@ -181,7 +182,7 @@ func FuzzValidateConfigure(f *testing.F) {
 // complete out of revision order, as group commits may.
 type jitterStore struct{ *memStore }
 
-func (s jitterStore) Commit(ctx context.Context, b Batch) error {
+func (s jitterStore) Commit(ctx context.Context, b record.Batch) error {
 	time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 	return s.memStore.Commit(ctx, b)
 }
@@ -206,15 +207,15 @@ func TestCursorsFollowOutOfOrderCommits(t *testing.T) {
 		wg.Go(func() {
 			id := fmt.Sprintf("m%03d", i)
 			for ctx.Err() == nil {
-				e.Create(ctx, CreateRequest{MachineID: id})
-				e.Delete(ctx, DeleteRequest{MachineID: id})
+				e.Create(ctx, record.CreateRequest{MachineID: id})
+				e.Delete(ctx, record.DeleteRequest{MachineID: id})
 			}
 		})
 	}
 	seen := map[string]uint64{}
 	var cursor []byte
 	follow := func() {
-		page, err := e.List(t.Context(), ListQuery{Since: cursor, MaxResults: 5})
+		page, err := e.List(t.Context(), record.ListQuery{Since: cursor, MaxResults: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +226,7 @@ func TestCursorsFollowOutOfOrderCommits(t *testing.T) {
 	}
 	for ctx.Err() == nil {
 		follow()
-		if l, _ := e.List(t.Context(), ListQuery{}); len(l.Machines) != 40 {
+		if l, _ := e.List(t.Context(), record.ListQuery{}); len(l.Machines) != 40 {
 			t.Fatalf("full list has %d machines, want 40", len(l.Machines))
 		}
 	}

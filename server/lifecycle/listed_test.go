@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // zoneAUnlisted fails zone-a's listing while down is set.
@@ -43,14 +44,14 @@ func TestMutationsWaitForFirstListing(t *testing.T) {
 	b.down.Store(true)
 	f.wrap = b
 	f.start(2) // m000 in zone-a, m001 in zone-b
-	_, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000", Token: Token{ShardID: "s", Epoch: 4}})
-	if codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), `zone "zone-a" has not been listed since the provider started`) {
+	_, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000", Token: record.Token{ShardID: "s", Epoch: 4}})
+	if codeOf(err) != record.CodeUnavailable || !strings.Contains(err.Error(), `zone "zone-a" has not been listed since the provider started`) {
 		t.Fatalf("Create in the unlisted zone: %v", err)
 	}
-	if m, _ := f.e.Get(t.Context(), "m000"); m.State != Speculative {
+	if m, _ := f.e.Get(t.Context(), "m000"); m.State != record.Speculative {
 		t.Fatalf("refused Create changed m000: %s", m.State)
 	}
-	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m001"}); err != nil {
+	if _, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m001"}); err != nil {
 		t.Fatalf("Create in the listed zone: %v", err)
 	}
 	// The host answers now: the next mutation wakes reconcile and waits
@@ -60,8 +61,8 @@ func TestMutationsWaitForFirstListing(t *testing.T) {
 	// The refused token advanced the mark (the contract: a token that
 	// passes advances it even if the operation then fails): the retry
 	// carries a newer one.
-	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000", Token: Token{ShardID: "s", Epoch: 5}}); err != nil {
+	if _, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000", Token: record.Token{ShardID: "s", Epoch: 5}}); err != nil {
 		t.Fatalf("Create once zone-a is listed: %v", err)
 	}
-	f.waitState("m000", Idle)
+	f.waitState("m000", record.Idle)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // hostsBackend is a testBackend whose zone-a is two hosts, h1 and h2; h2
@@ -66,25 +67,25 @@ func TestStaleTokenWaitsForItsHost(t *testing.T) {
 	f.start(4) // a fresh store: the state file is gone
 	ctx := context.Background()
 	t0 := time.Now()
-	_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s1", 3, 1)})
-	if codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "not every host of zone") {
+	_, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("s1", 3, 1)})
+	if codeOf(err) != record.CodeUnavailable || !strings.Contains(err.Error(), "not every host of zone") {
 		t.Fatalf("stale token while h2 is down: %v, want Unavailable naming the zone's hosts", err)
 	}
 	if took := time.Since(t0); took > time.Second {
 		t.Fatalf("refused after %s: h2 is down, no listing can come, so no wait", took)
 	}
-	if _, seen := f.e.marks.Get(MarkKey{ShardID: "s1", MachineID: "m000"}); seen {
+	if _, seen := f.e.fences.Durable(record.MarkKey{ShardID: "s1", MachineID: "m000"}); seen {
 		t.Fatal("the refused mutation recorded its mark")
 	}
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000"}); codeOf(err) != CodeUnavailable {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000"}); codeOf(err) != record.CodeUnavailable {
 		t.Fatalf("Create of a machine whose host is down: %v, want Unavailable (its domain may be there)", err)
 	}
 	hb.setUp()
 	f.e.Reconcile(ctx)
-	if m := f.waitState("m000", Configured); m.HostName != "h2" {
+	if m := f.waitState("m000", record.Configured); m.HostName != "h2" {
 		t.Fatalf("adopted on %q", m.HostName)
 	}
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s1", 3, 1)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("s1", 3, 1)}); codeOf(err) != record.CodeFenced {
 		t.Fatalf("stale token after h2 was listed: %v, want FailedPrecondition", err)
 	}
 }
@@ -102,10 +103,10 @@ func TestIntactStateCreatesWithAHostDown(t *testing.T) {
 	f.wrap = hb
 	f.start(4)
 	f.toIdle("m001")
-	if _, err := f.e.Delete(context.Background(), DeleteRequest{MachineID: "m001"}); err != nil {
+	if _, err := f.e.Delete(context.Background(), record.DeleteRequest{MachineID: "m001"}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m001", Speculative)
+	f.waitState("m001", record.Speculative)
 	f.e.Close()
 	hb.mu.Lock()
 	hb.up = false // h2 dies; the provider restarts on the same state file
@@ -113,15 +114,15 @@ func TestIntactStateCreatesWithAHostDown(t *testing.T) {
 	f.start(4)
 	ctx := context.Background()
 	for _, id := range []string{"m000", "m001"} { // a seed never created; one deleted before the restart
-		if _, err := f.e.Create(ctx, CreateRequest{MachineID: id}); err != nil {
+		if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: id}); err != nil {
 			t.Fatalf("Create of %s with h2 down after a clean restart: %v", id, err)
 		}
-		f.waitState(id, Idle)
+		f.waitState(id, record.Idle)
 	}
 	f.e.Close()
 	f.st = newMemStore() // the state file is lost: rebuilt records wait for every host
 	f.start(4)
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m002"}); codeOf(err) != CodeUnavailable ||
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m002"}); codeOf(err) != record.CodeUnavailable ||
 		!strings.Contains(err.Error(), "not every host of zone") {
 		t.Fatalf("Create of a rebuilt record with h2 down: %v, want Unavailable naming the zone", err)
 	}
@@ -165,21 +166,21 @@ func TestAllHostsDownRefusesCreatesNotDeletes(t *testing.T) {
 	f.wrap = ab
 	f.start(2)
 	ctx := context.Background()
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("s", 1, 1)}); err != nil {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("s", 1, 1)}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m000", Idle)
+	f.waitState("m000", record.Idle)
 	ab.mu.Lock()
 	ab.allDown = true
 	ab.mu.Unlock()
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m001", Token: tok("s", 1, 2)}); codeOf(err) != CodeUnavailable {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m001", Token: tok("s", 1, 2)}); codeOf(err) != record.CodeUnavailable {
 		t.Fatalf("Create in a zone whose hosts are all declared down: %v, want Unavailable", err)
 	}
-	if m, _ := f.e.Get(ctx, "m001"); m.State != Speculative {
+	if m, _ := f.e.Get(ctx, "m001"); m.State != record.Speculative {
 		t.Fatalf("the refused Create changed m001: %s", m.State)
 	}
-	if _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000", Token: tok("s", 1, 3)}); err != nil {
+	if _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000", Token: tok("s", 1, 3)}); err != nil {
 		t.Fatalf("Delete of a machine on a host declared down: %v, want accepted", err)
 	}
-	f.waitState("m000", Speculative)
+	f.waitState("m000", record.Speculative)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // zoneAReady is a streaming fake whose zone-a readiness is scripted and
@@ -49,7 +50,7 @@ func TestConnectingZoneIsWaitedFor(t *testing.T) {
 	e.Start(context.Background())
 	waitFor(t, "zone-b listed", func() bool { return e.ZoneListed("zone-b") })
 	done := make(chan error, 1)
-	go func() { _, err := e.Create(context.Background(), CreateRequest{MachineID: "m000"}); done <- err }()
+	go func() { _, err := e.Create(context.Background(), record.CreateRequest{MachineID: "m000"}); done <- err }()
 	select {
 	case err := <-done:
 		t.Fatalf("Create did not wait for the connecting host: %v", err)
@@ -73,8 +74,8 @@ func TestDownZoneIsRefusedAtOnce(t *testing.T) {
 	e.Start(context.Background())
 	waitFor(t, "zone-b listed", func() bool { return e.ZoneListed("zone-b") })
 	start := time.Now()
-	_, err := e.Create(context.Background(), CreateRequest{MachineID: "m000"})
-	if codeOf(err) != CodeUnavailable || time.Since(start) > time.Second {
+	_, err := e.Create(context.Background(), record.CreateRequest{MachineID: "m000"})
+	if codeOf(err) != record.CodeUnavailable || time.Since(start) > time.Second {
 		t.Fatalf("Create in a down zone: %v after %s", err, time.Since(start))
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // The accept path's side of the zones listed since start (reconcile.Listed
@@ -103,8 +104,8 @@ func (e *Engine) WaitReadyZonesListed(ctx context.Context) bool {
 // start is enough); "" (every host of the zone) in a zone still
 // rebuilding (a first start, a lost state file), whose domain may be on
 // any host.
-func (e *Engine) listingHost(m *Machine) string {
-	if m.HostName != "" || m.State != Speculative {
+func (e *Engine) listingHost(m *record.Machine) string {
+	if m.HostName != "" || m.State != record.Speculative {
 		return m.HostName
 	}
 	e.rebuildMu.Lock()
@@ -131,7 +132,7 @@ func (e *Engine) confirmRebuilt(ctx context.Context) {
 	if len(done) == 0 {
 		return
 	}
-	if err := e.durable(ctx, Batch{Rebuilding: done}); err != nil {
+	if err := e.durable(ctx, record.Batch{Rebuilding: done}); err != nil {
 		e.log.Warn("zones listed whole not recorded; tried again after the next pass", "zones", len(done), "err", err)
 		return
 	}
@@ -147,16 +148,16 @@ func (e *Engine) confirmRebuilt(ctx context.Context) {
 
 // notListed is the refusal for a machine whose zone, or host, has not
 // been listed since start.
-func (e *Engine) notListed(m *Machine) *Error {
+func (e *Engine) notListed(m *record.Machine) *record.Error {
 	if e.listed.Covers(m.Zone, e.listingHost(m)) {
 		return nil
 	}
 	e.listed.Wake()
 	switch {
 	case !e.listed.Has(m.Zone):
-		return errorf(CodeUnavailable, "zone %q has not been listed since the provider started (machines, bindings and fence marks are read from its host first); retry shortly", m.Zone)
+		return record.Errorf(record.CodeUnavailable, "zone %q has not been listed since the provider started (machines, bindings and fence marks are read from its host first); retry shortly", m.Zone)
 	case m.HostName != "":
-		return errorf(CodeUnavailable, "host %q of zone %q has not been listed since the provider started (the machine's binding and fence marks are read from it first); retry shortly", m.HostName, m.Zone)
+		return record.Errorf(record.CodeUnavailable, "host %q of zone %q has not been listed since the provider started (the machine's binding and fence marks are read from it first); retry shortly", m.HostName, m.Zone)
 	}
-	return errorf(CodeUnavailable, "not every host of zone %q has been listed since the provider started, and which one holds machine %q is not known (its binding and fence marks are read from it first); retry shortly", m.Zone, m.ID)
+	return record.Errorf(record.CodeUnavailable, "not every host of zone %q has been listed since the provider started, and which one holds machine %q is not known (its binding and fence marks are read from it first); retry shortly", m.Zone, m.ID)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 type fm = backend.FenceMark
@@ -18,7 +19,7 @@ func TestRestoreMarksMaxWins(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 3)
 	ctx := t.Context()
-	for _, r := range []CreateRequest{
+	for _, r := range []record.CreateRequest{
 		{MachineID: "m000", Token: tok("hi", 9, 9)},
 		{MachineID: "m000", Token: tok("lo", 2, 0)},
 	} {
@@ -40,7 +41,7 @@ func TestRestoreMarksMaxWins(t *testing.T) {
 	if n := restoreAll(f.e, ctx, inv); n != 2 {
 		t.Fatalf("raised %d marks, want 2", n)
 	}
-	want := map[MarkKey]Mark{
+	want := map[record.MarkKey]record.Mark{
 		{ShardID: "hi", MachineID: "m000"}:  {Epoch: 9, Sequence: 9},
 		{ShardID: "lo", MachineID: "m000"}:  {Epoch: 2, Sequence: 1},
 		{ShardID: "new", MachineID: "m000"}: {},
@@ -57,7 +58,7 @@ func TestRestoreMarksMaxWins(t *testing.T) {
 	if n := restoreAll(f.e, ctx, inv); n != 0 {
 		t.Fatalf("second pass raised %d marks, want 0", n)
 	}
-	if _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c", Token: tok("lo", 2, 1)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c", Token: tok("lo", 2, 1)}); codeOf(err) != record.CodeFenced {
 		t.Fatalf("token equal to the restored mark: %v, want FailedPrecondition", err)
 	}
 }
@@ -83,7 +84,7 @@ func TestRestoreMarksStoreDown(t *testing.T) {
 func TestMachineMarks(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 2)
-	for _, r := range []CreateRequest{
+	for _, r := range []record.CreateRequest{
 		{MachineID: "m000", Token: tok("a", 1, 2)},
 		{MachineID: "m000", Token: tok("b", 3, 4)},
 		{MachineID: "m001", Token: tok("a", 7, 7)},
@@ -104,7 +105,7 @@ func TestMachineMarks(t *testing.T) {
 func restoreAll(e *Engine, ctx context.Context, inv []backend.ZoneInventory) int {
 	n := 0
 	for _, zi := range inv {
-		n += e.restoreMarks(ctx, zi)
+		n += e.fences.Restore(ctx, zi)
 	}
 	return n
 }

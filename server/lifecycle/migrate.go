@@ -13,9 +13,9 @@ import (
 
 // MigrateResult is a finished live migration.
 type MigrateResult struct {
-	Machine  Machine // as recorded after the migration
-	From, To string  // host names
-	Why      string  // the destination's placement decision
+	Machine  record.Machine // as recorded after the migration
+	From, To string         // host names
+	Why      string         // the destination's placement decision
 	Took     time.Duration
 }
 
@@ -28,12 +28,12 @@ type MigrateResult struct {
 // makes the machine FAILED: the VM keeps running on its source, and the
 // cause goes to last_error, the history and a WARN line.
 func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult, error) {
-	if err := validateID("id", id); err != nil {
+	if err := record.ValidateID("id", id); err != nil {
 		return MigrateResult{}, err
 	}
 	mg := e.can.Migrator
 	if mg == nil {
-		return MigrateResult{}, errorf(CodeUnimplemented, "this backend cannot migrate machines")
+		return MigrateResult{}, record.Errorf(record.CodeUnimplemented, "this backend cannot migrate machines")
 	}
 	cur, err := e.holdForMigration(id, toHost)
 	if err != nil {
@@ -54,17 +54,17 @@ func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult,
 
 // holdForMigration checks, under the machine's lock, that it may migrate
 // and holds it. The caller releases the hold and the run.
-func (e *Engine) holdForMigration(id, toHost string) (*Machine, error) {
+func (e *Engine) holdForMigration(id, toHost string) (*record.Machine, error) {
 	unlock := e.locks.Lock(id)
 	defer unlock()
 	cur, ok := e.idx.Get(id)
 	switch {
 	case !ok:
-		return nil, errorf(CodeNotFound, "machine %q not found", id)
-	case cur.State != Idle && cur.State != Configured:
-		return nil, errorf(CodeAborted, "cannot migrate machine %q: it is %s, only IDLE or CONFIGURED machines can be migrated", id, cur.State)
+		return nil, record.Errorf(record.CodeNotFound, "machine %q not found", id)
+	case cur.State != record.Idle && cur.State != record.Configured:
+		return nil, record.Errorf(record.CodeAborted, "cannot migrate machine %q: it is %s, only IDLE or CONFIGURED machines can be migrated", id, cur.State)
 	case toHost != "" && toHost == cur.HostName:
-		return nil, errorf(CodeInvalid, "machine %q is already on host %q", id, toHost)
+		return nil, record.Errorf(record.CodeInvalid, "machine %q is already on host %q", id, toHost)
 	}
 	if err := e.placementReady(cur); err != nil {
 		return nil, err
@@ -72,20 +72,20 @@ func (e *Engine) holdForMigration(id, toHost string) (*Machine, error) {
 	e.bgMu.RLock()
 	defer e.bgMu.RUnlock()
 	if e.stopping.Load() {
-		return nil, errorf(CodeUnavailable, "provider is shutting down; retry against the next instance")
+		return nil, record.Errorf(record.CodeUnavailable, "provider is shutting down; retry against the next instance")
 	}
 	if !e.moves.Take(id, toHost, e.cfg.Now()) {
-		return nil, errorf(CodeAborted, "machine %q is already being migrated", id)
+		return nil, record.Errorf(record.CodeAborted, "machine %q is already being migrated", id)
 	}
 	e.runs.Add("\x00migrate " + id)
 	return cur, nil
 }
 
 // placementReady refuses (Unavailable) a machine whose own host is down.
-func (e *Engine) placementReady(m *Machine) *Error {
+func (e *Engine) placementReady(m *record.Machine) *record.Error {
 	if pr := e.can.PlacementReadiness; pr != nil {
 		if err := pr.PlacementReady(m.Placement()); err != nil {
-			return errorf(CodeUnavailable, "host of machine %q is not available: %v", m.ID, err)
+			return record.Errorf(record.CodeUnavailable, "host of machine %q is not available: %v", m.ID, err)
 		}
 	}
 	return nil
@@ -93,8 +93,8 @@ func (e *Engine) placementReady(m *Machine) *Error {
 
 // migrateCall runs the backend's migration through the machine's call
 // gate, so it never overlaps a reconcile restart or a late call.
-func (e *Engine) migrateCall(ctx context.Context, mg backend.Migrator, m *Machine, toHost string) (backend.Placement, error) {
-	leave, running, err := e.calls.Enter(ctx, m.ID, OpMigrate)
+func (e *Engine) migrateCall(ctx context.Context, mg backend.Migrator, m *record.Machine, toHost string) (backend.Placement, error) {
+	leave, running, err := e.calls.Enter(ctx, m.ID, record.OpMigrate)
 	if err != nil {
 		return backend.Placement{}, fmt.Errorf("the machine's %s call did not return: %w", running, err)
 	}
@@ -109,7 +109,7 @@ const migrateErrPrefix = "migrate failed: "
 
 // recordMigration commits the outcome: the new host on success, the cause
 // on failure; history either way. The state never changes.
-func (e *Engine) recordMigration(id string, was *Machine, pl backend.Placement, merr error, started time.Time) (MigrateResult, error) {
+func (e *Engine) recordMigration(id string, was *record.Machine, pl backend.Placement, merr error, started time.Time) (MigrateResult, error) {
 	if refused(merr) {
 		// The destination was refused before any work: the request was
 		// wrong, the machine saw nothing, so its record stays as it is.
@@ -121,12 +121,12 @@ func (e *Engine) recordMigration(id string, was *Machine, pl backend.Placement, 
 	// the record is still the operation it was held on (was).
 	now := e.cfg.Now()
 	res := MigrateResult{From: was.HostName, To: pl.Host, Why: pl.Why, Took: now.Sub(started)}
-	n, cerr := e.update(id, record.Expect{OperationID: was.OperationID}, func(c, n *Machine) error {
-		h := Transition{OperationID: c.OperationID, Kind: OpMigrate, From: c.State, To: c.State,
+	n, cerr := e.update(id, record.Expect{OperationID: was.OperationID}, func(c, n *record.Machine) error {
+		h := record.Transition{OperationID: c.OperationID, Kind: record.OpMigrate, From: c.State, To: c.State,
 			Started: started, Ended: now, Outcome: "succeeded"}
 		if merr == nil {
 			n.HostName, n.Domain = pl.Host, pl.Domain
-			n.Host = HostRef{Provider: e.cfg.Provider, Ref: pl.Ref()}
+			n.Host = record.HostRef{Provider: e.cfg.Provider, Ref: pl.Ref()}
 			if strings.HasPrefix(n.LastError, migrateErrPrefix) {
 				n.LastError = ""
 			}
@@ -136,11 +136,11 @@ func (e *Engine) recordMigration(id string, was *Machine, pl backend.Placement, 
 			n.LastError = migrateErrPrefix + merr.Error() + "; the VM still runs on host " + was.HostName
 			h.LastError = n.LastError
 		}
-		n.History = appendHistory(n.History, h)
+		n.History = record.AppendHistory(n.History, h)
 		return nil
 	})
 	if _, ok := e.idx.Get(id); !ok && errors.Is(cerr, errStale) {
-		return MigrateResult{}, errorf(CodeNotFound, "machine %q not found", id)
+		return MigrateResult{}, record.Errorf(record.CodeNotFound, "machine %q not found", id)
 	}
 	attrs := []any{"machine", id, "zone", was.Zone, "from", was.HostName, "state", was.State.String(),
 		"took", res.Took.Round(time.Millisecond).String()}
@@ -168,15 +168,15 @@ func (e *Engine) moveTarget(id string) string { return e.moves.Target(id) }
 // migrateError classifies a failed migration for the caller: a refused
 // destination is the request's fault (no room, no such host), anything
 // else is the hosts' (Unavailable: the machine is fine, retry later).
-func migrateError(id string, err error) *Error {
+func migrateError(id string, err error) *record.Error {
 	msg := fmt.Sprintf("migrate machine %q: %v", id, err)
 	switch {
 	case errors.Is(err, backend.ErrUnknownHost):
-		return errorf(CodeNotFound, "%s", msg)
+		return record.Errorf(record.CodeNotFound, "%s", msg)
 	case errors.Is(err, backend.ErrNoCapacity):
-		return errorf(CodeAborted, "%s", msg)
+		return record.Errorf(record.CodeAborted, "%s", msg)
 	case errors.Is(err, backend.ErrNotRunning):
-		return errorf(CodeAborted, "%s (a live migration needs a running VM)", msg)
+		return record.Errorf(record.CodeAborted, "%s (a live migration needs a running VM)", msg)
 	}
-	return errorf(CodeUnavailable, "%s", msg)
+	return record.Errorf(record.CodeUnavailable, "%s", msg)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func usedOn(t *testing.T, fb *fake.Backend, host string) int {
@@ -33,11 +34,11 @@ func TestMigrateKeepsStateAndMovesHost(t *testing.T) {
 	f, fb := poolFixture(t)
 	ctx := context.Background()
 	f.toIdle("m000")
-	if _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c1",
+	if _, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c1",
 		ShardMetadata: map[string]string{"k": "v\x00"}, Token: tok("s1", 3, 7)}); err != nil {
 		t.Fatal(err)
 	}
-	before := f.waitState("m000", Configured)
+	before := f.waitState("m000", record.Configured)
 	marks := f.e.Marks()
 	res, err := f.e.Migrate(ctx, "m000", "")
 	if err != nil {
@@ -50,15 +51,15 @@ func TestMigrateKeepsStateAndMovesHost(t *testing.T) {
 	if m.Host.Ref != "zone-a/"+res.To+"/"+fake.DomainName("m000") || m.Host.Provider != before.Host.Provider {
 		t.Fatalf("ref %+v", m.Host)
 	}
-	if m.State != Configured || m.Cluster != "c1" || !maps.Equal(m.ShardMetadata, before.ShardMetadata) ||
-		m.OperationID != before.OperationID || m.OpKind != OpConfigure || m.LastError != "" || !m.StateSince.Equal(before.StateSince) {
+	if m.State != record.Configured || m.Cluster != "c1" || !maps.Equal(m.ShardMetadata, before.ShardMetadata) ||
+		m.OperationID != before.OperationID || m.OpKind != record.OpConfigure || m.LastError != "" || !m.StateSince.Equal(before.StateSince) {
 		t.Fatalf("record changed beyond the host: %+v", m)
 	}
 	if !maps.Equal(f.e.Marks(), marks) {
 		t.Fatalf("marks changed: %v -> %v", marks, f.e.Marks())
 	}
 	h := m.History[len(m.History)-1]
-	if h.Kind != OpMigrate || h.Outcome != "succeeded" || h.From != Configured || h.To != Configured ||
+	if h.Kind != record.OpMigrate || h.Outcome != "succeeded" || h.From != record.Configured || h.To != record.Configured ||
 		!strings.HasPrefix(h.Note, "from host "+res.From+" to host "+res.To) {
 		t.Fatalf("history %+v", h)
 	}
@@ -70,16 +71,16 @@ func TestMigrateKeepsStateAndMovesHost(t *testing.T) {
 	}
 	// A Configure retry still answers the same operation; a Drain runs on
 	// the new host; reconcile finds nothing to change.
-	if ack, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c1", Token: tok("s1", 3, 8)}); err != nil || ack.OperationID != before.OperationID {
+	if ack, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c1", Token: tok("s1", 3, 8)}); err != nil || ack.OperationID != before.OperationID {
 		t.Fatalf("configure retry: %v %v", ack.OperationID, err)
 	}
 	if rep := f.e.Reconcile(ctx); rep.Adopted+rep.Vanished != 0 {
 		t.Fatalf("reconcile after migrate: %+v", rep)
 	}
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000"}); err != nil {
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	if d := f.waitState("m000", Idle); d.HostName != res.To {
+	if d := f.waitState("m000", record.Idle); d.HostName != res.To {
 		t.Fatalf("drained on %s", d.HostName)
 	}
 	// Back by name.
@@ -98,30 +99,30 @@ func TestMigrateRefusals(t *testing.T) {
 	f.toIdle("m002")
 	f.toIdle("m004")
 	f.toIdle("m006")
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m001"}); err != nil {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m001"}); err != nil {
 		t.Fatal(err) // zone-b's host is too small: FAILED
 	}
-	f.waitState("m001", Failed)
+	f.waitState("m001", record.Failed)
 	for _, tc := range []struct {
 		id, to string
-		code   Code
+		code   record.Code
 		msg    string
 	}{
-		{"", "", CodeInvalid, "id"},
-		{"nope", "", CodeNotFound, "not found"},
-		{"m003", "", CodeAborted, "it is SPECULATIVE, only IDLE or CONFIGURED"},
-		{"m001", "", CodeAborted, "it is FAILED"},
-		{"m000", m.HostName, CodeInvalid, "already on host"},
-		{"m000", "b1", CodeNotFound, "no host \"b1\""},
-		{"m000", "", CodeAborted, "no host fits"},
-		{"m000", other(m.HostName), CodeAborted, "cannot take 2 vCPU"},
+		{"", "", record.CodeInvalid, "id"},
+		{"nope", "", record.CodeNotFound, "not found"},
+		{"m003", "", record.CodeAborted, "it is SPECULATIVE, only IDLE or CONFIGURED"},
+		{"m001", "", record.CodeAborted, "it is FAILED"},
+		{"m000", m.HostName, record.CodeInvalid, "already on host"},
+		{"m000", "b1", record.CodeNotFound, "no host \"b1\""},
+		{"m000", "", record.CodeAborted, "no host fits"},
+		{"m000", other(m.HostName), record.CodeAborted, "cannot take 2 vCPU"},
 	} {
 		_, err := f.e.Migrate(ctx, tc.id, tc.to)
 		if codeOf(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("Migrate(%q, %q) = %v (code %d), want code %d containing %q", tc.id, tc.to, err, codeOf(err), tc.code, tc.msg)
 		}
 	}
-	if got, _ := f.e.Get(ctx, "m000"); got.State != Idle || got.HostName != m.HostName || got.Revision != m.Revision {
+	if got, _ := f.e.Get(ctx, "m000"); got.State != record.Idle || got.HostName != m.HostName || got.Revision != m.Revision {
 		t.Fatalf("refused migrations moved the machine: %+v", got)
 	}
 }
@@ -140,30 +141,30 @@ func TestMigrateHoldsTheMachine(t *testing.T) {
 	for f.e.moves.Refusal("m000") == nil {
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s", 1, 1)}); codeOf(err) != CodeUnavailable ||
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("s", 1, 1)}); codeOf(err) != record.CodeUnavailable ||
 		!strings.Contains(err.Error(), "being live-migrated") {
 		t.Fatalf("drain during migration: %v", err)
 	}
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s", 1, 1)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("s", 1, 1)}); codeOf(err) != record.CodeFenced {
 		t.Fatalf("the refused drain's token must still advance the mark: %v", err)
 	}
-	if _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c1"}); err != nil {
+	if _, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c1"}); err != nil {
 		t.Fatalf("configure retry during migration: %v", err)
 	}
-	if _, err := f.e.Migrate(ctx, "m000", ""); codeOf(err) != CodeAborted || !strings.Contains(err.Error(), "already being migrated") {
+	if _, err := f.e.Migrate(ctx, "m000", ""); codeOf(err) != record.CodeAborted || !strings.Contains(err.Error(), "already being migrated") {
 		t.Fatalf("second migration: %v", err)
 	}
 	fb.Vanish("m000") // reconcile must not judge it while it moves
 	if rep := f.e.Reconcile(ctx); rep.Vanished != 0 {
 		t.Fatalf("reconcile judged a migrating machine: %+v", rep)
 	}
-	if m, _ := f.e.Get(ctx, "m000"); m.State != Configured {
+	if m, _ := f.e.Get(ctx, "m000"); m.State != record.Configured {
 		t.Fatalf("state during migration %s", m.State)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("s", 1, 2)}); err != nil {
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("s", 1, 2)}); err != nil {
 		t.Fatalf("drain after the migration: %v", err)
 	}
 }
@@ -179,11 +180,11 @@ func TestMigrateFailureKeepsState(t *testing.T) {
 	before, _ := f.e.Get(ctx, "m000")
 	fb.SetFailure(fake.OpMigrate, "m000", errors.New("job aborted: storage copy failed"))
 	_, err := f.e.Migrate(ctx, "m000", "")
-	if codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "storage copy failed") {
+	if codeOf(err) != record.CodeUnavailable || !strings.Contains(err.Error(), "storage copy failed") {
 		t.Fatalf("err = %v", err)
 	}
 	m, _ := f.e.Get(ctx, "m000")
-	if m.State != Configured || m.HostName != before.HostName || m.Host != before.Host || m.Cluster != "c1" ||
+	if m.State != record.Configured || m.HostName != before.HostName || m.Host != before.Host || m.Cluster != "c1" ||
 		m.OperationID != before.OperationID {
 		t.Fatalf("record after a failed migration: %+v", m)
 	}
@@ -191,7 +192,7 @@ func TestMigrateFailureKeepsState(t *testing.T) {
 	if m.LastError != want {
 		t.Fatalf("last_error %q, want %q", m.LastError, want)
 	}
-	if h := m.History[len(m.History)-1]; h.Kind != OpMigrate || h.Outcome != "failed" || h.LastError != want {
+	if h := m.History[len(m.History)-1]; h.Kind != record.OpMigrate || h.Outcome != "failed" || h.LastError != want {
 		t.Fatalf("history %+v", h)
 	}
 	if n := usedOn(t, fb, other(before.HostName)); n != 0 {
@@ -223,11 +224,11 @@ func TestReconcileRecordsUnrecordedMigration(t *testing.T) {
 	}
 	f.e.Reconcile(ctx)
 	m, _ := f.e.Get(ctx, "m000")
-	if m.HostName != other(before.HostName) || m.State != Configured || m.Cluster != "c1" || m.OperationID != before.OperationID ||
+	if m.HostName != other(before.HostName) || m.State != record.Configured || m.Cluster != "c1" || m.OperationID != before.OperationID ||
 		m.Host.Ref != "zone-a/"+m.HostName+"/"+m.Domain {
 		t.Fatalf("after reconcile: %+v", m)
 	}
-	if h := m.History[len(m.History)-1]; h.Kind != OpReconcile || h.Outcome != "relocated" {
+	if h := m.History[len(m.History)-1]; h.Kind != record.OpReconcile || h.Outcome != "relocated" {
 		t.Fatalf("history %+v", h)
 	}
 	rev := m.Revision
@@ -237,6 +238,6 @@ func TestReconcileRecordsUnrecordedMigration(t *testing.T) {
 	}
 }
 
-func backendSpec(m Machine) backend.MigrateSpec {
+func backendSpec(m record.Machine) backend.MigrateSpec {
 	return backend.MigrateSpec{MachineID: m.ID, Placement: m.Placement(), VCPU: m.VCPU, MemoryMiB: m.MemoryMiB}
 }

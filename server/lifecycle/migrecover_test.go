@@ -13,6 +13,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // recBackend lists m000's copy on h1 (testBackend's VM) in the run state
@@ -110,7 +111,7 @@ func TestRecoverMigrationCompleted(t *testing.T) {
 	if calls := rb.seen(); strings.Join(calls, ";") != "m000 h1 h1,h2" {
 		t.Fatalf("recoveries %v", calls)
 	}
-	m := f.waitState("m000", Configured)
+	m := f.waitState("m000", record.Configured)
 	h := m.History[len(m.History)-1]
 	if m.HostName != "h2" || h.Outcome != reconcile.OutcomeMigrationRecovered || !strings.Contains(h.Note, "had completed") || !strings.Contains(h.Note, "copy on host h1 removed") {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
@@ -134,7 +135,7 @@ func TestRecoverMigrationNotCompleted(t *testing.T) {
 	if calls := rb.seen(); strings.Join(calls, ";") != "m000 h1 h1,h2" {
 		t.Fatalf("recoveries %v", calls)
 	}
-	m := f.waitState("m000", Configured)
+	m := f.waitState("m000", record.Configured)
 	h := m.History[len(m.History)-1]
 	if m.HostName != "h1" || h.Outcome != reconcile.OutcomeMigrationRecovered || !strings.Contains(h.Note, "had not completed: the VM resumed on host h1") {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
@@ -151,7 +152,7 @@ func TestRecoverMigrationStaleDoesNotOverwrite(t *testing.T) {
 	f, rb, _ := recFixture(t, &backend.RunState{State: backend.RunRunning, Reason: "migrated"})
 	var drained string
 	rb.during = func() {
-		ack, err := f.e.Drain(context.Background(), DrainRequest{MachineID: "m000"})
+		ack, err := f.e.Drain(context.Background(), record.DrainRequest{MachineID: "m000"})
 		if err != nil {
 			t.Errorf("drain during the recovery: %v", err)
 		}
@@ -161,7 +162,7 @@ func TestRecoverMigrationStaleDoesNotOverwrite(t *testing.T) {
 	if calls := rb.seen(); len(calls) != 1 {
 		t.Fatalf("recoveries %v", calls)
 	}
-	m := f.waitState("m000", Idle)
+	m := f.waitState("m000", record.Idle)
 	if m.OperationID != drained || m.HostName != "h2" {
 		t.Fatalf("op %q host %q, want the drain's %q on h2", m.OperationID, m.HostName, drained)
 	}
@@ -181,7 +182,7 @@ func TestRecoverMigrationSourceOnly(t *testing.T) {
 	if calls := rb.seen(); strings.Join(calls, ";") != "m000 h1 h1" {
 		t.Fatalf("recoveries %v", calls)
 	}
-	if h := f.waitState("m000", Configured).History; !strings.Contains(h[len(h)-1].Note, "resumed on host h1; nothing removed") {
+	if h := f.waitState("m000", record.Configured).History; !strings.Contains(h[len(h)-1].Note, "resumed on host h1; nothing removed") {
 		t.Fatalf("history %+v", h[len(h)-1])
 	}
 }
@@ -206,7 +207,7 @@ type recoveryCounter struct {
 	n  map[string]int
 }
 
-func (r *recoveryCounter) TransitionFinished(OpKind, string, string, time.Duration) {}
+func (r *recoveryCounter) TransitionFinished(record.OpKind, string, string, time.Duration) {}
 
 func (r *recoveryCounter) MigrationRecovered(zone, outcome string) {
 	r.mu.Lock()

@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"fmt"
 	"testing"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestRefusedNewcomerLeavesNoMark is issue 39's rule: 10,000 invented
@@ -19,12 +21,12 @@ func TestRefusedNewcomerLeavesNoMark(t *testing.T) {
 	f := newFixture(t, 2, cfg)
 	ctx := t.Context()
 	for i := range 10_000 {
-		_, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok(fmt.Sprintf("invented-%05d", i), 1, 1)})
-		if codeOf(err) != CodeAborted {
+		_, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok(fmt.Sprintf("invented-%05d", i), 1, 1)})
+		if codeOf(err) != record.CodeAborted {
 			t.Fatalf("invented shard %d: %v; want Aborted (out of position)", i, err)
 		}
 	}
-	if n := f.e.marks.ShardsOn("m000"); n != 0 {
+	if n := f.e.fences.ShardsOn("m000"); n != 0 {
 		t.Errorf("m000 holds durable marks of %d shards; want none", n)
 	}
 	if n := storedMarks(f, "m000"); n != 0 {
@@ -34,12 +36,12 @@ func TestRefusedNewcomerLeavesNoMark(t *testing.T) {
 		t.Errorf("%d first contacts refused at the bound; want none", refused)
 	}
 	// The latest invented token's replay is still fenced while kept.
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("invented-09999", 1, 1)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("invented-09999", 1, 1)}); codeOf(err) != record.CodeFenced {
 		t.Errorf("replay of a refused newcomer's token: %v; want FailedPrecondition", err)
 	}
 	// The real shard, new to the machine, is accepted, and its mark is
 	// durable and counted.
-	if _, err := f.e.Create(ctx, CreateRequest{MachineID: "m000", Token: tok("real", 4, 1)}); err != nil {
+	if _, err := f.e.Create(ctx, record.CreateRequest{MachineID: "m000", Token: tok("real", 4, 1)}); err != nil {
 		t.Fatalf("real shard's Create: %v", err)
 	}
 	if n := storedMarks(f, "m000"); n != 1 {
@@ -48,21 +50,21 @@ func TestRefusedNewcomerLeavesNoMark(t *testing.T) {
 	// A holder's refused call moves its durable mark: Delete of a CREATING
 	// or IDLE machine at (4,2) is accepted or refused, either way (4,2) is
 	// its mark now, across a restart.
-	f.waitState("m000", Idle)
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("real", 4, 2)}); codeOf(err) != CodeAborted {
+	f.waitState("m000", record.Idle)
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("real", 4, 2)}); codeOf(err) != record.CodeAborted {
 		t.Fatalf("real shard's Drain of an IDLE machine: %v; want Aborted", err)
 	}
 	f.e.Close()
 	f.start(2, cfg)
-	if _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000", Token: tok("real", 4, 2)}); codeOf(err) != CodeFenced {
+	if _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000", Token: tok("real", 4, 2)}); codeOf(err) != record.CodeFenced {
 		t.Errorf("after a restart, the holder's refused token replayed: %v; want FailedPrecondition", err)
 	}
 	// The invented shards' in-memory marks are gone with the process:
 	// nothing of them is left to lock anyone out.
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000", Token: tok("invented-09999", 1, 1)}); codeOf(err) != CodeAborted {
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000", Token: tok("invented-09999", 1, 1)}); codeOf(err) != record.CodeAborted {
 		t.Errorf("after a restart, an invented shard's token: %v; want Aborted", err)
 	}
-	if _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000", Token: tok("real", 4, 3)}); err != nil {
+	if _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000", Token: tok("real", 4, 3)}); err != nil {
 		t.Errorf("real shard's Delete after the restart: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // runRig is an engine over the fake backend with a clock that moves only
@@ -59,7 +60,7 @@ func (r *runRig) reconcile() ReconcileReport {
 // advance moves the clock by d (a backoff running out).
 func (r *runRig) advance(d time.Duration) { r.mu.Lock(); r.now = r.now.Add(d); r.mu.Unlock() }
 
-func (r *runRig) get(id string) Machine {
+func (r *runRig) get(id string) record.Machine {
 	m, err := r.e.Get(context.Background(), id)
 	if err != nil {
 		r.t.Fatal(err)
@@ -67,7 +68,7 @@ func (r *runRig) get(id string) Machine {
 	return m
 }
 
-func (r *runRig) wait(id string, s State) Machine {
+func (r *runRig) wait(id string, s record.State) record.Machine {
 	r.t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		if m := r.get(id); m.State == s {
@@ -80,19 +81,19 @@ func (r *runRig) wait(id string, s State) Machine {
 
 func (r *runRig) toIdle(id string) {
 	r.t.Helper()
-	if _, err := r.e.Create(context.Background(), CreateRequest{MachineID: id}); err != nil {
+	if _, err := r.e.Create(context.Background(), record.CreateRequest{MachineID: id}); err != nil {
 		r.t.Fatal(err)
 	}
-	r.wait(id, Idle)
+	r.wait(id, record.Idle)
 }
 
 func (r *runRig) toConfigured(id string) {
 	r.t.Helper()
 	r.toIdle(id)
-	if _, err := r.e.Configure(context.Background(), ConfigureRequest{MachineID: id, ClusterID: "c1"}); err != nil {
+	if _, err := r.e.Configure(context.Background(), record.ConfigureRequest{MachineID: id, ClusterID: "c1"}); err != nil {
 		r.t.Fatal(err)
 	}
-	r.wait(id, Configured)
+	r.wait(id, record.Configured)
 }
 
 type restartEvent struct {
@@ -119,7 +120,7 @@ func (o *runObs) gaveUpZones() []string {
 	return append([]string(nil), o.gaveUp...)
 }
 
-func (o *runObs) TransitionFinished(OpKind, string, string, time.Duration) {}
+func (o *runObs) TransitionFinished(record.OpKind, string, string, time.Duration) {}
 func (o *runObs) DomainRestarted(zone, from string, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -158,7 +159,7 @@ func TestStoppedIdleIsRestarted(t *testing.T) {
 	}
 	m := r.get("m000")
 	last := m.History[len(m.History)-1]
-	if m.State != Idle || m.LastError != "" || last.Outcome != "restarted" ||
+	if m.State != record.Idle || m.LastError != "" || last.Outcome != "restarted" ||
 		last.LastError != "domain bf-m000 was shut off (crashed); started again by reconcile" {
 		t.Fatalf("machine %+v, last transition %+v", m, last)
 	}
@@ -188,7 +189,7 @@ func TestStoppedConfiguredIsReportedNotRestarted(t *testing.T) {
 	first := r.reconcile()
 	m := r.get("m001")
 	want := "domain bf-m001 is shut off (destroyed) since " + r.clock().Format("2006-01-02T")
-	if m.State != Configured || !strings.HasPrefix(m.LastError, want) || !strings.Contains(m.LastError, "BigFleet decides") {
+	if m.State != record.Configured || !strings.HasPrefix(m.LastError, want) || !strings.Contains(m.LastError, "BigFleet decides") {
 		t.Fatalf("machine %s %q", m.State, m.LastError)
 	}
 	for range 3 {
@@ -220,7 +221,7 @@ func TestStoppedConfiguredIsReportedNotRestarted(t *testing.T) {
 	// Running again (an operator started it): the note is cleared.
 	r.be.SetRunState("m001", backend.RunState{State: backend.RunRunning, Reason: "unpaused"})
 	r.reconcile()
-	if m := r.get("m001"); m.State != Configured || m.LastError != "" {
+	if m := r.get("m001"); m.State != record.Configured || m.LastError != "" {
 		t.Fatalf("running again: %s %q", m.State, m.LastError)
 	}
 	if _, down := r.obs.snapshot(); len(down["zone-b"]) != 0 {
@@ -238,10 +239,10 @@ func TestDrainOfStoppedDomainFailsAtOnce(t *testing.T) {
 	r.be.SetRunState("m001", crashed)
 	r.reconcile()
 	start := time.Now()
-	if _, err := r.e.Drain(context.Background(), DrainRequest{MachineID: "m001", GraceSeconds: 60}); err != nil {
+	if _, err := r.e.Drain(context.Background(), record.DrainRequest{MachineID: "m001", GraceSeconds: 60}); err != nil {
 		t.Fatal(err)
 	}
-	m := r.wait("m001", Failed)
+	m := r.wait("m001", record.Failed)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("drain took %s", took)
 	}
@@ -266,7 +267,7 @@ func TestRestartFailureIsReported(t *testing.T) {
 	r.advance(DefaultRestartBackoff)
 	r.reconcile()
 	m := r.get("m000")
-	if m.State != Idle || !strings.Contains(m.LastError, "is shut off (destroyed) since") ||
+	if m.State != record.Idle || !strings.Contains(m.LastError, "is shut off (destroyed) since") ||
 		!strings.Contains(m.LastError, "reconcile could not start it again: qemu: could not open disk; next restart (try 3 of 5) at ") ||
 		m.Revision == rev {
 		t.Fatalf("machine %s %q", m.State, m.LastError)
@@ -277,7 +278,7 @@ func TestRestartFailureIsReported(t *testing.T) {
 	r.be.SetFailure(fake.OpStart, "m000", nil)
 	r.advance(2 * DefaultRestartBackoff)
 	r.reconcile()
-	if m := r.get("m000"); m.State != Idle || m.LastError != "" {
+	if m := r.get("m000"); m.State != record.Idle || m.LastError != "" {
 		t.Fatalf("after a good restart: %s %q", m.State, m.LastError)
 	}
 	restarts, _ := r.obs.snapshot()
@@ -296,7 +297,7 @@ func TestPausedIdleIsReportedNotStarted(t *testing.T) {
 	if rep := r.reconcile(); rep.NotRunning != 1 || r.be.Calls(fake.OpStart) != 0 {
 		t.Fatalf("report %+v, %d starts", rep, r.be.Calls(fake.OpStart))
 	}
-	if m := r.get("m000"); m.State != Idle || !strings.HasPrefix(m.LastError, "domain bf-m000 is paused (I/O error) since") {
+	if m := r.get("m000"); m.State != record.Idle || !strings.HasPrefix(m.LastError, "domain bf-m000 is paused (I/O error) since") {
 		t.Fatalf("machine %s %q", m.State, m.LastError)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // stubbornBackend's Create ignores its context and returns only when the
@@ -63,14 +64,14 @@ func TestNoBackendOverlapAfterTimeout(t *testing.T) {
 	}
 	defer e.Close()
 	e.Reconcile(t.Context()) // the first listing, which mutations wait for
-	e.Create(t.Context(), CreateRequest{MachineID: "m000"})
+	e.Create(t.Context(), record.CreateRequest{MachineID: "m000"})
 	f := &fixture{t: t, e: e}
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "timed out") {
 		t.Fatalf("last_error %q", m.LastError)
 	}
 	ack, err := e.Release(t.Context(), "m000")
-	if err != nil || ack.Machine.State != Deleting {
+	if err != nil || ack.Machine.State != record.Deleting {
 		t.Fatalf("release: %v %s", err, ack.Machine.State)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -81,7 +82,7 @@ func TestNoBackendOverlapAfterTimeout(t *testing.T) {
 		t.Fatal("Delete started while the timed-out Create was still inside the backend")
 	}
 	close(be.createGate)
-	f.waitState("m000", Speculative)
+	f.waitState("m000", record.Speculative)
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	if len(be.overlaps) > 0 || be.deletes != 1 {
@@ -104,12 +105,12 @@ func TestWaitForPreviousCallTimesOut(t *testing.T) {
 	defer e.Close()
 	f := &fixture{t: t, e: e}
 	e.Reconcile(t.Context()) // the first listing, which mutations wait for
-	e.Create(t.Context(), CreateRequest{MachineID: "m000"})
-	f.waitState("m000", Failed)
+	e.Create(t.Context(), record.CreateRequest{MachineID: "m000"})
+	f.waitState("m000", record.Failed)
 	if _, err := e.Release(t.Context(), "m000"); err != nil {
 		t.Fatal(err)
 	}
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "release timed out") || !strings.Contains(m.LastError, "create call") {
 		t.Fatalf("last_error %q", m.LastError)
 	}

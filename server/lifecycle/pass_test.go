@@ -11,6 +11,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // gate blocks its callers until opened.
@@ -63,7 +64,7 @@ func TestStreamingListsZonesIndependently(t *testing.T) {
 		t.Fatal("zone-a listed while its listing hangs")
 	}
 	start := time.Now()
-	if _, err := e.Create(context.Background(), CreateRequest{MachineID: "m001"}); err != nil {
+	if _, err := e.Create(context.Background(), record.CreateRequest{MachineID: "m001"}); err != nil {
 		t.Fatalf("create in the listed zone: %v", err)
 	}
 	if took := time.Since(start); took > time.Second {
@@ -71,12 +72,12 @@ func TestStreamingListsZonesIndependently(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := e.Create(ctx, CreateRequest{MachineID: "m000"}); codeOf(err) != CodeUnavailable {
+	if _, err := e.Create(ctx, record.CreateRequest{MachineID: "m000"}); codeOf(err) != record.CodeUnavailable {
 		t.Fatalf("create in the unlisted zone: %v, want Unavailable", err)
 	}
 	hold.open()
 	waitFor(t, "zone-a listed", func() bool { return e.ZoneListed("zone-a") })
-	if _, err := e.Create(context.Background(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := e.Create(context.Background(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatalf("create after the listing: %v", err)
 	}
 }
@@ -95,13 +96,13 @@ func startRig(t *testing.T, n int, hook func(id string) error) (*Engine, *fake.B
 	startListed(e, context.Background())
 	for i := range n {
 		id := fmt.Sprintf("m%03d", i)
-		if _, err := e.Create(context.Background(), CreateRequest{MachineID: id}); err != nil {
+		if _, err := e.Create(context.Background(), record.CreateRequest{MachineID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range n {
 		id := fmt.Sprintf("m%03d", i)
-		waitFor(t, id+" IDLE", func() bool { m, _ := e.Get(context.Background(), id); return m.State == Idle })
+		waitFor(t, id+" IDLE", func() bool { m, _ := e.Get(context.Background(), id); return m.State == record.Idle })
 		be.SetRunState(id, crashed)
 	}
 	return e, be
@@ -189,24 +190,24 @@ func TestSlowConfirmDoesNotDelayAnother(t *testing.T) {
 	t.Cleanup(be.hold.open)
 	startListed(e, context.Background())
 	for _, id := range []string{"m000", "m001"} {
-		if _, err := e.Create(context.Background(), CreateRequest{MachineID: id}); err != nil {
+		if _, err := e.Create(context.Background(), record.CreateRequest{MachineID: id}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, id+" IDLE", func() bool { m, _ := e.Get(context.Background(), id); return m.State == Idle })
+		waitFor(t, id+" IDLE", func() bool { m, _ := e.Get(context.Background(), id); return m.State == record.Idle })
 	}
 	be.Vanish("m000")
 	be.SetRunState("m001", crashed)
 	done := make(chan ReconcileReport, 1)
 	go func() { done <- e.Reconcile(context.Background()) }()
 	waitFor(t, "m001 started", func() bool { vm, _ := be.VM("m001"); return vm.Running })
-	if m, _ := e.Get(context.Background(), "m000"); m.State != Idle {
+	if m, _ := e.Get(context.Background(), "m000"); m.State != record.Idle {
 		t.Fatalf("m000 %s before ConfirmGone answered", m.State)
 	}
 	be.hold.open()
 	if rep := <-done; rep.Vanished != 1 || rep.Restarted != 1 {
 		t.Fatalf("report %+v", rep)
 	}
-	if m, _ := e.Get(context.Background(), "m000"); m.State != Failed {
+	if m, _ := e.Get(context.Background(), "m000"); m.State != record.Failed {
 		t.Fatalf("m000 %s after ConfirmGone said gone", m.State)
 	}
 }

@@ -31,7 +31,7 @@ type attemptState struct {
 }
 
 // create runs one attempt of a Create.
-func (e *Engine) create(ctx context.Context, m *Machine, st *attemptState) result {
+func (e *Engine) create(ctx context.Context, m *record.Machine, st *attemptState) result {
 	spec := backend.MachineSpec{
 		MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone,
 		InstanceType: m.InstanceType, VCPU: m.VCPU, MemoryMiB: m.MemoryMiB, Marks: e.machineMarks(m.ID),
@@ -71,12 +71,12 @@ func (e *Engine) create(ctx context.Context, m *Machine, st *attemptState) resul
 // recordHost writes the host chosen for a CREATING machine into its
 // record (and m, the run's copy), before the Create works on it. A zone's
 // only unnamed host ("") needs no record: there is nowhere else to go.
-func (e *Engine) recordHost(m *Machine, host, why string) error {
+func (e *Engine) recordHost(m *record.Machine, host, why string) error {
 	if host == m.HostName {
 		return nil
 	}
-	stillCreating := record.Expect{OperationID: m.OperationID, Holds: func(cur *Machine) bool { return cur.State == Creating }}
-	_, err := e.update(m.ID, stillCreating, func(_, n *Machine) error {
+	stillCreating := record.Expect{OperationID: m.OperationID, Holds: func(cur *record.Machine) bool { return cur.State == record.Creating }}
+	_, err := e.update(m.ID, stillCreating, func(_, n *record.Machine) error {
 		n.HostName = host
 		if why != "" {
 			if h := n.LastTransition(); h != nil {
@@ -99,7 +99,7 @@ func (e *Engine) recordHost(m *Machine, host, why string) error {
 
 // forgetHost gives up a CREATING machine's host, proven never built on,
 // so the next attempt places it again; err (transient) says why.
-func (e *Engine) forgetHost(m *Machine, pr backend.Placer, cause error) error {
+func (e *Engine) forgetHost(m *record.Machine, pr backend.Placer, cause error) error {
 	was := m.HostName
 	if err := e.recordHost(m, "", ""); err != nil {
 		return err

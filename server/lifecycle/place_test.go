@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // placingBackend is a testBackend that chooses hosts (backend.Placer):
@@ -88,7 +89,7 @@ func TestCreateRecordsHostFirst(t *testing.T) {
 	if !slices.Equal(placed, []string{"h1"}) || !slices.Equal(creates, []string{"h1"}) || !slices.Equal(storedAt, []string{"h1"}) {
 		t.Fatalf("placed %v, Create on %v, stored host at Create %v; want h1 each", placed, creates, storedAt)
 	}
-	m := f.waitState("m000", Idle)
+	m := f.waitState("m000", record.Idle)
 	if h := m.History[len(m.History)-1]; m.HostName != "h1" || h.Note != "spread: host h1" {
 		t.Fatalf("host %q, history %+v", m.HostName, h)
 	}
@@ -98,8 +99,8 @@ func TestCreateRecordsHostFirst(t *testing.T) {
 // shuts the engine down, as a provider stopped mid-Create.
 func cutCreate(t *testing.T, f *fixture, pb *placingBackend) {
 	t.Helper()
-	f.be.setDelay(OpCreate, time.Hour)
-	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	f.be.setDelay(record.OpCreate, time.Hour)
+	if _, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the first Create", func() bool { _, c, _, _ := pb.seen(); return len(c) == 1 })
@@ -114,12 +115,12 @@ func TestResumedCreateKeepsItsHost(t *testing.T) {
 	t.Parallel()
 	f, pb := placingFixture(t, "h1", "h2")
 	cutCreate(t, f, pb)
-	if st := f.st.stored("m000"); st.State != Creating || st.HostName != "h1" {
+	if st := f.st.stored("m000"); st.State != record.Creating || st.HostName != "h1" {
 		t.Fatalf("stored after the cut: %s on %q", st.State, st.HostName)
 	}
-	f.be.setDelay(OpCreate, 0)
+	f.be.setDelay(record.OpCreate, 0)
 	f.start(2)
-	if m := f.waitState("m000", Idle); m.HostName != "h1" {
+	if m := f.waitState("m000", record.Idle); m.HostName != "h1" {
 		t.Fatalf("resumed Create ended on %q", m.HostName)
 	}
 	placed, creates, _, _ := pb.seen()
@@ -144,7 +145,7 @@ func TestCreatePlacedAgainWhenHostNeverReached(t *testing.T) {
 	if !slices.Equal(storedAt, []string{"h1", "h2"}) {
 		t.Fatalf("stored host at each Create %v", storedAt)
 	}
-	if m := f.waitState("m000", Idle); m.HostName != "h2" {
+	if m := f.waitState("m000", record.Idle); m.HostName != "h2" {
 		t.Fatalf("ended on %q", m.HostName)
 	}
 }
@@ -155,7 +156,7 @@ func TestResumedCreateWaitsForItsHost(t *testing.T) {
 	t.Parallel()
 	f, pb := placingFixture(t, "h1", "h2")
 	cutCreate(t, f, pb)
-	f.be.setDelay(OpCreate, 0)
+	f.be.setDelay(record.OpCreate, 0)
 	pb.mu.Lock()
 	pb.nothingOn["h1"] = true
 	pb.mu.Unlock()
@@ -168,7 +169,7 @@ func TestResumedCreateWaitsForItsHost(t *testing.T) {
 	pb.mu.Lock()
 	pb.nothingOn["h1"] = false
 	pb.mu.Unlock()
-	if m := f.waitState("m000", Idle); m.HostName != "h1" {
+	if m := f.waitState("m000", record.Idle); m.HostName != "h1" {
 		t.Fatalf("ended on %q", m.HostName)
 	}
 }
@@ -181,10 +182,10 @@ func TestCreateWaitsForItsHostToBeRecorded(t *testing.T) {
 	pb.mu.Lock()
 	pb.failStore = true
 	pb.mu.Unlock()
-	if _, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	m := f.waitState("m000", Idle)
+	m := f.waitState("m000", record.Idle)
 	placed, creates, storedAt, _ := pb.seen()
 	if len(placed) < 2 || !slices.Equal(creates, []string{"h1"}) || !slices.Equal(storedAt, []string{"h1"}) || m.HostName != "h1" {
 		t.Fatalf("placed %v, Creates on %v, stored host at Create %v, ended on %q", placed, creates, storedAt, m.HostName)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend/fake"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // poolFixture: the fake backend with zone-a of two hosts (room for two
@@ -29,7 +30,7 @@ func TestCreateRecordsPlacement(t *testing.T) {
 	t.Parallel()
 	f, _ := poolFixture(t)
 	f.toIdle("m000")
-	m := f.waitState("m000", Idle)
+	m := f.waitState("m000", record.Idle)
 	if m.HostName != "a1" && m.HostName != "a2" {
 		t.Fatalf("host name %q", m.HostName)
 	}
@@ -37,13 +38,13 @@ func TestCreateRecordsPlacement(t *testing.T) {
 		t.Fatalf("ref %q", m.Host.Ref)
 	}
 	h := m.History[len(m.History)-1]
-	if h.Kind != OpCreate || h.Outcome != "succeeded" || !strings.HasPrefix(h.Note, "spread: host "+m.HostName+" has the most free memory") {
+	if h.Kind != record.OpCreate || h.Outcome != "succeeded" || !strings.HasPrefix(h.Note, "spread: host "+m.HostName+" has the most free memory") {
 		t.Fatalf("history %+v", h)
 	}
 	// The second machine goes to the other host (spread), and the record
 	// survives in the store with its note.
 	f.toIdle("m002")
-	if m2 := f.waitState("m002", Idle); m2.HostName == m.HostName {
+	if m2 := f.waitState("m002", record.Idle); m2.HostName == m.HostName {
 		t.Fatalf("spread put both on %s", m.HostName)
 	}
 	if st := f.st.stored("m000"); st.HostName != m.HostName || st.History[len(st.History)-1].Note != h.Note {
@@ -57,10 +58,10 @@ func TestCreateNoCapacityFailsFast(t *testing.T) {
 	t.Parallel()
 	f, fb := poolFixture(t)
 	start := time.Now()
-	if _, err := f.e.Create(context.Background(), CreateRequest{MachineID: "m001"}); err != nil {
+	if _, err := f.e.Create(context.Background(), record.CreateRequest{MachineID: "m001"}); err != nil {
 		t.Fatal(err)
 	}
-	m := f.waitState("m001", Failed)
+	m := f.waitState("m001", record.Failed)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("FAILED after %s", took)
 	}
@@ -82,10 +83,10 @@ func TestCreateNoCapacityFailsFast(t *testing.T) {
 	if err := fb.SetCordoned("a2", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.e.Create(context.Background(), CreateRequest{MachineID: "m000"}); err != nil {
+	if _, err := f.e.Create(context.Background(), record.CreateRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	if m := f.waitState("m000", Failed); !strings.Contains(m.LastError, "no connected, uncordoned host (2 hosts: 0 down, 2 cordoned)") {
+	if m := f.waitState("m000", record.Failed); !strings.Contains(m.LastError, "no connected, uncordoned host (2 hosts: 0 down, 2 cordoned)") {
 		t.Fatalf("last_error %q", m.LastError)
 	}
 }
@@ -97,14 +98,14 @@ func TestCreateWithHostDown(t *testing.T) {
 	t.Parallel()
 	f, fb := poolFixture(t)
 	f.toIdle("m000")
-	first := f.waitState("m000", Idle)
+	first := f.waitState("m000", record.Idle)
 	fb.SetHostDown(first.HostName, true)
 	f.toIdle("m002")
-	if m := f.waitState("m002", Idle); m.HostName == first.HostName {
+	if m := f.waitState("m002", record.Idle); m.HostName == first.HostName {
 		t.Fatalf("placed on the down host %s", m.HostName)
 	}
 	f.e.Reconcile(context.Background())
-	if m, _ := f.e.Get(context.Background(), "m000"); m.State != Idle {
+	if m, _ := f.e.Get(context.Background(), "m000"); m.State != record.Idle {
 		t.Fatalf("machine of the down host: %s %q", m.State, m.LastError)
 	}
 }

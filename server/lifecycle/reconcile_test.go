@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestReconcile(t *testing.T) {
@@ -20,9 +21,9 @@ func TestReconcile(t *testing.T) {
 	now = now.Add(time.Second)
 
 	// Nothing changed: the revision must not move.
-	before, _ := f.e.List(ctx, ListQuery{})
+	before, _ := f.e.List(ctx, record.ListQuery{})
 	f.e.Reconcile(ctx)
-	if d, _ := f.e.List(ctx, ListQuery{Since: before.Revision}); len(d.Machines) != 0 {
+	if d, _ := f.e.List(ctx, record.ListQuery{Since: before.Revision}); len(d.Machines) != 0 {
 		t.Fatalf("idle reconcile changed %d machines", len(d.Machines))
 	}
 
@@ -38,16 +39,16 @@ func TestReconcile(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	m0, _ := f.e.Get(ctx, "m000")
-	if m0.State != Failed || !strings.Contains(m0.LastError, "vanished") {
+	if m0.State != record.Failed || !strings.Contains(m0.LastError, "vanished") {
 		t.Fatalf("vanished VM: %+v", m0)
 	}
 	m3, _ := f.e.Get(ctx, "m003")
-	if m3.State != Configured || m3.Cluster != "cl" || m3.Host.Ref != "zone-b/bf-m003" || m3.OperationID != "op-x" {
+	if m3.State != record.Configured || m3.Cluster != "cl" || m3.Host.Ref != "zone-b/bf-m003" || m3.OperationID != "op-x" {
 		t.Fatalf("adopted: %+v", m3)
 	}
-	before, _ = f.e.List(ctx, ListQuery{})
+	before, _ = f.e.List(ctx, record.ListQuery{})
 	f.e.Reconcile(ctx)
-	if d, _ := f.e.List(ctx, ListQuery{Since: before.Revision}); len(d.Machines) != 0 {
+	if d, _ := f.e.List(ctx, record.ListQuery{Since: before.Revision}); len(d.Machines) != 0 {
 		t.Fatalf("second reconcile changed %d machines", len(d.Machines))
 	}
 }
@@ -55,18 +56,18 @@ func TestReconcile(t *testing.T) {
 func TestReleaseFailed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 2)
-	if _, err := f.e.Release(t.Context(), "m000"); codeOf(err) != CodeAborted {
+	if _, err := f.e.Release(t.Context(), "m000"); codeOf(err) != record.CodeAborted {
 		t.Fatalf("release of a SPECULATIVE machine: %v", err)
 	}
-	f.be.setFail(OpConfigure, errors.New("hook exited with status 3"))
+	f.be.setFail(record.OpConfigure, errors.New("hook exited with status 3"))
 	f.toIdle("m000")
-	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"})
-	f.waitState("m000", Failed)
+	f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c"})
+	f.waitState("m000", record.Failed)
 	if _, err := f.e.Release(t.Context(), "m000"); err != nil {
 		t.Fatal(err)
 	}
-	m := f.waitState("m000", Speculative)
-	if m.Host != (HostRef{}) || m.Cluster != "" || m.LastError != "" {
+	m := f.waitState("m000", record.Speculative)
+	if m.Host != (record.HostRef{}) || m.Cluster != "" || m.LastError != "" {
 		t.Fatalf("released: %+v", m)
 	}
 }

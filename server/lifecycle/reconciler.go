@@ -85,15 +85,15 @@ func (e *Engine) LastReconcile() ReconcileReport { return e.rec.Last() }
 // (reconcile.Engine): seven methods, nothing else of the engine.
 type reconcileView struct{ e *Engine }
 
-func (v reconcileView) Get(id string) (*Machine, bool) { return v.e.idx.Get(id) }
+func (v reconcileView) Get(id string) (*record.Machine, bool) { return v.e.idx.Get(id) }
 
 func (v reconcileView) IDs() []string { return v.e.idx.IDs() }
 
-func (v reconcileView) Update(id string, expect record.Expect, edit record.Edit) (*Machine, error) {
+func (v reconcileView) Update(id string, expect record.Expect, edit record.Edit) (*record.Machine, error) {
 	return v.e.update(id, expect, edit)
 }
 
-func (v reconcileView) EnterCall(ctx context.Context, id string, kind OpKind) (func(), OpKind, error) {
+func (v reconcileView) EnterCall(ctx context.Context, id string, kind record.OpKind) (func(), record.OpKind, error) {
 	return v.e.calls.Enter(ctx, id, kind)
 }
 
@@ -101,12 +101,12 @@ func (v reconcileView) Migrating(id string, listedAt time.Time) bool {
 	return v.e.moves.Skip(id, listedAt)
 }
 
-func (v reconcileView) ResumeConfigure(m *Machine) {
+func (v reconcileView) ResumeConfigure(m *record.Machine) {
 	op := m.Edit()
 	v.e.log.Warn("asking the guest what became of a Configure found cut on its domain", "machine", op.ID, "op", op.OperationID)
 	v.e.track(op.OperationID, func() { v.e.resumeConfigure(op) })
 }
 
 func (v reconcileView) RestoreMarks(ctx context.Context, zi backend.ZoneInventory) int {
-	return v.e.restoreMarks(ctx, zi)
+	return v.e.fences.Restore(ctx, zi)
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func TestRestartKeepsEverythingAndOperationIDs(t *testing.T) {
@@ -18,14 +20,14 @@ func TestRestartKeepsEverythingAndOperationIDs(t *testing.T) {
 	f.e.Close()
 	f.start(3)
 	after, _ := f.e.Get(t.Context(), "m001")
-	if after.State != Configured || after.OperationID != before.OperationID || after.Cluster != "c1" {
+	if after.State != record.Configured || after.OperationID != before.OperationID || after.Cluster != "c1" {
 		t.Fatalf("after restart: %+v", after)
 	}
-	ack, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m001", ClusterID: "c1"})
+	ack, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m001", ClusterID: "c1"})
 	if err != nil || ack.OperationID != before.OperationID {
 		t.Fatalf("retry across restart: %v %s", err, ack.OperationID)
 	}
-	l, _ := f.e.List(t.Context(), ListQuery{})
+	l, _ := f.e.List(t.Context(), record.ListQuery{})
 	if len(l.Machines) != 3 {
 		t.Fatalf("restart re-seeded or lost: %d machines", len(l.Machines))
 	}
@@ -35,16 +37,16 @@ func TestRestartResumesOrFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 3)
 	f.toIdle("m002")
-	release := f.be.hold(OpCreate)
-	f.e.Create(t.Context(), CreateRequest{MachineID: "m000"})
-	releaseCfg := f.be.hold(OpConfigure)
-	f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m002", ClusterID: "c"})
+	release := f.be.hold(record.OpCreate)
+	f.e.Create(t.Context(), record.CreateRequest{MachineID: "m000"})
+	releaseCfg := f.be.hold(record.OpConfigure)
+	f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m002", ClusterID: "c"})
 	f.e.Close() // the "crash": transitions stay in flight in the store
 	release()
 	releaseCfg()
 	f.start(3)
-	f.waitState("m000", Idle)
-	m := f.waitState("m002", Failed)
+	f.waitState("m000", record.Idle)
+	m := f.waitState("m002", record.Failed)
 	if !strings.Contains(m.LastError, "restart") {
 		t.Fatalf("configure interrupted by restart: last_error %q", m.LastError)
 	}
@@ -56,15 +58,15 @@ func TestSeedGrowsButNeverShrinks(t *testing.T) {
 	f.toIdle("m002")
 	f.e.Close()
 	f.start(1) // offerings shrank
-	if l, _ := f.e.List(t.Context(), ListQuery{}); len(l.Machines) != 3 {
+	if l, _ := f.e.List(t.Context(), record.ListQuery{}); len(l.Machines) != 3 {
 		t.Fatalf("shrinking lost machines: %d", len(l.Machines))
 	}
 	f.e.Close()
 	f.start(5)
-	if l, _ := f.e.List(t.Context(), ListQuery{}); len(l.Machines) != 5 {
+	if l, _ := f.e.List(t.Context(), record.ListQuery{}); len(l.Machines) != 5 {
 		t.Fatalf("growing: %d", len(l.Machines))
 	}
-	if m, _ := f.e.Get(t.Context(), "m002"); m.State != Idle {
+	if m, _ := f.e.Get(t.Context(), "m002"); m.State != record.Idle {
 		t.Fatalf("existing machine reset: %s", m.State)
 	}
 }
@@ -89,9 +91,9 @@ func TestCloseDuringMutations(t *testing.T) {
 			if accepted.Add(1) >= enoughAccepted {
 				busyOnce.Do(func() { close(busy) })
 			}
-		case afterClose && (codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "shutting down")):
+		case afterClose && (codeOf(err) != record.CodeUnavailable || !strings.Contains(err.Error(), "shutting down")):
 			t.Errorf("%s %s after Close returned: %v, want Unavailable (shutting down)", what, id, err)
-		case err != nil && codeOf(err) != CodeAborted && codeOf(err) != CodeUnavailable:
+		case err != nil && codeOf(err) != record.CodeAborted && codeOf(err) != record.CodeUnavailable:
 			t.Errorf("%s %s: %v (code %d), want it accepted, Aborted or Unavailable", what, id, err, codeOf(err))
 		}
 	}
@@ -102,9 +104,9 @@ func TestCloseDuringMutations(t *testing.T) {
 			// Until one round after Close returned (bounded, should Close hang).
 			for range 100_000 {
 				after := closed.Load()
-				_, err := f.e.Create(context.Background(), CreateRequest{MachineID: id})
+				_, err := f.e.Create(context.Background(), record.CreateRequest{MachineID: id})
 				check(id, "Create", after, err)
-				_, err = f.e.Delete(context.Background(), DeleteRequest{MachineID: id})
+				_, err = f.e.Delete(context.Background(), record.DeleteRequest{MachineID: id})
 				check(id, "Delete", after, err)
 				if after {
 					return
@@ -129,9 +131,9 @@ func TestCloseDuringMutations(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.State.Transitional() {
-			m = f.waitState(m.ID, map[State]State{Creating: Idle, Deleting: Speculative}[m.State])
+			m = f.waitState(m.ID, map[record.State]record.State{record.Creating: record.Idle, record.Deleting: record.Speculative}[m.State])
 		}
-		if m.State != Idle && m.State != Speculative {
+		if m.State != record.Idle && m.State != record.Speculative {
 			t.Errorf("%s after restart: %s (last_error %q), want IDLE or SPECULATIVE", m.ID, m.State, m.LastError)
 		}
 	}
@@ -142,7 +144,7 @@ type panickyStore struct {
 	panicNext atomic.Bool
 }
 
-func (s *panickyStore) Commit(ctx context.Context, b Batch) error {
+func (s *panickyStore) Commit(ctx context.Context, b record.Batch) error {
 	if s.panicNext.Swap(false) {
 		panic("disk controller on fire")
 	}
@@ -161,11 +163,11 @@ func TestStorePanicDoesNotStallPublication(t *testing.T) {
 	startListed(e, t.Context())
 	defer e.Close()
 	st.panicNext.Store(true)
-	if _, err := e.Create(t.Context(), CreateRequest{MachineID: "m000"}); codeOf(err) != CodeUnavailable {
+	if _, err := e.Create(t.Context(), record.CreateRequest{MachineID: "m000"}); codeOf(err) != record.CodeUnavailable {
 		t.Fatalf("create through a panicking store: %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := e.Create(context.Background(), CreateRequest{MachineID: "m001"}); done <- err }()
+	go func() { _, err := e.Create(context.Background(), record.CreateRequest{MachineID: "m001"}); done <- err }()
 	select {
 	case err := <-done:
 		if err != nil {

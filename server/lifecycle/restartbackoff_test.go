@@ -9,6 +9,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func withRestarts(backoff time.Duration, tries int) func(*Config) {
@@ -67,7 +68,7 @@ func TestRestartGivesUp(t *testing.T) {
 	m := r.get("m000")
 	const msg = "reconcile gave up restarting it after 3 tries (last stop: shut off (crashed))"
 	last := m.History[len(m.History)-1]
-	if r.be.Calls(fake.OpStart) != 3 || m.State != Idle || rep.NotRunning != 1 ||
+	if r.be.Calls(fake.OpStart) != 3 || m.State != record.Idle || rep.NotRunning != 1 ||
 		!strings.HasPrefix(m.LastError, "domain bf-m000 is shut off (crashed) since ") || !strings.HasSuffix(m.LastError, "; "+msg) ||
 		last.Outcome != reconcile.OutcomeGaveUp || last.LastError != msg {
 		t.Fatalf("%d starts, machine %s %q, last transition %+v", r.be.Calls(fake.OpStart), m.State, m.LastError, last)

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/resume"
 )
 
 // resumeConfigure ends the cut Configure op as its guest tells (package
 // resume decides) and records that end.
-func (e *Engine) resumeConfigure(op Machine) {
+func (e *Engine) resumeConfigure(op record.Machine) {
 	o := resume.Configure(e.bgCtx, resumeView{e}, resume.Config{Prober: e.can.ConfigureProber,
 		Timeout: e.cfg.ConfigureTimeout, Retry: e.retryDelay, Log: e.log}, op)
 	if e.bgCtx.Err() != nil {
@@ -26,7 +27,7 @@ func (e *Engine) resumeConfigure(op Machine) {
 // resumeView is the engine as package resume sees it (resume.Engine).
 type resumeView struct{ e *Engine }
 
-func (v resumeView) EnterCall(ctx context.Context, id string, kind OpKind) (func(), OpKind, error) {
+func (v resumeView) EnterCall(ctx context.Context, id string, kind record.OpKind) (func(), record.OpKind, error) {
 	return v.e.calls.Enter(ctx, id, kind)
 }
 
@@ -36,6 +37,6 @@ func (v resumeView) Addresses(ctx context.Context, id string, pl backend.Placeme
 	return v.e.readAddresses(ctx, id, pl)
 }
 
-func (v resumeView) Abandon(m Machine, within time.Duration) error {
+func (v resumeView) Abandon(m record.Machine, within time.Duration) error {
 	return v.e.abandonGuest(m, within)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // probingBackend answers ProbeConfigure from a script of answers (the last
@@ -88,8 +89,8 @@ func cutProbed(t *testing.T, pb *probingBackend, tweak ...func(*Config)) (*fixtu
 	quick := func(c *Config) { c.RetryMin = time.Millisecond }
 	f.start(2, append([]func(*Config){quick}, tweak...)...)
 	f.toIdle("m000")
-	f.be.setDelay(OpConfigure, time.Hour)
-	ack, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c",
+	f.be.setDelay(record.OpConfigure, time.Hour)
+	ack, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c",
 		ShardMetadata: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func cutProbed(t *testing.T, pb *probingBackend, tweak ...func(*Config)) (*fixtu
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	f.e.Shutdown(ctx)
-	f.be.setDelay(OpConfigure, 0)
+	f.be.setDelay(record.OpConfigure, 0)
 	f.start(2, append([]func(*Config){quick}, tweak...)...)
 	return f, ack.OperationID
 }
@@ -108,7 +109,7 @@ func cutProbed(t *testing.T, pb *probingBackend, tweak ...func(*Config)) (*fixtu
 func TestCutConfigureNeverStartedRollsBack(t *testing.T) {
 	pb := &probingBackend{answers: []probeAnswer{answer(backend.HookNeverStarted)}}
 	f, op := cutProbed(t, pb)
-	m := f.waitState("m000", Idle)
+	m := f.waitState("m000", record.Idle)
 	if !strings.Contains(m.LastError, "rolled back to IDLE") || !strings.Contains(m.LastError, "before its bootstrap hook started") {
 		t.Errorf("last_error %q", m.LastError)
 	}
@@ -116,14 +117,14 @@ func TestCutConfigureNeverStartedRollsBack(t *testing.T) {
 		t.Errorf("binding kept after the rollback: cluster %q metadata %v", m.Cluster, m.ShardMetadata)
 	}
 	h := m.LastTransition()
-	if h == nil || h.OperationID != op || h.Outcome != "rolled_back" || h.To != Idle || h.LastError != m.LastError {
+	if h == nil || h.OperationID != op || h.Outcome != "rolled_back" || h.To != record.Idle || h.LastError != m.LastError {
 		t.Errorf("history %+v", h)
 	}
 	probes, finished, abandoned := pb.counts()
 	if len(probes) != 2 || probes[0] != op || probes[1] != op || len(finished) != 0 || abandoned != 1 {
 		t.Errorf("probes %v finished %d abandoned %d: want 2 probes of %s (before and after the cleanup), 1 cleanup", probes, len(finished), abandoned, op)
 	}
-	if s := f.st.stored("m000"); s.State != Idle {
+	if s := f.st.stored("m000"); s.State != record.Idle {
 		t.Errorf("stored state %s", s.State)
 	}
 	pb.mu.Lock()
@@ -133,10 +134,10 @@ func TestCutConfigureNeverStartedRollsBack(t *testing.T) {
 		t.Errorf("intents cleared %v, want that of %s once", rolled, op)
 	}
 	// IDLE again: a new Configure is accepted.
-	if _, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c2"}); err != nil {
+	if _, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c2"}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m000", Configured)
+	f.waitState("m000", record.Configured)
 }
 
 // A hook that finished ok: the Configure is finished (ready hook and
@@ -144,7 +145,7 @@ func TestCutConfigureNeverStartedRollsBack(t *testing.T) {
 func TestCutConfigureHookSucceededFinishes(t *testing.T) {
 	pb := &probingBackend{answers: []probeAnswer{answer(backend.HookSucceeded)}}
 	f, op := cutProbed(t, pb)
-	m := f.waitState("m000", Configured)
+	m := f.waitState("m000", record.Configured)
 	if m.Cluster != "c" || m.LastError != "" {
 		t.Errorf("configured %+v", m)
 	}
@@ -160,7 +161,7 @@ func TestCutConfigureHookSucceededFinishes(t *testing.T) {
 func TestCutConfigureFinishFailureFails(t *testing.T) {
 	pb := &probingBackend{answers: []probeAnswer{answer(backend.HookSucceeded)}, finishErr: errors.New("node did not become ready")}
 	f, _ := cutProbed(t, pb)
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "finishing it failed: node did not become ready") {
 		t.Errorf("last_error %q", m.LastError)
 	}
@@ -181,7 +182,7 @@ func TestCutConfigureHookFailedOrVanishedFails(t *testing.T) {
 		t.Run(c.tr.Hook.String(), func(t *testing.T) {
 			pb := &probingBackend{answers: []probeAnswer{{tr: c.tr}}}
 			f, _ := cutProbed(t, pb)
-			m := f.waitState("m000", Failed)
+			m := f.waitState("m000", record.Failed)
 			if !strings.HasPrefix(m.LastError, "configure failed: interrupted by a provider restart") || !strings.Contains(m.LastError, c.want) {
 				t.Errorf("last_error %q", m.LastError)
 			}
@@ -202,7 +203,7 @@ func TestCutConfigureAsksAgainUntilTheGuestTells(t *testing.T) {
 		answer(backend.HookSucceeded),
 	}}
 	f, _ := cutProbed(t, pb)
-	f.waitState("m000", Configured)
+	f.waitState("m000", record.Configured)
 	if probes, _, _ := pb.counts(); len(probes) != 5 {
 		t.Errorf("%d probes, want 5", len(probes))
 	}
@@ -213,7 +214,7 @@ func TestCutConfigureAsksAgainUntilTheGuestTells(t *testing.T) {
 func TestCutConfigureUnreachableFailsAtTheBound(t *testing.T) {
 	pb := &probingBackend{answers: []probeAnswer{{err: errors.New("guest agent not responding")}}}
 	f, _ := cutProbed(t, pb, func(c *Config) { c.ConfigureTimeout = 300 * time.Millisecond })
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "could not tell within --configure-timeout") || !strings.Contains(m.LastError, "guest agent not responding") {
 		t.Errorf("last_error %q", m.LastError)
 	}
@@ -229,7 +230,7 @@ func TestCutConfigureUnreachableFailsAtTheBound(t *testing.T) {
 func TestCutConfigureDomainGoneFails(t *testing.T) {
 	pb := &probingBackend{answers: []probeAnswer{{err: fmt.Errorf("domain bf-m000: %w", backend.ErrNotFound)}}}
 	f, _ := cutProbed(t, pb)
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "its domain is gone") {
 		t.Errorf("last_error %q", m.LastError)
 	}
@@ -242,7 +243,7 @@ func TestCutConfigureDomainGoneFails(t *testing.T) {
 func TestCutConfigureOnAHostDeclaredDownFails(t *testing.T) {
 	pb := &probingBackend{answers: []probeAnswer{{err: fmt.Errorf("host z/h1 declared down: PSU: %w", backend.ErrHostDown)}}}
 	f, _ := cutProbed(t, pb, func(c *Config) { c.ConfigureTimeout = time.Hour })
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if !strings.Contains(m.LastError, "its host is declared down") || !strings.Contains(m.LastError, "declared down: PSU") {
 		t.Errorf("last_error %q", m.LastError)
 	}
@@ -257,7 +258,7 @@ func TestCutConfigureRollbackNeedsACleanGuest(t *testing.T) {
 	t.Run("cleanup fails", func(t *testing.T) {
 		pb := &probingBackend{answers: []probeAnswer{answer(backend.HookNeverStarted)}, abandonErr: errors.New("agent gone")}
 		f, _ := cutProbed(t, pb)
-		m := f.waitState("m000", Failed)
+		m := f.waitState("m000", record.Failed)
 		if !strings.Contains(m.LastError, "cleaning the guest failed, so it cannot be rolled back: agent gone") {
 			t.Errorf("last_error %q", m.LastError)
 		}
@@ -265,7 +266,7 @@ func TestCutConfigureRollbackNeedsACleanGuest(t *testing.T) {
 	t.Run("hook starts meanwhile", func(t *testing.T) {
 		pb := &probingBackend{answers: []probeAnswer{answer(backend.HookNeverStarted), answer(backend.HookVanished)}}
 		f, _ := cutProbed(t, pb)
-		m := f.waitState("m000", Failed)
+		m := f.waitState("m000", record.Failed)
 		if !strings.Contains(m.LastError, "started while the Configure was being rolled back") {
 			t.Errorf("last_error %q", m.LastError)
 		}
@@ -278,7 +279,7 @@ func TestCutConfigureRollbackNeedsACleanGuest(t *testing.T) {
 func TestCutConfigureRollbackIntentClearFailureIsSaid(t *testing.T) {
 	pb := &probingBackend{answers: []probeAnswer{answer(backend.HookNeverStarted)}, rollBackErr: errors.New("host dropped")}
 	f, _ := cutProbed(t, pb)
-	m := f.waitState("m000", Idle)
+	m := f.waitState("m000", record.Idle)
 	if !strings.Contains(m.LastError, "rolled back to IDLE") || !strings.Contains(m.LastError, "clearing its intent from the domain failed: host dropped") {
 		t.Errorf("last_error %q", m.LastError)
 	}

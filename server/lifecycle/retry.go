@@ -7,6 +7,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/internal/backoff"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Bounds of the pause between two attempts of a backend call that failed
@@ -51,9 +52,9 @@ func (e *Engine) retryDelay() *backoff.Backoff {
 // fails for real, or ctx (the transition's deadline) ends. Backend methods
 // are idempotent by contract, so a host that drops or freezes mid-call
 // costs time, never the machine.
-func (e *Engine) executeRetrying(ctx context.Context, m *Machine, blob []byte, fault *lastFault) result {
+func (e *Engine) executeRetrying(ctx context.Context, m *record.Machine, blob []byte, fault *lastFault) result {
 	delay := e.retryDelay()
-	st := &attemptState{resumed: m.OpKind == OpCreate && m.HostName != ""}
+	st := &attemptState{resumed: m.OpKind == record.OpCreate && m.HostName != ""}
 	for attempt := 1; ; attempt++ {
 		r := e.execute(ctx, m, blob, st)
 		if r.err == nil || !backend.IsTransient(r.err) || ctx.Err() != nil {

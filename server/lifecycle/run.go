@@ -8,6 +8,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/arbiter"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // result is what a backend call produced.
@@ -26,13 +27,13 @@ type result struct {
 // before launch returns (the caller holds the machine's lock), so the sweep
 // never mistakes a transition that is just starting for one whose run is
 // gone.
-func (e *Engine) launch(m *Machine, blob []byte) {
+func (e *Engine) launch(m *record.Machine, blob []byte) {
 	// begin set both from one clock reading: this is the exact budget.
 	e.launchFor(m, blob, m.OpDeadline.Sub(m.StateSince))
 }
 
 // launchFor launches with budget as the timeout its message names.
-func (e *Engine) launchFor(m *Machine, blob []byte, budget time.Duration) {
+func (e *Engine) launchFor(m *record.Machine, blob []byte, budget time.Duration) {
 	snap := m.Edit()
 	e.track(snap.OperationID, func() { e.run(snap, blob, roundBudget(budget)) })
 }
@@ -49,12 +50,12 @@ func (e *Engine) track(op string, f func()) {
 // at the deadline even if the backend ignores its context; whatever the
 // backend returns later is discarded by finish (the operation is no longer
 // current), and the machine's next backend call waits for it (callGate).
-func (e *Engine) run(m Machine, blob []byte, budget time.Duration) {
+func (e *Engine) run(m record.Machine, blob []byte, budget time.Duration) {
 	ctx, cancel := context.WithDeadline(e.bgCtx, m.OpDeadline)
 	defer cancel()
 	done := make(chan result, 1)
 	started := make(chan struct{})
-	waited := make(chan OpKind, 1)
+	waited := make(chan record.OpKind, 1)
 	fault := &lastFault{}
 	go func() {
 		leave, running, err := e.calls.Enter(ctx, m.ID, m.OpKind)
@@ -78,7 +79,7 @@ func (e *Engine) run(m Machine, blob []byte, budget time.Duration) {
 		}
 		// enter returns promptly once ctx is done: either the call had
 		// begun, or it was still waiting for an earlier one to return.
-		var waitingFor OpKind
+		var waitingFor record.OpKind
 		select {
 		case <-started:
 		case waitingFor = <-waited:
@@ -93,7 +94,7 @@ type timeoutError struct{ msg string }
 
 func (t *timeoutError) Error() string { return t.msg }
 
-func timedOut(kind OpKind, after time.Duration, waitingFor OpKind, last error) error {
+func timedOut(kind record.OpKind, after time.Duration, waitingFor record.OpKind, last error) error {
 	msg := fmt.Sprintf("%s timed out after %s", kind, after)
 	if waitingFor != "" {
 		msg += fmt.Sprintf(" waiting for the earlier %s call on this machine to return", waitingFor)
@@ -113,28 +114,28 @@ func roundBudget(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attemptState) result {
+func (e *Engine) execute(ctx context.Context, m *record.Machine, blob []byte, st *attemptState) result {
 	pl := m.Placement()
 	switch m.OpKind {
-	case OpCreate:
+	case record.OpCreate:
 		return e.create(ctx, m, st)
-	case OpConfigure:
+	case record.OpConfigure:
 		start := arbiter.MayStart(m, e.views.Get(m.Zone), m.HostName)
 		err := e.be.Configure(ctx, backend.ConfigureSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,
-			BootstrapBlob: blob, ShardMetadata: cloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID),
+			BootstrapBlob: blob, ShardMetadata: record.CloneMap(m.ShardMetadata), Marks: e.machineMarks(m.ID),
 			MayStart: start.Kind == arbiter.Act, WhyNotStart: start.Err(),
 		})
 		if err != nil {
 			return result{err: err}
 		}
 		return result{addresses: e.readAddresses(ctx, m.ID, pl)}
-	case OpDrain:
+	case record.OpDrain:
 		return result{err: e.be.Drain(ctx, backend.DrainSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Placement: pl, ClusterID: m.Cluster,
 			Grace: time.Duration(min(m.DrainGrace, maxGraceSeconds)) * time.Second, Marks: e.machineMarks(m.ID),
 		})}
-	case OpDelete, OpRelease:
+	case record.OpDelete, record.OpRelease:
 		return result{err: e.be.Delete(ctx, backend.DeleteSpec{
 			MachineID: m.ID, OperationID: m.OperationID, Zone: m.Zone, Placement: pl,
 		})}
@@ -150,13 +151,13 @@ func (e *Engine) execute(ctx context.Context, m *Machine, blob []byte, st *attem
 // finished (resumeConfigure); otherwise it ends FAILED saying why.
 func (e *Engine) resume(id string) {
 	m, _ := e.idx.Get(id)
-	if m.OpKind == OpConfigure && e.can.ConfigureProber != nil {
+	if m.OpKind == record.OpConfigure && e.can.ConfigureProber != nil {
 		op := *m
 		e.log.Info("asking the guest what became of a Configure cut by a restart", "machine", id, "op", op.OperationID)
 		e.track(op.OperationID, func() { e.resumeConfigure(op) })
 		return
 	}
-	if m.OpKind == OpConfigure {
+	if m.OpKind == record.OpConfigure {
 		op := *m
 		e.track(op.OperationID, func() {
 			msg := "interrupted by a provider restart; the bootstrap blob is never persisted, so it cannot be delivered again"
@@ -176,13 +177,13 @@ func (e *Engine) resume(id string) {
 	e.launchFor(&n, nil, budget)
 }
 
-func (e *Engine) timeout(k OpKind) time.Duration {
+func (e *Engine) timeout(k record.OpKind) time.Duration {
 	switch k {
-	case OpCreate:
+	case record.OpCreate:
 		return e.cfg.CreateTimeout
-	case OpConfigure:
+	case record.OpConfigure:
 		return e.cfg.ConfigureTimeout
-	case OpDrain:
+	case record.OpDrain:
 		return e.cfg.DrainTimeout
 	}
 	return e.cfg.DeleteTimeout

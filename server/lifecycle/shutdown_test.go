@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // blockingInventory's Inventory blocks until its context ends, and says
@@ -38,8 +39,8 @@ func newShutdownFixture(t *testing.T, grace time.Duration) (*fixture, *blockingI
 	f.wrap = bi
 	f.start(2, func(c *Config) { c.ShutdownGrace, c.ReconcileInterval = grace, 5*time.Millisecond })
 	f.toIdle("m000")
-	f.be.setDelay(OpConfigure, 300*time.Millisecond)
-	if _, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
+	f.be.setDelay(record.OpConfigure, 300*time.Millisecond)
+	if _, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	<-bi.blocked // a periodic reconcile is under way when the test stops the engine
@@ -59,18 +60,18 @@ func TestCloseLetsTransitionsFinish(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 		t.Fatal("reconcile was not cancelled at the start of the shutdown")
 	}
-	_, err := f.e.Create(t.Context(), CreateRequest{MachineID: "m001"})
-	if codeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "shutting down") {
+	_, err := f.e.Create(t.Context(), record.CreateRequest{MachineID: "m001"})
+	if codeOf(err) != record.CodeUnavailable || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("mutation during shutdown: %v", err)
 	}
-	if m, err := f.e.Get(t.Context(), "m000"); err != nil || m.State != Configuring {
+	if m, err := f.e.Get(t.Context(), "m000"); err != nil || m.State != record.Configuring {
 		t.Fatalf("read during shutdown: %v %s", err, m.State)
 	}
 	<-closed
-	if s := f.st.stored("m000"); s.State != Configured {
+	if s := f.st.stored("m000"); s.State != record.Configured {
 		t.Fatalf("after a graceful Close the machine is %s (%q)", s.State, s.LastError)
 	}
-	if s := f.st.stored("m001"); s.State != Speculative {
+	if s := f.st.stored("m001"); s.State != record.Speculative {
 		t.Fatalf("refused mutation changed m001: %s", s.State)
 	}
 }
@@ -87,14 +88,14 @@ func TestShutdownBoundCancels(t *testing.T) {
 	if d := time.Since(start); d > 250*time.Millisecond {
 		t.Fatalf("Shutdown took %s with a 50ms bound", d)
 	}
-	if s := f.st.stored("m000"); s.State != Configuring {
+	if s := f.st.stored("m000"); s.State != record.Configuring {
 		t.Fatalf("cut-off transition stored as %s", s.State)
 	}
 	f.e.Close() // a second stop is a no-op
 	// The next start resumes it; a Configure cannot be re-driven (the blob
 	// is never stored), so it ends FAILED saying why, never stuck.
 	f.start(2)
-	if m := f.waitState("m000", Failed); !strings.Contains(m.LastError, "restart") {
+	if m := f.waitState("m000", record.Failed); !strings.Contains(m.LastError, "restart") {
 		t.Fatalf("resumed Configure: %q", m.LastError)
 	}
 }
@@ -107,7 +108,7 @@ type gatedStore struct {
 	gate    chan struct{}
 }
 
-func (s *gatedStore) Commit(ctx context.Context, b Batch) error {
+func (s *gatedStore) Commit(ctx context.Context, b record.Batch) error {
 	if s.armed.Swap(false) {
 		close(s.entered)
 		<-s.gate
@@ -128,7 +129,10 @@ func TestShutdownWaitsForAcceptanceInProgress(t *testing.T) {
 	startListed(e, t.Context())
 	st.armed.Store(true)
 	acked := make(chan error, 1)
-	go func() { _, err := e.Create(context.Background(), CreateRequest{MachineID: "m000"}); acked <- err }()
+	go func() {
+		_, err := e.Create(context.Background(), record.CreateRequest{MachineID: "m000"})
+		acked <- err
+	}()
 	<-st.entered
 	closed := make(chan struct{})
 	go func() { e.Close(); close(closed) }()
@@ -142,7 +146,7 @@ func TestShutdownWaitsForAcceptanceInProgress(t *testing.T) {
 		t.Fatalf("the mutation that began before the stop: %v", err)
 	}
 	<-closed
-	if s := st.stored("m000"); s.State != Idle {
+	if s := st.stored("m000"); s.State != record.Idle {
 		t.Fatalf("acknowledged Create stored as %s after a graceful stop", s.State)
 	}
 }
@@ -173,7 +177,7 @@ func TestShutdownDoesNotWaitForStuckBackend(t *testing.T) {
 	f.wrap = stuck
 	f.start(2)
 	f.toIdle("m000")
-	if _, err := f.e.Configure(t.Context(), ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
+	if _, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -183,7 +187,7 @@ func TestShutdownDoesNotWaitForStuckBackend(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Shutdown took %s with a 50ms bound and a 100ms straggler wait", d)
 	}
-	if s := f.st.stored("m000"); s.State != Configuring {
+	if s := f.st.stored("m000"); s.State != record.Configuring {
 		t.Fatalf("the stuck transition is stored as %s, want CONFIGURING (resumed at next start)", s.State)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Issue 31's second-order cases: a pass never takes a decision that
@@ -39,7 +40,7 @@ type waitObserver struct {
 	waits []string
 }
 
-func (w *waitObserver) TransitionFinished(OpKind, string, string, time.Duration) {}
+func (w *waitObserver) TransitionFinished(record.OpKind, string, string, time.Duration) {}
 func (w *waitObserver) WaitingOnUnlisted(zone, decision string) {
 	w.mu.Lock()
 	w.waits = append(w.waits, zone+" "+decision)
@@ -110,17 +111,17 @@ func TestDeletedMachineNeverComesBack(t *testing.T) {
 	f, db, logs := dupFixture(t, "c1", backend.Observed{Running: true, ClusterID: "c1", Run: backend.RunState{State: backend.RunRunning}})
 	f.e.Reconcile(context.Background()) // the bound copy is kept
 	ctx := context.Background()
-	if _, err := f.e.Drain(ctx, DrainRequest{MachineID: "m000"}); err != nil {
+	if _, err := f.e.Drain(ctx, record.DrainRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m000", Idle)
-	if _, err := f.e.Delete(ctx, DeleteRequest{MachineID: "m000"}); err != nil {
+	f.waitState("m000", record.Idle)
+	if _, err := f.e.Delete(ctx, record.DeleteRequest{MachineID: "m000"}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m000", Speculative)
+	f.waitState("m000", record.Speculative)
 	f.e.Reconcile(ctx)
 	m, _ := f.e.Get(ctx, "m000")
-	if m.State != Speculative || m.Cluster != "" {
+	if m.State != record.Speculative || m.Cluster != "" {
 		t.Fatalf("a deleted machine came back %s for %q", m.State, m.Cluster)
 	}
 	db.mu.Lock()
@@ -137,7 +138,7 @@ func TestDeletedMachineNeverComesBack(t *testing.T) {
 		t.Fatalf("no WARN:\n%s", logs)
 	}
 	f.e.Reconcile(ctx) // nothing left
-	if m, _ := f.e.Get(ctx, "m000"); m.State != Speculative {
+	if m, _ := f.e.Get(ctx, "m000"); m.State != record.Speculative {
 		t.Fatalf("then %s", m.State)
 	}
 }
@@ -154,7 +155,7 @@ func TestStaleCopyNeverWinsOverTheRunningOne(t *testing.T) {
 	f.be.vms["m000"] = o
 	f.be.mu.Unlock()
 	rep := f.e.Reconcile(context.Background())
-	m := f.waitState("m000", Configured)
+	m := f.waitState("m000", record.Configured)
 	if m.HostName != "h2" {
 		t.Fatalf("machine on %q; want h2, where the guest runs", m.HostName)
 	}

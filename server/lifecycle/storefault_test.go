@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend/fake"
 	lc "github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/store"
 	"github.com/bigfleet/libvirt-provider/server/store/storetest"
 )
@@ -29,10 +30,10 @@ func newRig(t *testing.T, n int) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bolt.Close() })
-	seed := make([]lc.Machine, n)
+	seed := make([]record.Machine, n)
 	for i := range seed {
-		seed[i] = lc.Machine{ID: fmt.Sprintf("m%d", i), Zone: "zone-a", InstanceType: "kvm.small",
-			CapacityType: lc.CapacityOnDemand, VCPU: 1, MemoryMiB: 512}
+		seed[i] = record.Machine{ID: fmt.Sprintf("m%d", i), Zone: "zone-a", InstanceType: "kvm.small",
+			CapacityType: record.CapacityOnDemand, VCPU: 1, MemoryMiB: 512}
 	}
 	r := &rig{t: t, st: storetest.Wrap(bolt)}
 	r.e, err = lc.New(lc.Config{Provider: "test", Seed: seed}, r.st, fake.New(fake.Options{}))
@@ -47,7 +48,7 @@ func newRig(t *testing.T, n int) *rig {
 	return r
 }
 
-func (r *rig) state(id string) lc.State {
+func (r *rig) state(id string) record.State {
 	m, err := r.e.Get(context.Background(), id)
 	if err != nil {
 		r.t.Fatal(err)
@@ -55,7 +56,7 @@ func (r *rig) state(id string) lc.State {
 	return m.State
 }
 
-func (r *rig) wait(id string, s lc.State) {
+func (r *rig) wait(id string, s record.State) {
 	r.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); r.state(id) != s; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -68,16 +69,16 @@ func (r *rig) wait(id string, s lc.State) {
 // ops are the four mutations, each on a machine already in its from-state,
 // with a token from one shard.
 func ops(e *lc.Engine, seq int64) map[string]func() error {
-	tok := lc.Token{ShardID: "shard", Epoch: 1, Sequence: seq}
+	tok := record.Token{ShardID: "shard", Epoch: 1, Sequence: seq}
 	ctx := context.Background()
 	return map[string]func() error{
-		"create": func() error { _, err := e.Create(ctx, lc.CreateRequest{MachineID: "m0", Token: tok}); return err },
+		"create": func() error { _, err := e.Create(ctx, record.CreateRequest{MachineID: "m0", Token: tok}); return err },
 		"configure": func() error {
-			_, err := e.Configure(ctx, lc.ConfigureRequest{MachineID: "m1", ClusterID: "c", Token: tok})
+			_, err := e.Configure(ctx, record.ConfigureRequest{MachineID: "m1", ClusterID: "c", Token: tok})
 			return err
 		},
-		"drain":  func() error { _, err := e.Drain(ctx, lc.DrainRequest{MachineID: "m2", Token: tok}); return err },
-		"delete": func() error { _, err := e.Delete(ctx, lc.DeleteRequest{MachineID: "m3", Token: tok}); return err },
+		"drain":  func() error { _, err := e.Drain(ctx, record.DrainRequest{MachineID: "m2", Token: tok}); return err },
+		"delete": func() error { _, err := e.Delete(ctx, record.DeleteRequest{MachineID: "m3", Token: tok}); return err },
 	}
 }
 
@@ -97,17 +98,17 @@ func TestAcceptanceWithFailingStore(t *testing.T) {
 			r := newRig(t, 4)
 			ctx := t.Context()
 			for _, id := range []string{"m1", "m2", "m3"} {
-				r.e.Create(ctx, lc.CreateRequest{MachineID: id})
-				r.wait(id, lc.Idle)
+				r.e.Create(ctx, record.CreateRequest{MachineID: id})
+				r.wait(id, record.Idle)
 			}
-			r.e.Configure(ctx, lc.ConfigureRequest{MachineID: "m2", ClusterID: "c"})
-			r.wait("m2", lc.Configured)
-			before := map[string]lc.State{"m0": lc.Speculative, "m1": lc.Idle, "m2": lc.Configured, "m3": lc.Idle}
-			l, _ := r.e.List(ctx, lc.ListQuery{})
+			r.e.Configure(ctx, record.ConfigureRequest{MachineID: "m2", ClusterID: "c"})
+			r.wait("m2", record.Configured)
+			before := map[string]record.State{"m0": record.Speculative, "m1": record.Idle, "m2": record.Configured, "m3": record.Idle}
+			l, _ := r.e.List(ctx, record.ListQuery{})
 			inject(r.st)
 			for op, do := range ops(r.e, 1) {
-				var le *lc.Error
-				if err := do(); !errors.As(err, &le) || le.Code != lc.CodeUnavailable {
+				var le *record.Error
+				if err := do(); !errors.As(err, &le) || le.Code != record.CodeUnavailable {
 					t.Errorf("%s: %v, want Unavailable", op, err)
 				}
 			}
@@ -116,7 +117,7 @@ func TestAcceptanceWithFailingStore(t *testing.T) {
 					t.Errorf("%s changed to %s through a failing store", id, got)
 				}
 			}
-			if d, _ := r.e.List(ctx, lc.ListQuery{Since: l.Revision}); len(d.Machines) != 0 {
+			if d, _ := r.e.List(ctx, record.ListQuery{Since: l.Revision}); len(d.Machines) != 0 {
 				t.Errorf("revision moved: %d changed", len(d.Machines))
 			}
 			r.st.Heal()
@@ -144,15 +145,15 @@ func TestOneFailedCommitAnywhere(t *testing.T) {
 			ctx := t.Context()
 			steps := []struct {
 				do   func() error
-				want lc.State
+				want record.State
 			}{
-				{func() error { _, err := r.e.Create(ctx, lc.CreateRequest{MachineID: "m0"}); return err }, lc.Idle},
+				{func() error { _, err := r.e.Create(ctx, record.CreateRequest{MachineID: "m0"}); return err }, record.Idle},
 				{func() error {
-					_, err := r.e.Configure(ctx, lc.ConfigureRequest{MachineID: "m0", ClusterID: "c"})
+					_, err := r.e.Configure(ctx, record.ConfigureRequest{MachineID: "m0", ClusterID: "c"})
 					return err
-				}, lc.Configured},
-				{func() error { _, err := r.e.Drain(ctx, lc.DrainRequest{MachineID: "m0"}); return err }, lc.Idle},
-				{func() error { _, err := r.e.Delete(ctx, lc.DeleteRequest{MachineID: "m0"}); return err }, lc.Speculative},
+				}, record.Configured},
+				{func() error { _, err := r.e.Drain(ctx, record.DrainRequest{MachineID: "m0"}); return err }, record.Idle},
+				{func() error { _, err := r.e.Delete(ctx, record.DeleteRequest{MachineID: "m0"}); return err }, record.Speculative},
 			}
 			for i, s := range steps {
 				err := s.do()

@@ -48,11 +48,11 @@ func (e *Engine) Sweep() int {
 }
 
 func (e *Engine) sweepOne(id string, now time.Time) bool {
-	gone := record.Expect{Holds: func(cur *Machine) bool {
+	gone := record.Expect{Holds: func(cur *record.Machine) bool {
 		return cur.State.Transitional() && !cur.OpDeadline.After(now) &&
 			!e.runs.Has(cur.OperationID) && !e.isParked(cur.OperationID)
 	}}
-	return e.record(id, gone, func(cur *Machine) result {
+	return e.record(id, gone, func(cur *record.Machine) result {
 		return result{err: &timeoutError{msg: fmt.Sprintf("%s timed out: its deadline (%s) passed and its outcome could not be recorded",
 			cur.OpKind, cur.OpDeadline.UTC().Format(time.RFC3339))}}
 	}) == nil

@@ -13,7 +13,7 @@ import (
 // it. It returns the committed record (published: read only),
 // record.ErrStale when the record is not the one expected or is gone,
 // edit's error (record.ErrUnchanged: nothing to change), or the commit's.
-func (e *Engine) update(id string, expect record.Expect, edit record.Edit) (*Machine, error) {
+func (e *Engine) update(id string, expect record.Expect, edit record.Edit) (*record.Machine, error) {
 	unlock := e.locks.Lock(id)
 	defer unlock()
 	cur, ok := e.idx.Get(id)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // confirmingBackend is a testBackend that can also confirm a VM is gone
@@ -65,7 +66,7 @@ func TestVanishedOnlyWhenConfirmed(t *testing.T) {
 		rep := f.e.Reconcile(ctx)
 		m0, _ := f.e.Get(ctx, "m000")
 		m1, _ := f.e.Get(ctx, "m001")
-		if rep.Vanished != 0 || m0.State != Idle || m1.State != Configured {
+		if rep.Vanished != 0 || m0.State != record.Idle || m1.State != record.Configured {
 			t.Fatalf("%s: report %+v, m000 %s, m001 %s", tc.name, rep, m0.State, m1.State)
 		}
 	}
@@ -80,7 +81,7 @@ func TestVanishedOnlyWhenConfirmed(t *testing.T) {
 	rep := f.e.Reconcile(ctx)
 	m0, _ := f.e.Get(ctx, "m000")
 	m1, _ := f.e.Get(ctx, "m001")
-	if rep.Vanished != 2 || m0.State != Failed || m1.State != Failed || !strings.Contains(m0.LastError, "vanished") {
+	if rep.Vanished != 2 || m0.State != record.Failed || m1.State != record.Failed || !strings.Contains(m0.LastError, "vanished") {
 		t.Fatalf("confirmed gone: report %+v, m000 %s %q, m001 %s", rep, m0.State, m0.LastError, m1.State)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestPropertyZoneView drives the engine through random sequences of
@@ -312,7 +313,7 @@ func (s *simBackend) Inventory(context.Context) []backend.ZoneInventory {
 }
 
 // zoneSeed is n slots, all in zone-a.
-func zoneSeed(n int) []Machine {
+func zoneSeed(n int) []record.Machine {
 	out := seed(n)
 	for i := range out {
 		out[i].Zone = "zone-a"
@@ -321,7 +322,7 @@ func zoneSeed(n int) []Machine {
 }
 
 type zoneProp struct {
-	seen    map[State]int // machine states seen after the steps, summed
+	seen    map[record.State]int // machine states seen after the steps, summed
 	t       *testing.T
 	rng     *rand.Rand
 	sim     *simBackend
@@ -358,7 +359,7 @@ func (z *zoneProp) settle() {
 }
 
 func runZoneProp(t *testing.T, seed uint64, steps int) int {
-	z := &zoneProp{t: t, rng: rand.New(rand.NewPCG(seed, 38)), sim: newSim(t), st: newMemStore(), deleted: map[string]bool{}, seen: map[State]int{}}
+	z := &zoneProp{t: t, rng: rand.New(rand.NewPCG(seed, 38)), sim: newSim(t), st: newMemStore(), deleted: map[string]bool{}, seen: map[record.State]int{}}
 	z.start()
 	defer func() { z.e.Close() }()
 	ctx := context.Background()
@@ -403,29 +404,29 @@ func (z *zoneProp) step(ctx context.Context) string {
 	switch r := z.rng.IntN(20); {
 	case r < 4:
 		id := z.id()
-		if _, err := z.e.Create(ctx, CreateRequest{MachineID: id}); err == nil {
+		if _, err := z.e.Create(ctx, record.CreateRequest{MachineID: id}); err == nil {
 			delete(z.deleted, id)
 		}
 		return "create " + id
 	case r < 6:
 		id := z.id()
-		_, _ = z.e.Configure(ctx, ConfigureRequest{MachineID: id, ClusterID: "c1"})
+		_, _ = z.e.Configure(ctx, record.ConfigureRequest{MachineID: id, ClusterID: "c1"})
 		return "configure " + id
 	case r < 7:
 		id := z.id()
-		_, _ = z.e.Drain(ctx, DrainRequest{MachineID: id})
+		_, _ = z.e.Drain(ctx, record.DrainRequest{MachineID: id})
 		return "drain " + id
 	case r < 9:
 		id := z.id()
 		verb := "delete "
-		if m, ok := z.e.idx.Get(id); ok && m.State == Failed {
+		if m, ok := z.e.idx.Get(id); ok && m.State == record.Failed {
 			verb = "release " // the operator returns a FAILED slot
 			_, _ = z.e.Release(ctx, id)
 		} else {
-			_, _ = z.e.Delete(ctx, DeleteRequest{MachineID: id})
+			_, _ = z.e.Delete(ctx, record.DeleteRequest{MachineID: id})
 		}
 		z.settle()
-		if m, ok := z.e.idx.Get(id); ok && m.State == Speculative && (m.OpKind == OpDelete || m.OpKind == OpRelease) {
+		if m, ok := z.e.idx.Get(id); ok && m.State == record.Speculative && (m.OpKind == record.OpDelete || m.OpKind == record.OpRelease) {
 			z.deleted[id] = true
 		}
 		return verb + id
@@ -540,7 +541,7 @@ func (z *zoneProp) check(seed uint64, step int) {
 		}
 	}
 	for id := range z.deleted {
-		if m, ok := z.e.idx.Get(id); ok && (m.State == Idle || m.State == Configured) {
+		if m, ok := z.e.idx.Get(id); ok && (m.State == record.Idle || m.State == record.Configured) {
 			s.violate("%s: deleted, back %s on %s", id, m.State, m.HostName)
 		}
 	}

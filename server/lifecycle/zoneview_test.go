@@ -11,6 +11,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/reconcile"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Issue 38: a zone decides from one view. Each test failed on the code
@@ -207,7 +208,7 @@ func TestConfigureStartsOnlyOnAWholeZone(t *testing.T) {
 	})
 	f.e.Reconcile(context.Background())
 	ctx := context.Background()
-	if _, err := f.e.Configure(ctx, ConfigureRequest{MachineID: "m000", ClusterID: "c1"}); err != nil {
+	if _, err := f.e.Configure(ctx, record.ConfigureRequest{MachineID: "m000", ClusterID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	var first backend.ConfigureSpec
@@ -232,7 +233,7 @@ func TestConfigureStartsOnlyOnAWholeZone(t *testing.T) {
 	// h2 is listed, without a copy: the retry may start the domain.
 	vb.set(func(b *viewBackend) { delete(b.unlisted, "h2") })
 	f.e.Reconcile(ctx)
-	f.waitState("m000", Configured)
+	f.waitState("m000", record.Configured)
 }
 
 // Case 1 (allowed): with h2 listed and no copy there, the Configure may
@@ -242,10 +243,10 @@ func TestConfigureMayStartOnAWholeZone(t *testing.T) {
 	f, vb, _ := viewFixture(t, "")
 	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{copyOf(b0(b), "h1", shutOffDestroyed, "")} })
 	f.e.Reconcile(context.Background())
-	if _, err := f.e.Configure(context.Background(), ConfigureRequest{MachineID: "m000", ClusterID: "c1"}); err != nil {
+	if _, err := f.e.Configure(context.Background(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState("m000", Configured)
+	f.waitState("m000", record.Configured)
 	vb.mu.Lock()
 	defer vb.mu.Unlock()
 	if s := vb.configure[len(vb.configure)-1]; !s.MayStart || s.WhyNotStart != nil {
@@ -267,7 +268,7 @@ func TestRelocationWaitsForTheRecordedHost(t *testing.T) {
 		b.unlisted["h1"] = true
 	})
 	rep := f.e.Reconcile(context.Background())
-	if m, _ := f.e.Get(context.Background(), "m000"); m.HostName != "h1" || m.State != Configured {
+	if m, _ := f.e.Get(context.Background(), "m000"); m.HostName != "h1" || m.State != record.Configured {
 		t.Fatalf("moved to %q (%s) on a partial listing", m.HostName, m.State)
 	}
 	if len(rep.Waiting) != 1 || !strings.Contains(rep.Waiting[0], "relocation waits for host(s) h1") {
@@ -298,7 +299,7 @@ func TestDeclaredDownFailsItsMachines(t *testing.T) {
 	f, vb, _ := viewFixture(t, "c1")
 	vb.set(func(b *viewBackend) { b.down["h1"] = "powered off by IPMI" })
 	f.e.Reconcile(context.Background())
-	m := f.waitState("m000", Failed)
+	m := f.waitState("m000", record.Failed)
 	if m.LastError != "host zone-a/h1 declared down: powered off by IPMI" {
 		t.Fatalf("last_error %q", m.LastError)
 	}
@@ -321,11 +322,11 @@ func TestFencedRejoinDestroysStaleCopies(t *testing.T) {
 	m1h2.Placement.Host = "h2"
 	vb.set(func(b *viewBackend) { b.copies = []backend.Observed{m0, m1, m1h2}; b.down["h1"] = "powered off" })
 	f.e.Reconcile(ctx)
-	f.waitState("m000", Failed)
+	f.waitState("m000", record.Failed)
 	if _, err := f.e.Release(ctx, "m000"); err != nil { // the operator returns the FAILED slot
 		t.Fatal(err)
 	}
-	f.waitState("m000", Speculative)
+	f.waitState("m000", record.Speculative)
 	vb.set(func(b *viewBackend) { b.answering["h1"] = true })
 	f.e.Reconcile(ctx)
 	vb.mu.Lock()
@@ -338,7 +339,7 @@ func TestFencedRejoinDestroysStaleCopies(t *testing.T) {
 		t.Fatalf("started %v on a fenced rejoin", s)
 	}
 	m, _ := f.e.Get(ctx, "m002")
-	if h := m.History[len(m.History)-1]; h.Outcome != reconcile.OutcomeFencedDestroyed || m.State != Idle || m.HostName != "h2" {
+	if h := m.History[len(m.History)-1]; h.Outcome != reconcile.OutcomeFencedDestroyed || m.State != record.Idle || m.HostName != "h2" {
 		t.Fatalf("m002 %s on %s, history %+v\n%s", m.State, m.HostName, h, f.dump("m002"))
 	}
 	// A copy whose record names h1 (FAILED by the declaration) is kept.

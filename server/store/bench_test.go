@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // seed fills a new store with n machines (and a mark each) in large batches.
@@ -17,11 +17,11 @@ func seed(b *testing.B, n int) (*Bolt, string) {
 	s := openBolt(b, path, BoltOptions{})
 	const chunk = 5000
 	for lo := 0; lo < n; lo += chunk {
-		batch := lifecycle.Batch{Marks: map[lifecycle.MarkKey]lifecycle.Mark{}}
+		batch := record.Batch{Marks: map[record.MarkKey]record.Mark{}}
 		for i := lo; i < min(lo+chunk, n); i++ {
 			m := sampleMachine(fmt.Sprintf("seed-%07d", i))
 			batch.Machines = append(batch.Machines, m)
-			batch.Marks[lifecycle.MarkKey{ShardID: "s", MachineID: m.ID}] = lifecycle.Mark{Epoch: 1, Sequence: 1}
+			batch.Marks[record.MarkKey{ShardID: "s", MachineID: m.ID}] = record.Mark{Epoch: 1, Sequence: 1}
 		}
 		must(b, s.Commit(b.Context(), batch))
 	}
@@ -46,9 +46,9 @@ func BenchmarkCommit(b *testing.B) {
 					i := next.Add(1) % int64(n) // overwrite existing records
 					m := sampleMachine(fmt.Sprintf("seed-%07d", i))
 					m.Revision = uint64(i)
-					err := s.Commit(b.Context(), lifecycle.Batch{
-						Machines: []lifecycle.Machine{m},
-						Marks: map[lifecycle.MarkKey]lifecycle.Mark{
+					err := s.Commit(b.Context(), record.Batch{
+						Machines: []record.Machine{m},
+						Marks: map[record.MarkKey]record.Mark{
 							{ShardID: "s", MachineID: m.ID}: {Epoch: 2, Sequence: i},
 						},
 					})

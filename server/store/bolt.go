@@ -9,7 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // File layout (schema version 2):
@@ -55,7 +55,7 @@ type BoltOptions struct {
 	KeepFormat bool
 }
 
-// Bolt is the durable lifecycle.Store on one bbolt file.
+// Bolt is the durable record.Store on one bbolt file.
 type Bolt struct {
 	db        *bolt.DB
 	path      string
@@ -76,7 +76,7 @@ type Bolt struct {
 	}
 }
 
-var _ lifecycle.Store = (*Bolt)(nil)
+var _ record.Store = (*Bolt)(nil)
 
 // BoltStats counts group-commit work since open.
 type BoltStats struct {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
@@ -31,7 +31,7 @@ func TestBoltReopenKeepsEverything(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := openBolt(t, path, BoltOptions{})
 	ms, marks := roundTripCases(), roundTripMarks()
-	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: ms, Marks: marks}))
+	must(t, s.Commit(t.Context(), record.Batch{Machines: ms, Marks: marks}))
 	id := s.StoreID()
 	must(t, s.Close())
 
@@ -92,17 +92,17 @@ func TestBoltConcurrentCommitsCoalesce(t *testing.T) {
 		records.Add(int64(r))
 	}})
 	var wg sync.WaitGroup
-	want := make([]lifecycle.Machine, n)
-	marks := make(map[lifecycle.MarkKey]lifecycle.Mark, n)
+	want := make([]record.Machine, n)
+	marks := make(map[record.MarkKey]record.Mark, n)
 	errs := make(chan error, n)
 	for i := range n {
 		want[i] = sampleMachine(fmt.Sprintf("m%02d", i))
-		k := lifecycle.MarkKey{ShardID: "s", MachineID: want[i].ID}
-		mark := lifecycle.Mark{Epoch: 1, Sequence: int64(i)}
+		k := record.MarkKey{ShardID: "s", MachineID: want[i].ID}
+		mark := record.Mark{Epoch: 1, Sequence: int64(i)}
 		marks[k] = mark
 		wg.Go(func() {
-			errs <- s.Commit(t.Context(), lifecycle.Batch{Machines: want[i : i+1],
-				Marks: map[lifecycle.MarkKey]lifecycle.Mark{k: mark}})
+			errs <- s.Commit(t.Context(), record.Batch{Machines: want[i : i+1],
+				Marks: map[record.MarkKey]record.Mark{k: mark}})
 		})
 	}
 	wg.Wait()
@@ -138,7 +138,7 @@ func TestBoltCloseWaitsForInFlight(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			err := s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine(fmt.Sprint(i))}})
+			err := s.Commit(t.Context(), record.Batch{Machines: []record.Machine{sampleMachine(fmt.Sprint(i))}})
 			ok[i] = err == nil
 		})
 	}

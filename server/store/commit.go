@@ -8,7 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Group commit. Callers encode their batch (in parallel, on their own
@@ -33,7 +33,7 @@ type request struct {
 	// was encoded: written in the same transaction (see offeringTable).
 	offerings   []kv
 	offeringIDs []uint64
-	rebuilding  map[string]bool // lifecycle.Batch.Rebuilding
+	rebuilding  map[string]bool // record.Batch.Rebuilding
 	done        chan error      // buffered (1): the committer never blocks on it
 }
 
@@ -44,7 +44,7 @@ func (r *request) records() int {
 // Commit makes b durable. It returns nil only after the transaction that
 // holds b has been fsynced. Once enqueued, the batch is committed even if ctx
 // is cancelled, so the caller waits for the outcome rather than guess it.
-func (s *Bolt) Commit(ctx context.Context, b lifecycle.Batch) error {
+func (s *Bolt) Commit(ctx context.Context, b record.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *Bolt) enqueue(ctx context.Context, req *request) error {
 	}
 }
 
-func (s *Bolt) encodeBatch(b lifecycle.Batch) (*request, error) {
+func (s *Bolt) encodeBatch(b record.Batch) (*request, error) {
 	if err := validate(b); err != nil {
 		return nil, err
 	}

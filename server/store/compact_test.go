@@ -14,24 +14,24 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // seedFile writes n machines of a few offerings (and a mark each) as the
 // given format: JSON records (schema 1, as the previous version wrote
 // them) or through the store.
-func seedFile(t *testing.T, path string, n int, legacy bool) ([]lifecycle.Machine, map[lifecycle.MarkKey]lifecycle.Mark) {
+func seedFile(t *testing.T, path string, n int, legacy bool) ([]record.Machine, map[record.MarkKey]record.Mark) {
 	t.Helper()
-	ms := make([]lifecycle.Machine, n)
-	marks := map[lifecycle.MarkKey]lifecycle.Mark{}
+	ms := make([]record.Machine, n)
+	marks := map[record.MarkKey]record.Mark{}
 	for i := range ms {
 		m := sampleMachine(fmt.Sprintf("m-%06d", i))
 		m.Labels = map[string]string{"pool": strconv.Itoa(i % 3)}
 		ms[i] = m
-		marks[lifecycle.MarkKey{ShardID: "s", MachineID: m.ID}] = lifecycle.Mark{Epoch: 1, Sequence: int64(i)}
+		marks[record.MarkKey{ShardID: "s", MachineID: m.ID}] = record.Mark{Epoch: 1, Sequence: int64(i)}
 	}
 	s := openBolt(t, path, BoltOptions{})
-	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: ms, Marks: marks}))
+	must(t, s.Commit(t.Context(), record.Batch{Machines: ms, Marks: marks}))
 	must(t, s.Close())
 	if legacy {
 		db, err := bolt.Open(path, 0o600, nil)
@@ -51,7 +51,7 @@ func seedFile(t *testing.T, path string, n int, legacy bool) ([]lifecycle.Machin
 	return ms, marks
 }
 
-func requireFile(t *testing.T, path string, ms []lifecycle.Machine, marks map[lifecycle.MarkKey]lifecycle.Mark, id uint64) {
+func requireFile(t *testing.T, path string, ms []record.Machine, marks map[record.MarkKey]record.Mark, id uint64) {
 	t.Helper()
 	s := openBolt(t, path, BoltOptions{KeepFormat: true})
 	defer s.Close()
@@ -124,7 +124,7 @@ func TestCompactDropsUnusedOfferings(t *testing.T) {
 	for i := range ms { // every pool label changes: 3 offerings unused
 		ms[i].Labels = map[string]string{"pool": "new"}
 	}
-	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: ms}))
+	must(t, s.Commit(t.Context(), record.Batch{Machines: ms}))
 	must(t, s.Close())
 	id := storeID(t, path)
 	res, err := Compact(path, CompactOptions{})
@@ -146,7 +146,7 @@ func TestCompactRefusesOpenFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("compact of a file in use: %v", err)
 	}
-	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine("after")}}))
+	must(t, s.Commit(t.Context(), record.Batch{Machines: []record.Machine{sampleMachine("after")}}))
 }
 
 // A provider that waited for the lock while Compact ran opens the new file,
@@ -179,7 +179,7 @@ func TestOpenAfterCompactionSeesNewFile(t *testing.T) {
 	if s == nil {
 		t.FailNow()
 	}
-	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine("late")}}))
+	must(t, s.Commit(t.Context(), record.Batch{Machines: []record.Machine{sampleMachine("late")}}))
 	must(t, s.Close())
 	requireFile(t, path, append(ms, sampleMachine("late")), marks, id)
 }

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 const crashEnv = "STORE_CRASH_CHILD_PATH"
 
-func crashMark(id string) (lifecycle.MarkKey, lifecycle.Mark) {
-	return lifecycle.MarkKey{ShardID: "crash", MachineID: id},
-		lifecycle.Mark{Epoch: int64(len(id)), Sequence: 1<<62 + int64(len(id))}
+func crashMark(id string) (record.MarkKey, record.Mark) {
+	return record.MarkKey{ShardID: "crash", MachineID: id},
+		record.Mark{Epoch: int64(len(id)), Sequence: 1<<62 + int64(len(id))}
 }
 
 // TestCrashChild is the child half of TestCrash: it only runs when re-executed
@@ -45,9 +45,9 @@ func TestCrashChild(t *testing.T) {
 			for i := 0; time.Now().Before(deadline); i++ {
 				id := fmt.Sprintf("r%s-g%d-%d", round, g, i)
 				k, m := crashMark(id)
-				err := s.Commit(t.Context(), lifecycle.Batch{
-					Machines: []lifecycle.Machine{sampleMachine(id)},
-					Marks:    map[lifecycle.MarkKey]lifecycle.Mark{k: m},
+				err := s.Commit(t.Context(), record.Batch{
+					Machines: []record.Machine{sampleMachine(id)},
+					Marks:    map[record.MarkKey]record.Mark{k: m},
 				})
 				if err != nil {
 					fmt.Fprintln(os.Stderr, err)

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // tinyDisk mounts a 1 MiB tmpfs for the test (root only; skipped
@@ -67,7 +67,7 @@ func TestRealDiskFull(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	put := func(id string) error {
-		return s.Commit(ctx, lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine(id)}})
+		return s.Commit(ctx, record.Batch{Machines: []record.Machine{sampleMachine(id)}})
 	}
 	if err := put("before"); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package store persists the lifecycle engine's state (lifecycle.Store).
+// Package store persists the lifecycle engine's state (record.Store).
 //
 // Two implementations:
 //

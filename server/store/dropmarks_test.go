@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // TestDropMarks: a batch's DropMarks delete those fence marks durably
@@ -13,16 +13,16 @@ import (
 func TestDropMarks(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	a := lifecycle.MarkKey{ShardID: "a", MachineID: "m0"}
-	b := lifecycle.MarkKey{ShardID: "b", MachineID: "m0"}
+	a := record.MarkKey{ShardID: "a", MachineID: "m0"}
+	b := record.MarkKey{ShardID: "b", MachineID: "m0"}
 	path := filepath.Join(t.TempDir(), "state.db")
 	bolt := openBolt(t, path, BoltOptions{})
-	for _, st := range []lifecycle.Store{bolt, NewMemory()} {
-		must(t, st.Commit(ctx, lifecycle.Batch{Marks: map[lifecycle.MarkKey]lifecycle.Mark{a: {Epoch: 1, Sequence: 2}, b: {Epoch: 3}}}))
-		must(t, st.Commit(ctx, lifecycle.Batch{DropMarks: []lifecycle.MarkKey{a}}))
+	for _, st := range []record.Store{bolt, NewMemory()} {
+		must(t, st.Commit(ctx, record.Batch{Marks: map[record.MarkKey]record.Mark{a: {Epoch: 1, Sequence: 2}, b: {Epoch: 3}}}))
+		must(t, st.Commit(ctx, record.Batch{DropMarks: []record.MarkKey{a}}))
 		snap, err := st.Load(ctx)
 		must(t, err)
-		if len(snap.Marks) != 1 || snap.Marks[b] != (lifecycle.Mark{Epoch: 3}) {
+		if len(snap.Marks) != 1 || snap.Marks[b] != (record.Mark{Epoch: 3}) {
 			t.Errorf("%T: marks after the drop = %v; want b's only", st, snap.Marks)
 		}
 	}

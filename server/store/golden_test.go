@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // The golden files under testdata/golden were written by the hand-written
@@ -27,14 +27,14 @@ var g0 = time.Date(2026, 3, 4, 5, 6, 7, 891011121, time.UTC)
 
 // goldenCases are fixed here, not built from the other tests' helpers, so
 // that a change to those helpers cannot move the contract.
-func goldenCases() map[string]lifecycle.Machine {
+func goldenCases() map[string]record.Machine {
 	long := strings.Repeat("ü", 100) // nested bodies over 127 bytes widen their length
-	return map[string]lifecycle.Machine{
-		"minimal": {ID: "minimal", State: lifecycle.Speculative},
+	return map[string]record.Machine{
+		"minimal": {ID: "minimal", State: record.Speculative},
 		"full": {
-			ID: "zone-a-kvm-small-0001", State: lifecycle.Configuring,
-			Host:         lifecycle.HostRef{Provider: "libvirt-a", Ref: "zone-a/bf-0001"},
-			InstanceType: "kvm.small", Zone: "zone-a", CapacityType: lifecycle.CapacitySpot,
+			ID: "zone-a-kvm-small-0001", State: record.Configuring,
+			Host:         record.HostRef{Provider: "libvirt-a", Ref: "zone-a/bf-0001"},
+			InstanceType: "kvm.small", Zone: "zone-a", CapacityType: record.CapacitySpot,
 			PricePerHour: 0.125, InterruptionProbability: 0.05,
 			Resources:   map[string]string{"cpu": "2", "memory": "4Gi"},
 			Allocatable: map[string]string{"cpu": "2", "memory": "3584Mi"},
@@ -42,26 +42,26 @@ func goldenCases() map[string]lifecycle.Machine {
 			LastError:   "previous: \"quoted\"\nline2", Cluster: "prod-eu",
 			ShardMetadata: map[string]string{"nul": "a\x00b", "uni": "žluťoučký 🐴", "empty": "", "\x00key": "v", "long": long},
 			VCPU:          2, MemoryMiB: 4096,
-			Domain: "bf-lab-0001", HostName: "hv-2", OperationID: "op-7", OpKind: lifecycle.OpConfigure,
+			Domain: "bf-lab-0001", HostName: "hv-2", OperationID: "op-7", OpKind: record.OpConfigure,
 			OpDeadline: g0.Add(10 * time.Minute), DrainGrace: 30, StateSince: g0, Revision: 1<<63 + 7,
-			History: []lifecycle.Transition{
-				{OperationID: "op-1", Kind: lifecycle.OpCreate, From: lifecycle.Speculative, To: lifecycle.Idle,
+			History: []record.Transition{
+				{OperationID: "op-1", Kind: record.OpCreate, From: record.Speculative, To: record.Idle,
 					Started: g0.Add(-time.Hour), Ended: g0.Add(-59 * time.Minute), Outcome: "succeeded"},
-				{OperationID: "op-7", Kind: lifecycle.OpConfigure, From: lifecycle.Idle, To: lifecycle.Configured,
+				{OperationID: "op-7", Kind: record.OpConfigure, From: record.Idle, To: record.Configured,
 					Started: g0, Outcome: "running", LastError: "x", Note: "started again: " + long},
 			},
 		},
 		"extremes": {
-			ID: "ünï\x00cødé", State: lifecycle.Failed, LastError: "not utf-8: \xff\xfe\x00",
+			ID: "ünï\x00cødé", State: record.Failed, LastError: "not utf-8: \xff\xfe\x00",
 			PricePerHour: math.Copysign(0, -1), InterruptionProbability: math.SmallestNonzeroFloat64,
 			CapacityType: -3, VCPU: -1, MemoryMiB: math.MaxInt32, DrainGrace: math.MinInt64,
 			Labels:     map[string]string{"": "", "\xff": "\xfe"},
 			OpDeadline: time.Unix(-62135596800, 0).UTC(), // year 1
 			StateSince: time.Unix(1<<40, 999999999).UTC(),
 			Revision:   math.MaxUint64,
-			History:    []lifecycle.Transition{{}, {From: -1, To: 127, Started: time.Unix(-1, 1).UTC()}},
+			History:    []record.Transition{{}, {From: -1, To: 127, Started: time.Unix(-1, 1).UTC()}},
 		},
-		"no-offering": {ID: "no-offering", State: lifecycle.Idle, Cluster: "c", Revision: 1,
+		"no-offering": {ID: "no-offering", State: record.Idle, Cluster: "c", Revision: 1,
 			ShardMetadata: map[string]string{"k": ""}},
 	}
 }
@@ -114,7 +114,7 @@ func TestGoldenRecords(t *testing.T) {
 
 // sameMachine is reflect.DeepEqual after normalize, with floats compared
 // by their bits (-0 is not +0 to the codec).
-func sameMachine(got, want lifecycle.Machine) bool {
+func sameMachine(got, want record.Machine) bool {
 	g, w := normalize(got), normalize(want)
 	if math.Float64bits(g.PricePerHour) != math.Float64bits(w.PricePerHour) ||
 		math.Float64bits(g.InterruptionProbability) != math.Float64bits(w.InterruptionProbability) {
@@ -128,7 +128,7 @@ func sameMachine(got, want lifecycle.Machine) bool {
 // committed in one batch), loads with the current code unchanged.
 func TestGoldenStateFile(t *testing.T) {
 	t.Parallel()
-	var want []lifecycle.Machine
+	var want []record.Machine
 	for _, m := range goldenCases() {
 		want = append(want, m)
 	}
@@ -137,7 +137,7 @@ func TestGoldenStateFile(t *testing.T) {
 		os.Remove(src)
 		must(t, os.MkdirAll(filepath.Dir(src), 0o755))
 		s := openBolt(t, src, BoltOptions{})
-		must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: want, Marks: roundTripMarks()}))
+		must(t, s.Commit(t.Context(), record.Batch{Machines: want, Marks: roundTripMarks()}))
 		must(t, s.Close())
 	}
 	b, err := os.ReadFile(src)

@@ -8,21 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 891011121, time.UTC)
 
 // sampleMachine builds a record with every field set, derived from id so a
 // reader can recompute what it should find.
-func sampleMachine(id string) lifecycle.Machine {
-	return lifecycle.Machine{
+func sampleMachine(id string) record.Machine {
+	return record.Machine{
 		ID:                      id,
-		State:                   lifecycle.Configuring,
-		Host:                    lifecycle.HostRef{Provider: "libvirt-a", Ref: "zone-1/" + id},
+		State:                   record.Configuring,
+		Host:                    record.HostRef{Provider: "libvirt-a", Ref: "zone-1/" + id},
 		InstanceType:            "m.large",
 		Zone:                    "zone-1",
-		CapacityType:            lifecycle.CapacitySpot,
+		CapacityType:            record.CapacitySpot,
 		PricePerHour:            0.125,
 		InterruptionProbability: 0.05,
 		Resources:               map[string]string{"cpu": "2", "memory": "4Gi"},
@@ -42,17 +42,17 @@ func sampleMachine(id string) lifecycle.Machine {
 		MemoryMiB:   8192,
 		Domain:      "bf-" + id,
 		OperationID: "op-" + id,
-		OpKind:      lifecycle.OpConfigure,
+		OpKind:      record.OpConfigure,
 		OpDeadline:  t0.Add(10 * time.Minute),
 		DrainGrace:  30,
 		StateSince:  t0,
 		Revision:    1<<63 + 7,
-		History: []lifecycle.Transition{
-			{OperationID: "op-0", Kind: lifecycle.OpCreate, From: lifecycle.Speculative,
-				To: lifecycle.Idle, Started: t0.Add(-time.Hour), Ended: t0.Add(-59 * time.Minute),
+		History: []record.Transition{
+			{OperationID: "op-0", Kind: record.OpCreate, From: record.Speculative,
+				To: record.Idle, Started: t0.Add(-time.Hour), Ended: t0.Add(-59 * time.Minute),
 				Outcome: "succeeded"},
-			{OperationID: "op-" + id, Kind: lifecycle.OpConfigure, From: lifecycle.Idle,
-				To: lifecycle.Configured, Started: t0, Outcome: "running", LastError: "x"},
+			{OperationID: "op-" + id, Kind: record.OpConfigure, From: record.Idle,
+				To: record.Configured, Started: t0, Outcome: "running", LastError: "x"},
 		},
 	}
 }
@@ -60,7 +60,7 @@ func sampleMachine(id string) lifecycle.Machine {
 // normalize maps representation-only differences to one form: a stored
 // record may come back with nil for an empty map or slice and with times in
 // UTC. Everything else must be identical.
-func normalize(m lifecycle.Machine) lifecycle.Machine {
+func normalize(m record.Machine) record.Machine {
 	m = m.Clone()
 	for _, p := range []*map[string]string{&m.Resources, &m.Allocatable, &m.Labels, &m.ShardMetadata} {
 		if len(*p) == 0 {
@@ -84,22 +84,22 @@ func normalize(m lifecycle.Machine) lifecycle.Machine {
 	return m
 }
 
-func requireSameMachine(t testing.TB, got, want lifecycle.Machine) {
+func requireSameMachine(t testing.TB, got, want record.Machine) {
 	t.Helper()
 	if g, w := normalize(got), normalize(want); !reflect.DeepEqual(g, w) {
 		t.Fatalf("machine %q differs:\n got %+v\nwant %+v", want.ID, g, w)
 	}
 }
 
-func byID(ms []lifecycle.Machine) map[string]lifecycle.Machine {
-	out := make(map[string]lifecycle.Machine, len(ms))
+func byID(ms []record.Machine) map[string]record.Machine {
+	out := make(map[string]record.Machine, len(ms))
 	for _, m := range ms {
 		out[m.ID] = m
 	}
 	return out
 }
 
-func requireSnapshot(t testing.TB, snap lifecycle.Snapshot, want []lifecycle.Machine, marks map[lifecycle.MarkKey]lifecycle.Mark) {
+func requireSnapshot(t testing.TB, snap record.Snapshot, want []record.Machine, marks map[record.MarkKey]record.Mark) {
 	t.Helper()
 	got := byID(snap.Machines)
 	if len(got) != len(snap.Machines) {
@@ -121,24 +121,24 @@ func requireSnapshot(t testing.TB, snap lifecycle.Snapshot, want []lifecycle.Mac
 }
 
 // roundTripCases are the records every store must return unchanged.
-func roundTripCases() []lifecycle.Machine {
+func roundTripCases() []record.Machine {
 	full := sampleMachine("full")
 	zoned := sampleMachine("zoned")
 	zoned.StateSince = time.Date(2025, 1, 2, 3, 4, 5, 6, time.FixedZone("X", -7*3600))
-	return []lifecycle.Machine{
+	return []record.Machine{
 		full,
 		zoned,
-		{ID: "minimal", State: lifecycle.Speculative},
-		{ID: "empty-values", State: lifecycle.Idle, Labels: map[string]string{"": ""},
+		{ID: "minimal", State: record.Speculative},
+		{ID: "empty-values", State: record.Idle, Labels: map[string]string{"": ""},
 			ShardMetadata: map[string]string{"k": ""}, Resources: map[string]string{}},
-		{ID: "ünï\x00cødé/" + strings.Repeat("x", 200), State: lifecycle.Failed,
+		{ID: "ünï\x00cødé/" + strings.Repeat("x", 200), State: record.Failed,
 			LastError: "timed out after 5m0s\x00", PricePerHour: 1e300},
 	}
 }
 
-func roundTripMarks() map[lifecycle.MarkKey]lifecycle.Mark {
+func roundTripMarks() map[record.MarkKey]record.Mark {
 	const max = int64(^uint64(0) >> 1)
-	return map[lifecycle.MarkKey]lifecycle.Mark{
+	return map[record.MarkKey]record.Mark{
 		{ShardID: "s1", MachineID: "full"}:        {Epoch: max, Sequence: max},
 		{ShardID: "s1", MachineID: "minimal"}:     {Epoch: 0, Sequence: 0},
 		{ShardID: "s2", MachineID: "full"}:        {Epoch: 3, Sequence: max},

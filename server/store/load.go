@@ -8,7 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Load reads everything in one read transaction (a consistent snapshot).
@@ -16,13 +16,13 @@ import (
 // records are decoded on all CPUs. Offerings are decoded once and shared
 // by their records. The values point into bbolt's mmap, valid until the
 // transaction ends, so decoding finishes inside it.
-func (s *Bolt) Load(ctx context.Context) (lifecycle.Snapshot, error) {
+func (s *Bolt) Load(ctx context.Context) (record.Snapshot, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return lifecycle.Snapshot{}, ErrClosed
+		return record.Snapshot{}, ErrClosed
 	}
-	snap := lifecycle.Snapshot{StoreID: s.id, Marks: make(map[lifecycle.MarkKey]lifecycle.Mark)}
+	snap := record.Snapshot{StoreID: s.id, Marks: make(map[record.MarkKey]record.Mark)}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		offerings, err := readOfferings(tx)
 		if err != nil {
@@ -52,18 +52,18 @@ func (s *Bolt) Load(ctx context.Context) (lifecycle.Snapshot, error) {
 		})
 	})
 	if err != nil {
-		return lifecycle.Snapshot{}, fmt.Errorf("store: load %s: %w", s.path, err)
+		return record.Snapshot{}, fmt.Errorf("store: load %s: %w", s.path, err)
 	}
 	return snap, nil
 }
 
 // decodeAll decodes raw machine records in parallel, keeping their order.
-func decodeAll(ctx context.Context, raw []kv, offerings map[uint64]*offering) ([]lifecycle.Machine, error) {
+func decodeAll(ctx context.Context, raw []kv, offerings map[uint64]*offering) ([]record.Machine, error) {
 	lookup := func(id uint64) (*offering, bool) {
 		o, ok := offerings[id]
 		return o, ok
 	}
-	out := make([]lifecycle.Machine, len(raw))
+	out := make([]record.Machine, len(raw))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(raw)/256))
 	errs := make([]error, workers)
 	var wg sync.WaitGroup

@@ -12,12 +12,12 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
-// encodeMachineJSON is the schema 1 codec (JSON of lifecycle.Machine), kept
+// encodeMachineJSON is the schema 1 codec (JSON of record.Machine), kept
 // for tests: it writes records as the previous versions did.
-func encodeMachineJSON(t testing.TB, m *lifecycle.Machine) []byte {
+func encodeMachineJSON(t testing.TB, m *record.Machine) []byte {
 	t.Helper()
 	v, err := json.Marshal(m)
 	must(t, err)
@@ -67,12 +67,12 @@ func TestSchema1FileMigrates(t *testing.T) {
 	if schema != 1 || len(raw) != 4 {
 		t.Fatalf("fixture: schema %d, %d records; want 1, 4", schema, len(raw))
 	}
-	want := map[string]lifecycle.Machine{}
+	want := map[string]record.Machine{}
 	for k, v := range raw {
 		if v[0] != '{' {
 			t.Fatalf("fixture record %s is not JSON", k)
 		}
-		var m lifecycle.Machine
+		var m record.Machine
 		must(t, json.Unmarshal(v, &m))
 		want[k] = m
 	}
@@ -80,19 +80,19 @@ func TestSchema1FileMigrates(t *testing.T) {
 	s := openBolt(t, path, BoltOptions{KeepFormat: true})
 	snap, err := s.Load(t.Context())
 	must(t, err)
-	requireSnapshot(t, snap, values(want), map[lifecycle.MarkKey]lifecycle.Mark{
+	requireSnapshot(t, snap, values(want), map[record.MarkKey]record.Mark{
 		{ShardID: "shard-7", MachineID: "zone-b-kvm-small-0001"}: {Epoch: 3, Sequence: 9},
 	})
 	got := byID(snap.Machines)
 	cfg := got["zone-a-kvm-small-0000"]
-	if cfg.State != lifecycle.Configured || cfg.ShardMetadata["k"] != "v\x00x" || cfg.Cluster != "c1" ||
+	if cfg.State != record.Configured || cfg.ShardMetadata["k"] != "v\x00x" || cfg.Cluster != "c1" ||
 		len(cfg.History) != 2 || cfg.Labels["topology.kubernetes.io/zone"] != "zone-a" {
 		t.Fatalf("configured fixture machine: %+v", cfg)
 	}
 
 	changed := cfg.Clone()
-	changed.State, changed.Revision = lifecycle.Draining, cfg.Revision+100
-	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{changed}}))
+	changed.State, changed.Revision = record.Draining, cfg.Revision+100
+	must(t, s.Commit(t.Context(), record.Batch{Machines: []record.Machine{changed}}))
 	want[changed.ID] = changed
 	must(t, s.Close())
 
@@ -109,13 +109,13 @@ func TestSchema1FileMigrates(t *testing.T) {
 	defer s.Close()
 	snap, err = s.Load(t.Context())
 	must(t, err)
-	requireSnapshot(t, snap, values(want), map[lifecycle.MarkKey]lifecycle.Mark{
+	requireSnapshot(t, snap, values(want), map[record.MarkKey]record.Mark{
 		{ShardID: "shard-7", MachineID: "zone-b-kvm-small-0001"}: {Epoch: 3, Sequence: 9},
 	})
 }
 
-func values(m map[string]lifecycle.Machine) []lifecycle.Machine {
-	out := make([]lifecycle.Machine, 0, len(m))
+func values(m map[string]record.Machine) []record.Machine {
+	out := make([]record.Machine, 0, len(m))
 	for _, v := range m {
 		out = append(out, v)
 	}
@@ -123,19 +123,19 @@ func values(m map[string]lifecycle.Machine) []lifecycle.Machine {
 }
 
 // fixtureWant is the fixture's content, read as the previous version did.
-func fixtureWant(t *testing.T, path string) []lifecycle.Machine {
+func fixtureWant(t *testing.T, path string) []record.Machine {
 	t.Helper()
 	raw, _ := rawRecords(t, path)
-	var out []lifecycle.Machine
+	var out []record.Machine
 	for _, v := range raw {
-		var m lifecycle.Machine
+		var m record.Machine
 		must(t, json.Unmarshal(v, &m))
 		out = append(out, m)
 	}
 	return out
 }
 
-var fixtureMarks = map[lifecycle.MarkKey]lifecycle.Mark{
+var fixtureMarks = map[record.MarkKey]record.Mark{
 	{ShardID: "shard-7", MachineID: "zone-b-kvm-small-0001"}: {Epoch: 3, Sequence: 9},
 }
 
@@ -155,7 +155,7 @@ func TestSchema1FileCompactedOnOpen(t *testing.T) {
 		!strings.Contains(logs.String(), `"machines":4`) {
 		t.Fatalf("log: %s", logs.String())
 	}
-	must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine("new")}}))
+	must(t, s.Commit(t.Context(), record.Batch{Machines: []record.Machine{sampleMachine("new")}}))
 	must(t, s.Close())
 	raw, schema := rawRecords(t, path)
 	for k, v := range raw {

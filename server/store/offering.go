@@ -8,7 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	storev1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/store/v1"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // offering is the part of a machine record that every slot of one capacity
@@ -21,7 +21,7 @@ import (
 type offering struct {
 	InstanceType            string
 	Zone                    string
-	CapacityType            lifecycle.CapacityType
+	CapacityType            record.CapacityType
 	PricePerHour            float64
 	InterruptionProbability float64
 	Resources               map[string]string
@@ -35,7 +35,7 @@ type offering struct {
 // byte, then a storev1.Offering with its maps in key order), so equal
 // parts have equal bytes. An empty part encodes to the
 // format byte alone.
-func encodeOffering(m *lifecycle.Machine) []byte {
+func encodeOffering(m *record.Machine) []byte {
 	return marshal(&storev1.Offering{
 		InstanceType:            m.InstanceType,
 		Zone:                    m.Zone,
@@ -61,7 +61,7 @@ func decodeOffering(v []byte) (*offering, error) {
 	o := &offering{
 		InstanceType:            p.InstanceType,
 		Zone:                    p.Zone,
-		CapacityType:            lifecycle.CapacityType(p.CapacityType),
+		CapacityType:            record.CapacityType(p.CapacityType),
 		PricePerHour:            p.PricePerHour,
 		InterruptionProbability: p.InterruptionProbability,
 		VCPU:                    int(p.Vcpu),
@@ -82,7 +82,7 @@ func decodeOffering(v []byte) (*offering, error) {
 
 // apply sets m's offering part. The maps are shared with every record of
 // the offering (records never write into their maps; see lifecycle).
-func (o *offering) apply(m *lifecycle.Machine) {
+func (o *offering) apply(m *record.Machine) {
 	m.InstanceType, m.Zone, m.CapacityType = o.InstanceType, o.Zone, o.CapacityType
 	m.PricePerHour, m.InterruptionProbability = o.PricePerHour, o.InterruptionProbability
 	m.Resources, m.Allocatable, m.Labels = o.Resources, o.Allocatable, o.Labels

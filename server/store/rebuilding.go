@@ -7,7 +7,7 @@ import (
 )
 
 // The zones whose records were seeded without a listing of every host
-// (lifecycle.Batch.Rebuilding) are keys of the meta bucket,
+// (record.Batch.Rebuilding) are keys of the meta bucket,
 // "rebuilding/<zone>", so they survive restarts and compaction.
 
 var prefixRebuilding = []byte("rebuilding/")

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // The zones marked rebuilding survive a reopen and a compaction, and a
@@ -25,8 +25,8 @@ func TestRebuildingSurvives(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(s.Commit(ctx, lifecycle.Batch{Rebuilding: map[string]bool{"zone-a": true, "zone-b": true}}))
-	must(s.Commit(ctx, lifecycle.Batch{Rebuilding: map[string]bool{"zone-b": false}}))
+	must(s.Commit(ctx, record.Batch{Rebuilding: map[string]bool{"zone-a": true, "zone-b": true}}))
+	must(s.Commit(ctx, record.Batch{Rebuilding: map[string]bool{"zone-b": false}}))
 	must(s.Close())
 	if _, err := Compact(path, CompactOptions{}); err != nil {
 		t.Fatal(err)
@@ -42,8 +42,8 @@ func TestRebuildingSurvives(t *testing.T) {
 		t.Fatalf("rebuilding after reopen and compaction: %v, want %v", snap.Rebuilding, want)
 	}
 	m := NewMemory()
-	must(m.Commit(ctx, lifecycle.Batch{Rebuilding: map[string]bool{"z": true}}))
-	must(m.Commit(ctx, lifecycle.Batch{Rebuilding: map[string]bool{"z": false, "y": true}}))
+	must(m.Commit(ctx, record.Batch{Rebuilding: map[string]bool{"z": true}}))
+	must(m.Commit(ctx, record.Batch{Rebuilding: map[string]bool{"z": false, "y": true}}))
 	if snap, _ := m.Load(ctx); !maps.Equal(snap.Rebuilding, map[string]bool{"y": true}) {
 		t.Fatalf("memory store: %v", snap.Rebuilding)
 	}

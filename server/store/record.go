@@ -8,12 +8,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	storev1 "github.com/bigfleet/libvirt-provider/gen/libvirtprovider/store/v1"
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // A machine record's value starts with a format byte:
 //
-//	'{'  schema 1: JSON of lifecycle.Machine (read only; rewritten as v1
+//	'{'  schema 1: JSON of record.Machine (read only; rewritten as v1
 //	     when the record is next written, or by Compact)
 //	0x01 binary v1: protobuf wire fields below
 //
@@ -34,7 +34,7 @@ const (
 
 // encodeRecord is m's value in binary v1, with its offering part replaced
 // by the reference off (0: the offering part is empty).
-func encodeRecord(m *lifecycle.Machine, off uint64) []byte {
+func encodeRecord(m *record.Machine, off uint64) []byte {
 	times := newTimeBuf(2 + 2*len(m.History))
 	r := &storev1.Record{
 		State:         int64(m.State),
@@ -85,8 +85,8 @@ type offeringLookup func(id uint64) (*offering, bool)
 
 // decodeMachine decodes a record of any known format. k is its key (the
 // machine id); v may point into bbolt's mmap: nothing returned aliases it.
-func decodeMachine(k, v []byte, offerings offeringLookup) (lifecycle.Machine, error) {
-	var m lifecycle.Machine
+func decodeMachine(k, v []byte, offerings offeringLookup) (record.Machine, error) {
+	var m record.Machine
 	if len(v) == 0 {
 		return m, fmt.Errorf("store: machine %s: empty record", clip(string(k)))
 	}
@@ -106,14 +106,14 @@ func decodeMachine(k, v []byte, offerings offeringLookup) (lifecycle.Machine, er
 	return m, fmt.Errorf("store: machine %s: unknown record format 0x%02x (written by a newer version?)", clip(string(k)), v[0])
 }
 
-func decodeRecordV1(m *lifecycle.Machine, v []byte, offerings offeringLookup) error {
+func decodeRecordV1(m *record.Machine, v []byte, offerings offeringLookup) error {
 	var r storev1.Record
 	if err := unmarshal(v, &r); err != nil {
 		return err
 	}
 	var err error
-	m.State = lifecycle.State(r.State)
-	m.Host = lifecycle.HostRef{Provider: r.HostProvider, Ref: r.HostRef}
+	m.State = record.State(r.State)
+	m.Host = record.HostRef{Provider: r.HostProvider, Ref: r.HostRef}
 	if r.Offering != 0 {
 		o, ok := offerings(r.Offering)
 		if !ok {
@@ -125,7 +125,7 @@ func decodeRecordV1(m *lifecycle.Machine, v []byte, offerings offeringLookup) er
 	if m.ShardMetadata, err = fromEntries(r.ShardMetadata); err != nil {
 		return fmt.Errorf("shard_metadata: %w", err)
 	}
-	m.Domain, m.HostName, m.OperationID, m.OpKind = r.Domain, r.HostName, r.OperationId, lifecycle.OpKind(r.OpKind)
+	m.Domain, m.HostName, m.OperationID, m.OpKind = r.Domain, r.HostName, r.OperationId, record.OpKind(r.OpKind)
 	if m.OpDeadline, err = decodeTime(r.OpDeadline); err != nil {
 		return fmt.Errorf("op_deadline: %w", err)
 	}
@@ -134,7 +134,7 @@ func decodeRecordV1(m *lifecycle.Machine, v []byte, offerings offeringLookup) er
 		return fmt.Errorf("state_since: %w", err)
 	}
 	if len(r.History) > 0 {
-		m.History = make([]lifecycle.Transition, len(r.History))
+		m.History = make([]record.Transition, len(r.History))
 	}
 	for i, t := range r.History {
 		if err := decodeTransition(&m.History[i], t); err != nil {
@@ -144,13 +144,13 @@ func decodeRecordV1(m *lifecycle.Machine, v []byte, offerings offeringLookup) er
 	return nil
 }
 
-func decodeTransition(out *lifecycle.Transition, t *storev1.Transition) error {
+func decodeTransition(out *record.Transition, t *storev1.Transition) error {
 	if err := refuseUnknown(t); err != nil {
 		return err
 	}
 	var err error
-	*out = lifecycle.Transition{OperationID: t.OperationId, Kind: lifecycle.OpKind(t.Kind),
-		From: lifecycle.State(t.From), To: lifecycle.State(t.To),
+	*out = record.Transition{OperationID: t.OperationId, Kind: record.OpKind(t.Kind),
+		From: record.State(t.From), To: record.State(t.To),
 		Outcome: t.Outcome, LastError: t.LastError, Note: t.Note}
 	if out.Started, err = decodeTime(t.Started); err != nil {
 		return fmt.Errorf("started: %w", err)

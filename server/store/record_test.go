@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // fillRandom sets every field of the struct v points to, recursively, to
 // a random non-zero value. A field of a kind it does not know fails the
-// test, so a new field of lifecycle.Machine or lifecycle.Transition cannot
+// test, so a new field of record.Machine or record.Transition cannot
 // go unnoticed: either it is filled, and the round trip below fails until
 // the codec stores it, or this function must learn its kind.
 func fillRandom(t *testing.T, r *rand.Rand, v reflect.Value, path string) {
@@ -63,7 +63,7 @@ func fillRandom(t *testing.T, r *rand.Rand, v reflect.Value, path string) {
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
 			if !f.IsExported() {
-				continue // in-memory only (Machine.wire, a cache), never stored
+				continue // in-memory only (Machine.encoding, a cache), never stored
 			}
 			fillRandom(t, r, v.Field(i), path+"."+f.Name)
 			if v.Field(i).IsZero() {
@@ -85,7 +85,7 @@ func randString(r *rand.Rand) string {
 }
 
 // roundTrip encodes m as Commit does and decodes it as Load does.
-func roundTrip(t testing.TB, m lifecycle.Machine) lifecycle.Machine {
+func roundTrip(t testing.TB, m record.Machine) record.Machine {
 	t.Helper()
 	table := newOfferingTable()
 	enc := encodeOffering(&m)
@@ -110,7 +110,7 @@ func TestRecordRoundTripEveryField(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 200 {
-		var m lifecycle.Machine
+		var m record.Machine
 		fillRandom(t, r, reflect.ValueOf(&m).Elem(), "Machine")
 		if got := roundTrip(t, m); !reflect.DeepEqual(got, m) {
 			t.Fatalf("case %d differs:\n got %+v\nwant %+v", i, got, m)
@@ -124,14 +124,14 @@ func TestRecordRoundTripEveryField(t *testing.T) {
 func TestRecordRoundTripFieldByField(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
-	var full lifecycle.Machine
+	var full record.Machine
 	fillRandom(t, r, reflect.ValueOf(&full).Elem(), "Machine")
-	typ := reflect.TypeFor[lifecycle.Machine]()
+	typ := reflect.TypeFor[record.Machine]()
 	for i := range typ.NumField() {
 		if !typ.Field(i).IsExported() {
 			continue
 		}
-		m := lifecycle.Machine{ID: full.ID}
+		m := record.Machine{ID: full.ID}
 		reflect.ValueOf(&m).Elem().Field(i).Set(reflect.ValueOf(full).Field(i))
 		if got := roundTrip(t, m); !reflect.DeepEqual(got, m) {
 			t.Errorf("%s alone: got %+v, want %+v", typ.Field(i).Name, got, m)
@@ -146,7 +146,7 @@ func TestRecordRoundTripCases(t *testing.T) {
 	for _, m := range roundTripCases() {
 		requireSameMachine(t, roundTrip(t, m), m)
 	}
-	neg := lifecycle.Machine{ID: "neg", PricePerHour: math.Copysign(0, -1)}
+	neg := record.Machine{ID: "neg", PricePerHour: math.Copysign(0, -1)}
 	if got := roundTrip(t, neg); !math.Signbit(got.PricePerHour) {
 		t.Fatal("-0 price came back as +0")
 	}
@@ -171,7 +171,7 @@ func TestOfferingsShared(t *testing.T) {
 	if _, w := table.ref(encodeOffering(&b)); w {
 		t.Fatal("a committed offering is written again")
 	}
-	if id, w := table.ref(encodeOffering(&lifecycle.Machine{ID: "x"})); id != 0 || w {
+	if id, w := table.ref(encodeOffering(&record.Machine{ID: "x"})); id != 0 || w {
 		t.Fatalf("empty offering: id %d write %v, want 0 false", id, w)
 	}
 }
@@ -180,8 +180,8 @@ func TestOfferingsShared(t *testing.T) {
 // the format): what its offering shares is stored once.
 func TestRecordIsCompact(t *testing.T) {
 	t.Parallel()
-	m := lifecycle.Machine{ID: "zone-a-kvm-small-0001", State: lifecycle.Speculative,
-		InstanceType: "kvm.small", Zone: "zone-a", CapacityType: lifecycle.CapacityOnDemand, PricePerHour: 0.0092,
+	m := record.Machine{ID: "zone-a-kvm-small-0001", State: record.Speculative,
+		InstanceType: "kvm.small", Zone: "zone-a", CapacityType: record.CapacityOnDemand, PricePerHour: 0.0092,
 		Resources:   map[string]string{"cpu": "1800m", "memory": "3584Mi"},
 		Allocatable: map[string]string{"cpu": "2", "memory": "4Gi"},
 		Labels: map[string]string{"node.kubernetes.io/instance-type": "kvm.small",

@@ -5,12 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
-// stores runs a behaviour every lifecycle.Store must have against both
+// stores runs a behaviour every record.Store must have against both
 // implementations.
-func stores(t *testing.T, f func(t *testing.T, s lifecycle.Store)) {
+func stores(t *testing.T, f func(t *testing.T, s record.Store)) {
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
 		s := NewMemory()
@@ -30,9 +30,9 @@ func stores(t *testing.T, f func(t *testing.T, s lifecycle.Store)) {
 
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	stores(t, func(t *testing.T, s lifecycle.Store) {
+	stores(t, func(t *testing.T, s record.Store) {
 		ms, marks := roundTripCases(), roundTripMarks()
-		if err := s.Commit(t.Context(), lifecycle.Batch{Machines: ms, Marks: marks}); err != nil {
+		if err := s.Commit(t.Context(), record.Batch{Machines: ms, Marks: marks}); err != nil {
 			t.Fatal(err)
 		}
 		snap, err := s.Load(t.Context())
@@ -48,20 +48,20 @@ func TestRoundTrip(t *testing.T) {
 
 func TestCommitReplacesAndKeepsOthers(t *testing.T) {
 	t.Parallel()
-	stores(t, func(t *testing.T, s lifecycle.Store) {
+	stores(t, func(t *testing.T, s record.Store) {
 		a, b := sampleMachine("a"), sampleMachine("b")
-		k := lifecycle.MarkKey{ShardID: "s", MachineID: "a"}
-		must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{a, b},
-			Marks: map[lifecycle.MarkKey]lifecycle.Mark{k: {Epoch: 1, Sequence: 1}}}))
+		k := record.MarkKey{ShardID: "s", MachineID: "a"}
+		must(t, s.Commit(t.Context(), record.Batch{Machines: []record.Machine{a, b},
+			Marks: map[record.MarkKey]record.Mark{k: {Epoch: 1, Sequence: 1}}}))
 		a2 := a.Clone()
-		a2.State, a2.Cluster, a2.ShardMetadata = lifecycle.Idle, "", nil
-		must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{a2},
-			Marks: map[lifecycle.MarkKey]lifecycle.Mark{k: {Epoch: 2, Sequence: 0}}}))
-		must(t, s.Commit(t.Context(), lifecycle.Batch{})) // empty batch is a no-op
+		a2.State, a2.Cluster, a2.ShardMetadata = record.Idle, "", nil
+		must(t, s.Commit(t.Context(), record.Batch{Machines: []record.Machine{a2},
+			Marks: map[record.MarkKey]record.Mark{k: {Epoch: 2, Sequence: 0}}}))
+		must(t, s.Commit(t.Context(), record.Batch{})) // empty batch is a no-op
 		snap, err := s.Load(t.Context())
 		must(t, err)
-		requireSnapshot(t, snap, []lifecycle.Machine{a2, b},
-			map[lifecycle.MarkKey]lifecycle.Mark{k: {Epoch: 2, Sequence: 0}})
+		requireSnapshot(t, snap, []record.Machine{a2, b},
+			map[record.MarkKey]record.Mark{k: {Epoch: 2, Sequence: 0}})
 	})
 }
 
@@ -69,10 +69,10 @@ func TestCommitReplacesAndKeepsOthers(t *testing.T) {
 // a loaded snapshot can change what is stored.
 func TestNoAliasing(t *testing.T) {
 	t.Parallel()
-	stores(t, func(t *testing.T, s lifecycle.Store) {
+	stores(t, func(t *testing.T, s record.Store) {
 		m := sampleMachine("m")
 		want := m.Clone()
-		must(t, s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{m}}))
+		must(t, s.Commit(t.Context(), record.Batch{Machines: []record.Machine{m}}))
 		m.ShardMetadata["nul"] = "changed"
 		m.History[0].Outcome = "changed"
 		snap, err := s.Load(t.Context())
@@ -81,15 +81,15 @@ func TestNoAliasing(t *testing.T) {
 		snap.Machines[0].History[1].Outcome = "changed"
 		snap, err = s.Load(t.Context())
 		must(t, err)
-		requireSnapshot(t, snap, []lifecycle.Machine{want}, map[lifecycle.MarkKey]lifecycle.Mark{})
+		requireSnapshot(t, snap, []record.Machine{want}, map[record.MarkKey]record.Mark{})
 	})
 }
 
 func TestInvalidBatchRejected(t *testing.T) {
 	t.Parallel()
-	stores(t, func(t *testing.T, s lifecycle.Store) {
-		bad := []lifecycle.Batch{
-			{Machines: []lifecycle.Machine{{State: lifecycle.Idle}}},
+	stores(t, func(t *testing.T, s record.Store) {
+		bad := []record.Batch{
+			{Machines: []record.Machine{{State: record.Idle}}},
 		}
 		for i, b := range bad {
 			if err := s.Commit(t.Context(), b); err == nil {
@@ -98,16 +98,16 @@ func TestInvalidBatchRejected(t *testing.T) {
 		}
 		snap, err := s.Load(t.Context())
 		must(t, err)
-		requireSnapshot(t, snap, nil, map[lifecycle.MarkKey]lifecycle.Mark{})
+		requireSnapshot(t, snap, nil, map[record.MarkKey]record.Mark{})
 	})
 }
 
 func TestCommitAfterClose(t *testing.T) {
 	t.Parallel()
-	stores(t, func(t *testing.T, s lifecycle.Store) {
+	stores(t, func(t *testing.T, s record.Store) {
 		must(t, s.Close())
 		must(t, s.Close()) // idempotent
-		err := s.Commit(t.Context(), lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine("x")}})
+		err := s.Commit(t.Context(), record.Batch{Machines: []record.Machine{sampleMachine("x")}})
 		if !errors.Is(err, ErrClosed) {
 			t.Fatalf("Commit after Close = %v, want ErrClosed", err)
 		}
@@ -119,10 +119,10 @@ func TestCommitAfterClose(t *testing.T) {
 
 func TestCancelledContext(t *testing.T) {
 	t.Parallel()
-	stores(t, func(t *testing.T, s lifecycle.Store) {
+	stores(t, func(t *testing.T, s record.Store) {
 		ctx, cancel := contextWithCancel(t)
 		cancel()
-		if err := s.Commit(ctx, lifecycle.Batch{Machines: []lifecycle.Machine{sampleMachine("x")}}); err == nil {
+		if err := s.Commit(ctx, record.Batch{Machines: []record.Machine{sampleMachine("x")}}); err == nil {
 			t.Fatal("Commit with cancelled context succeeded")
 		}
 	})

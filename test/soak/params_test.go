@@ -26,7 +26,7 @@ const (
 
 var allKinds = []faultKind{provKill, provTerm, virtKill, virtFreeze, agentFault, lostState}
 
-// params is one soak's shape. Every field can be set from the environment
+// params is one soak's settings. Every field can be set from the environment
 // (SOAK_*, see loadParams) so `make soak` and a by-hand run share one code
 // path; SOAK_PROFILE picks the defaults (short: CI, long: the documented run).
 type params struct {

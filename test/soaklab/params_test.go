@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// params is one run's shape. SOAK_MINUTES=N makes the long run (bursts of
+// params is one run's settings. SOAK_MINUTES=N makes the long run (bursts of
 // faults until N minutes have passed); without it the short run (CI)
 // stops after MinFaults faults. SOAK_SEED replays a run's draws.
 type params struct {

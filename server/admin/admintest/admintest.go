@@ -30,6 +30,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server/admin/ui"
 	"github.com/bigfleet/libvirt-provider/server/callerid"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/store"
 )
 
@@ -99,13 +100,13 @@ func (s *SyncBuffer) String() string {
 
 // Seed returns n SPECULATIVE slots named m-000…, alternating between the
 // fake's default zones.
-func Seed(n int) []lifecycle.Machine {
-	out := make([]lifecycle.Machine, n)
+func Seed(n int) []record.Machine {
+	out := make([]record.Machine, n)
 	for i := range out {
 		zone := fake.DefaultZones[i%len(fake.DefaultZones)]
-		out[i] = lifecycle.Machine{
+		out[i] = record.Machine{
 			ID: fmt.Sprintf("m-%03d", i), Zone: zone, InstanceType: "small",
-			CapacityType: lifecycle.CapacityOnDemand, PricePerHour: 0.02,
+			CapacityType: record.CapacityOnDemand, PricePerHour: 0.02,
 			Resources:   map[string]string{"cpu": "1", "memory": "1Gi"},
 			Allocatable: map[string]string{"cpu": "2", "memory": "2Gi"},
 			Labels:      map[string]string{"zone": zone},

@@ -72,7 +72,7 @@ func New(machines []Machine) *Index {
 	}
 	for i := range machines {
 		m := &machines[i]
-		m.AttachWireCache()
+		m.AttachEncodingCache()
 		ix.byID[m.ID] = m
 		ix.log = append(ix.log, logEntry{m.Revision, m.ID})
 		ix.counter = max(ix.counter, m.Revision)
@@ -130,7 +130,7 @@ func (ix *Index) complete(rev uint64, m *Machine) {
 // apply installs a record; ix.mu is held. The record gets its own wire
 // cache here, whatever it was copied from.
 func (ix *Index) apply(m *Machine) {
-	m.AttachWireCache()
+	m.AttachEncodingCache()
 	if old, ok := ix.byID[m.ID]; ok {
 		ix.stale++
 		ix.counts[StateZone{old.State, old.Zone}]--

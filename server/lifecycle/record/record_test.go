@@ -197,7 +197,7 @@ func TestEncodedCache(t *testing.T) {
 	calls := 0
 	enc := func(m *Machine) []byte { calls++; return []byte(m.ID) }
 	m := Machine{ID: "a"}
-	m.AttachWireCache()
+	m.AttachEncodingCache()
 	m.Encoded(enc)
 	if b := m.Encoded(enc); string(b) != "a" || calls != 1 {
 		t.Errorf("published record encoded %d times", calls)

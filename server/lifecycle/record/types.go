@@ -124,10 +124,10 @@ type Machine struct {
 	Revision    uint64       `json:"rev"`
 	History     []Transition `json:"history,omitempty"`
 
-	// wire caches the record's wire encoding (see Encoded). The index gives
+	// encoding caches the record's wire encoding (see Encoded). The index gives
 	// every record a fresh one as it is published; copies (Clone, Edit)
 	// drop it, so an edited copy can never serve its original's bytes.
-	wire *wireCache
+	encoding *encodingCache
 }
 
 // Placement is where the backend put the machine's VM (zero fields when
@@ -141,7 +141,7 @@ func (m *Machine) Placement() backend.Placement {
 // acks, watch); inside, records share their maps (see Edit).
 func (m Machine) Clone() Machine {
 	c := m
-	c.wire = nil
+	c.encoding = nil
 	c.Resources = maps.Clone(m.Resources)
 	c.Allocatable = maps.Clone(m.Allocatable)
 	c.Labels = maps.Clone(m.Labels)
@@ -223,7 +223,7 @@ type ListResult struct {
 // largest allocation of an accepted mutation.
 func (m Machine) Edit() Machine {
 	c := m
-	c.wire = nil
+	c.encoding = nil
 	c.History = m.History[:len(m.History):len(m.History)]
 	return c
 }

@@ -1,5 +1,5 @@
 // Package storetest injects the faults a real disk produces into any
-// lifecycle.Store, for tests: a failed write, a full disk, a failed fsync,
+// record.Store, for tests: a failed write, a full disk, a failed fsync,
 // and one call of a sequence failing.
 //
 // A fault fails a Commit before it reaches the wrapped store, so nothing of
@@ -16,12 +16,12 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Faulty wraps a store; Load and Close pass through.
 type Faulty struct {
-	lifecycle.Store
+	record.Store
 
 	mu      sync.Mutex
 	always  error         // every Commit fails with it while set
@@ -31,7 +31,7 @@ type Faulty struct {
 }
 
 // Wrap returns s with no fault set.
-func Wrap(s lifecycle.Store) *Faulty {
+func Wrap(s record.Store) *Faulty {
 	return &Faulty{Store: s, once: map[int]error{}}
 }
 
@@ -89,7 +89,7 @@ func (f *Faulty) Failed() int {
 }
 
 // Commit fails with the fault in effect, or passes b to the wrapped store.
-func (f *Faulty) Commit(ctx context.Context, b lifecycle.Batch) error {
+func (f *Faulty) Commit(ctx context.Context, b record.Batch) error {
 	f.mu.Lock()
 	f.commits++
 	err := f.always

@@ -6,12 +6,12 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/store"
 )
 
 func commit(f *Faulty, id string) error {
-	return f.Commit(context.Background(), lifecycle.Batch{Machines: []lifecycle.Machine{{ID: id, State: lifecycle.Speculative}}})
+	return f.Commit(context.Background(), record.Batch{Machines: []record.Machine{{ID: id, State: record.Speculative}}})
 }
 
 // A failed Commit writes nothing; the faults carry the errno they imitate;

@@ -2,10 +2,10 @@ package record
 
 import "sync/atomic"
 
-// wireCache holds one published record's encoding. Records are immutable
+// encodingCache holds one published record's encoding. Records are immutable
 // once published and every change publishes a new record with a new
 // cache, so an encoding can never outlive the revision it was made from.
-type wireCache struct {
+type encodingCache struct {
 	b atomic.Pointer[[]byte]
 }
 
@@ -18,7 +18,7 @@ type wireCache struct {
 //
 // The returned bytes are shared by every reader: never write into them.
 func (m *Machine) Encoded(enc func(*Machine) []byte) []byte {
-	c := m.wire
+	c := m.encoding
 	if c == nil {
 		return enc(m)
 	}
@@ -33,10 +33,10 @@ func (m *Machine) Encoded(enc func(*Machine) []byte) []byte {
 	return *c.b.Load()
 }
 
-// AttachWireCache gives a record about to be published its own, empty
+// AttachEncodingCache gives a record about to be published its own, empty
 // encoding cache (the index calls it as it publishes).
-func (m *Machine) AttachWireCache() { m.wire = new(wireCache) }
+func (m *Machine) AttachEncodingCache() { m.encoding = new(encodingCache) }
 
-// DetachWireCache drops the cache from a copy the caller may change, so it
+// DetachEncodingCache drops the cache from a copy the caller may change, so it
 // can never serve its original's bytes.
-func (m *Machine) DetachWireCache() { m.wire = nil }
+func (m *Machine) DetachEncodingCache() { m.encoding = nil }

@@ -15,13 +15,14 @@ import (
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // fullMachine has every field and map the wire carries set, in state s.
-func fullMachine(s lifecycle.State) lifecycle.Machine {
-	return lifecycle.Machine{
+func fullMachine(s record.State) record.Machine {
+	return record.Machine{
 		ID: "zone-a-kvm-small-0007", State: s, InstanceType: "kvm.small", Zone: "zone-a",
-		CapacityType: lifecycle.CapacitySpot, PricePerHour: 0.0416, InterruptionProbability: 0.05,
+		CapacityType: record.CapacitySpot, PricePerHour: 0.0416, InterruptionProbability: 0.05,
 		Resources:   map[string]string{"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "0"},
 		Allocatable: map[string]string{"cpu": "2", "memory": "4Gi"},
 		Labels:      map[string]string{"team": "ml", "b": "", "a": "ü"},
@@ -31,7 +32,7 @@ func fullMachine(s lifecycle.State) lifecycle.Machine {
 		// empty values; many keys so map order matters.
 		ShardMetadata: map[string]string{"k\x01": "v\n", "": "empty key", "z": "", "日本": "語",
 			"k1": "1", "k2": "2", "k3": "3", "k4": "4", "k5": "5"},
-		Host: lifecycle.HostRef{Provider: "libvirt", Ref: "zone-a/h1/bf-abc"},
+		Host: record.HostRef{Provider: "libvirt", Ref: "zone-a/h1/bf-abc"},
 		// Bookkeeping that never reaches the wire.
 		Domain: "bf-abc", OperationID: "op-1", Revision: 99, VCPU: 2, MemoryMiB: 4096,
 	}
@@ -39,14 +40,14 @@ func fullMachine(s lifecycle.State) lifecycle.Machine {
 
 // wireCases: every state (and an impossible one, sent as FAILED), full and
 // minimal records.
-func wireCases() map[string]lifecycle.Machine {
-	out := map[string]lifecycle.Machine{
+func wireCases() map[string]record.Machine {
+	out := map[string]record.Machine{
 		"minimal":    {ID: "m"},
-		"impossible": fullMachine(lifecycle.State(42)),
-		"nil maps":   {ID: "m2", State: lifecycle.Speculative, InstanceType: "t", Zone: "z", CapacityType: lifecycle.CapacityOnDemand},
-		"empty maps": {ID: "m3", State: lifecycle.Idle, Labels: map[string]string{}, Resources: map[string]string{}, ShardMetadata: map[string]string{}},
+		"impossible": fullMachine(record.State(42)),
+		"nil maps":   {ID: "m2", State: record.Speculative, InstanceType: "t", Zone: "z", CapacityType: record.CapacityOnDemand},
+		"empty maps": {ID: "m3", State: record.Idle, Labels: map[string]string{}, Resources: map[string]string{}, ShardMetadata: map[string]string{}},
 	}
-	for _, s := range append([]lifecycle.State{lifecycle.StateUnspecified}, lifecycle.AllStates...) {
+	for _, s := range append([]record.State{record.StateUnspecified}, record.AllStates...) {
 		out["full "+s.String()] = fullMachine(s)
 	}
 	return out
@@ -96,8 +97,8 @@ func TestCachedBytesEqualMarshal(t *testing.T) {
 // writes the real message, and leaves the carrier's shared bytes alone.
 func TestCarrierJSON(t *testing.T) {
 	t.Parallel()
-	m := fullMachine(lifecycle.Configured)
-	page := lifecycle.SharedList{Machines: []*lifecycle.Machine{&m, &m}, Revision: []byte("cursor")}
+	m := fullMachine(record.Configured)
+	page := lifecycle.SharedList{Machines: []*record.Machine{&m, &m}, Revision: []byte("cursor")}
 	for name, c := range map[string]struct{ carrier, real proto.Message }{
 		"machine": {machineMessage(&m), convert.MachineToProto(m)},
 		"list":    {listMessage(page), sharedListToProto(page)},
@@ -119,11 +120,11 @@ func TestCarrierJSON(t *testing.T) {
 // UTF-8) is not served from a cache; the ordinary marshal reports it.
 func TestEncodingFailureFallsBack(t *testing.T) {
 	t.Parallel()
-	m := lifecycle.Machine{ID: "m", LastError: "\xff"}
+	m := record.Machine{ID: "m", LastError: "\xff"}
 	if msg := machineMessage(&m); len(msg.ProtoReflect().GetUnknown()) != 0 || msg.GetLastError() != "\xff" {
 		t.Fatalf("got a carrier for an unencodable record: %v", msg)
 	}
-	page := lifecycle.SharedList{Machines: []*lifecycle.Machine{&m}}
+	page := lifecycle.SharedList{Machines: []*record.Machine{&m}}
 	if _, err := proto.Marshal(listMessage(page)); err == nil {
 		t.Fatal("a List holding an unencodable record marshalled without error")
 	}
@@ -173,7 +174,7 @@ func TestServedBytesFollowRevisions(t *testing.T) {
 		if err := p.c.conn.Invoke(ctx, svc+"List", &pb.ListFilter{}, &lst, grpc.ForceCodecV2(rawCodec{})); err != nil {
 			t.Fatal(err)
 		}
-		all, err := eng.ListShared(ctx, lifecycle.ListQuery{})
+		all, err := eng.ListShared(ctx, record.ListQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,11 +208,11 @@ func FuzzListAssembly(f *testing.F) {
 	f.Add("", "", "", "", "", []byte(nil), uint8(0), 0.0)
 	f.Add("日本", "\x00", "\n", "c\x7f", "é", []byte("cursor"), uint8(8), 1e300)
 	f.Fuzz(func(t *testing.T, id, key, val, cluster, lastErr string, rev []byte, state uint8, price float64) {
-		ms := []lifecycle.Machine{
-			{ID: id, State: lifecycle.State(state), Cluster: cluster, LastError: lastErr, PricePerHour: price,
+		ms := []record.Machine{
+			{ID: id, State: record.State(state), Cluster: cluster, LastError: lastErr, PricePerHour: price,
 				Labels: map[string]string{key: val, "node.kubernetes.io/instance-type": val}, ShardMetadata: map[string]string{key: val, val: key},
-				Resources: map[string]string{key: val}, Host: lifecycle.HostRef{Provider: key, Ref: val}, InstanceType: val},
-			fullMachine(lifecycle.State(state % 9)),
+				Resources: map[string]string{key: val}, Host: record.HostRef{Provider: key, Ref: val}, InstanceType: val},
+			fullMachine(record.State(state % 9)),
 			{ID: key},
 		}
 		var page lifecycle.SharedList

@@ -7,11 +7,12 @@ import (
 	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 	"github.com/bigfleet/libvirt-provider/server/convert"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // Encode once, serve many: Get and List answer with each machine's binary
 // protobuf encoding, made once per published record (lazily, on its first
-// read) and cached with it (lifecycle.Machine.Encoded). The cached bytes
+// read) and cached with it (record.Machine.Encoded). The cached bytes
 // reach the wire as the unknown fields of an otherwise empty message, a
 // "carrier": the protobuf codec (gRPC, gRPC-Web, Connect with
 // application/proto) writes unknown fields verbatim, so a List of N
@@ -20,7 +21,7 @@ import (
 // back into a real message first (codec.go), so JSON stays correct.
 //
 // The bytes equal proto.MarshalOptions{Deterministic: true}.Marshal of the
-// message MachineToProto builds (wirecache_test.go checks it for every
+// message MachineToProto builds (encodecache_test.go checks it for every
 // state and field).
 
 // deterministic sorts map entries, so a record always encodes the same.
@@ -35,7 +36,7 @@ const (
 // encodeMachine is the one encoder handed to Machine.Encoded. It returns
 // nil when the record cannot be encoded (a string that is not UTF-8): the
 // carrier is then not used and the ordinary marshal reports the error.
-func encodeMachine(m *lifecycle.Machine) []byte {
+func encodeMachine(m *record.Machine) []byte {
 	b, err := deterministic.Marshal(convert.MachineToProto(*m))
 	if err != nil {
 		return nil
@@ -48,7 +49,7 @@ func encodeMachine(m *lifecycle.Machine) []byte {
 
 // machineBytes is m's cached encoding (nil: cannot be encoded). The bytes
 // are shared: capped so an append can never write into the cache.
-func machineBytes(m *lifecycle.Machine) []byte {
+func machineBytes(m *record.Machine) []byte {
 	b := m.Encoded(encodeMachine)
 	return b[:len(b):len(b)]
 }
@@ -60,7 +61,7 @@ func carry[M proto.Message](msg M, raw []byte) M {
 }
 
 // machineMessage is Get's answer for a published record.
-func machineMessage(m *lifecycle.Machine) *pb.Machine {
+func machineMessage(m *record.Machine) *pb.Machine {
 	b := machineBytes(m)
 	if b == nil {
 		return convert.MachineToProto(*m)

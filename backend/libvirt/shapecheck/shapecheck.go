@@ -1,9 +1,9 @@
-// Package shape checks what a host offers against the instance types'
+// Package shapecheck checks what a host offers against the instance types'
 // shapes: the firmware files, TPM emulation, huge pages, CPU model,
 // networks and the golden image's size (Probe reads them from one host's
 // connection, Check names every shape the host cannot give). It needs no
 // Backend.
-package shape
+package shapecheck
 
 import (
 	"errors"

@@ -15,6 +15,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/server"
 	"github.com/bigfleet/libvirt-provider/server/capacity"
 	"github.com/bigfleet/libvirt-provider/server/lifecycle"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 	"github.com/bigfleet/libvirt-provider/server/store"
 )
 
@@ -47,7 +48,7 @@ func splitList(s string) []string {
 }
 
 // buildSeed turns the capacity flags into the slots the engine offers.
-func buildSeed(cfg config, zones []string) ([]lifecycle.Machine, error) {
+func buildSeed(cfg config, zones []string) ([]record.Machine, error) {
 	prices, err := capacity.ParsePrices(cfg.Prices)
 	if err != nil {
 		return nil, fmt.Errorf("--prices: %w", err)
@@ -70,7 +71,7 @@ func buildSeed(cfg config, zones []string) ([]lifecycle.Machine, error) {
 // trackedStore remembers whether it has been closed, so readiness and
 // health can report a closed store without the store having to expose it.
 type trackedStore struct {
-	lifecycle.Store
+	record.Store
 	closed atomic.Bool
 }
 
@@ -103,7 +104,7 @@ func openStore(cfg config, metrics *server.Metrics, log *slog.Logger) (*trackedS
 // counts adapts the engine's counts to the metrics collector; the engine
 // is created after the registry, hence the indirection.
 func counts(eng *atomic.Pointer[lifecycle.Engine]) server.CountsFunc {
-	return func(emit func(lifecycle.State, string, int)) {
+	return func(emit func(record.State, string, int)) {
 		e := eng.Load()
 		if e == nil {
 			return
@@ -122,7 +123,7 @@ func restoreFakeVMs(ctx context.Context, be backend.Backend, eng *lifecycle.Engi
 	if !ok {
 		return nil
 	}
-	all, err := eng.List(ctx, lifecycle.ListQuery{})
+	all, err := eng.List(ctx, record.ListQuery{})
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func restoreFakeVMs(ctx context.Context, be backend.Backend, eng *lifecycle.Engi
 		vm := fake.VM{MachineID: m.ID, OperationID: m.OperationID, InstanceType: m.InstanceType,
 			VCPU: m.VCPU, MemoryMiB: m.MemoryMiB, Running: true,
 			Placement: m.Placement()}
-		if m.State == lifecycle.Configured || m.State == lifecycle.Draining {
+		if m.State == record.Configured || m.State == record.Draining {
 			vm.Binding = &fake.Binding{ClusterID: m.Cluster, ShardMetadata: m.ShardMetadata}
 		}
 		fb.Restore(vm)

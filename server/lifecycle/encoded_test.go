@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/index"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
 
 // countingEnc encodes a record's id, state and revision and counts calls.
 type countingEnc struct{ calls atomic.Int64 }
 
-func (c *countingEnc) enc(m *Machine) []byte {
+func (c *countingEnc) enc(m *record.Machine) []byte {
 	c.calls.Add(1)
 	return fmt.Appendf(nil, "%s/%s/%d/%s", m.ID, m.State, m.Revision, m.Cluster)
 }
@@ -50,7 +51,7 @@ func TestEncodedOncePerRevision(t *testing.T) {
 	if got := m.Encoded(c.enc); string(got) != string(first) {
 		t.Fatalf("old record now serves %q, want %q", got, first)
 	}
-	lst, err := f.e.ListShared(ctx, ListQuery{})
+	lst, err := f.e.ListShared(ctx, record.ListQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +72,14 @@ func TestCopiesHaveNoCache(t *testing.T) {
 	var c countingEnc
 	old := string(pub.Encoded(c.enc))
 
-	for name, cp := range map[string]Machine{"edit": pub.Edit(), "Clone": pub.Clone()} {
-		cp.State = Failed
+	for name, cp := range map[string]record.Machine{"edit": pub.Edit(), "Clone": pub.Clone()} {
+		cp.State = record.Failed
 		if got := string(cp.Encoded(c.enc)); got == old {
 			t.Errorf("%s copy serves its original's bytes %q", name, got)
 		}
 	}
 	plain := *pub // a raw copy still carries the cache pointer...
-	plain.State = Idle
+	plain.State = record.Idle
 	plain.Revision = ix.Reserve()
 	ix.Publish(&plain) // ...until it is published, which gives it its own
 	cur, _ := ix.Get("m000")
@@ -98,7 +99,7 @@ func TestEncodedFailureNotCached(t *testing.T) {
 	ix := index.New(seed(1))
 	pub, _ := ix.Get("m000")
 	var calls int
-	fail := func(*Machine) []byte { calls++; return nil }
+	fail := func(*record.Machine) []byte { calls++; return nil }
 	if pub.Encoded(fail) != nil || pub.Encoded(fail) != nil || calls != 2 {
 		t.Fatalf("failing encoder: %d calls, want 2 and nil results", calls)
 	}
