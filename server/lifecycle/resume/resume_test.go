@@ -40,7 +40,9 @@ func (s *script) Marks(string) map[string]backend.FenceMark {
 	return map[string]backend.FenceMark{"s": {Epoch: 2, Sequence: 3}}
 }
 
-func (s *script) Addresses(context.Context, string, backend.Placement) []string { return []string{"198.51.100.7"} }
+func (s *script) Addresses(context.Context, string, backend.Placement) []string {
+	return []string{"198.51.100.7"}
+}
 
 func (s *script) Abandon(_ record.Machine, within time.Duration) error {
 	s.mu.Lock()
@@ -99,16 +101,22 @@ func TestConfigureEnds(t *testing.T) {
 		trail   string
 	}{
 		{"never started", []backend.HookTrace{backend.HookNeverStarted},
-			func(o Outcome) bool { return strings.HasPrefix(o.Rollback, "configure rolled back to IDLE") && o.Err == nil },
+			func(o Outcome) bool {
+				return strings.HasPrefix(o.Rollback, "configure rolled back to IDLE") && o.Err == nil
+			},
 			"enter, probe op-1, abandon, probe op-1, rollback op-1, leave"},
 		{"finished ok", []backend.HookTrace{backend.HookSucceeded},
 			func(o Outcome) bool { return o.Err == nil && o.Rollback == "" && len(o.Addresses) == 1 },
 			"enter, probe op-1, finish, leave"},
 		{"failed", []backend.HookTrace{backend.HookFailed},
-			func(o Outcome) bool { return o.Err != nil && strings.Contains(o.Err.Error(), "exited with status 3") && !o.TimedOut },
+			func(o Outcome) bool {
+				return o.Err != nil && strings.Contains(o.Err.Error(), "exited with status 3") && !o.TimedOut
+			},
 			"enter, probe op-1, abandon, leave"},
 		{"started during the rollback", []backend.HookTrace{backend.HookNeverStarted, backend.HookRunning},
-			func(o Outcome) bool { return o.Err != nil && strings.Contains(o.Err.Error(), "started while the Configure was being rolled back") },
+			func(o Outcome) bool {
+				return o.Err != nil && strings.Contains(o.Err.Error(), "started while the Configure was being rolled back")
+			},
 			"enter, probe op-1, abandon, probe op-1, leave"},
 		{"running, then finished", []backend.HookTrace{backend.HookRunning, backend.HookSucceeded},
 			func(o Outcome) bool { return o.Err == nil && o.Rollback == "" },
