@@ -31,8 +31,8 @@ const (
 // through reconcileView.
 func (e *Engine) newReconciler() *reconcile.Reconciler {
 	return reconcile.New(reconcileView{e}, reconcile.Config{
-		Backend: e.be, Caps: e.can, Listed: e.listed, Views: e.views, Provider: e.cfg.Provider, Logger: e.log, Now: e.cfg.Now, ConfigureTimeout: e.cfg.ConfigureTimeout,
-		Observer: e.cfg.Observer, ReconcileConcurrency: e.cfg.ReconcileConcurrency,
+		Backend: e.be, Caps: e.can, Listed: e.listed, Views: e.views, Provider: e.cfg.Provider, Logger: e.log, Now: e.cfg.Now,
+		ConfigureTimeout: e.cfg.ConfigureTimeout, Observer: e.cfg.Observer, ReconcileConcurrency: e.cfg.ReconcileConcurrency,
 		RestartBackoff: e.cfg.RestartBackoff, RestartMaxTries: e.cfg.RestartMaxTries, RestartDisabled: e.cfg.RestartDisabled,
 	})
 }
