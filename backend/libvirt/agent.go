@@ -25,7 +25,7 @@ var (
 // Configure runs the bootstrap through the guest agent and only then
 // records the cluster binding (guest.Guests.Configure).
 func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) error {
-	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	t, err := b.loc.locateGuest(spec.MachineID, spec.Placement, "")
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
@@ -35,7 +35,7 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 // Drain runs the drain hook through the guest agent, then clears the
 // binding (guest.Guests.Drain).
 func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
-	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	t, err := b.loc.locateGuest(spec.MachineID, spec.Placement, "")
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
@@ -45,7 +45,7 @@ func (b *Backend) Drain(ctx context.Context, spec backend.DrainSpec) error {
 // Start starts the machine's domain again after it stopped behind our back
 // (guest.Guests.Start).
 func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placement) error {
-	t, err := b.locateGuest(machineID, pl, pl.Zone)
+	t, err := b.loc.locateGuest(machineID, pl, pl.Zone)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -54,7 +54,7 @@ func (b *Backend) Start(ctx context.Context, machineID string, pl backend.Placem
 
 // AbandonConfigure is backend.Abandoner (guest.Guests.Abandon).
 func (b *Backend) AbandonConfigure(ctx context.Context, machineID string, pl backend.Placement) error {
-	t, err := b.locateGuest(machineID, pl, "")
+	t, err := b.loc.locateGuest(machineID, pl, "")
 	if err != nil {
 		return fmt.Errorf("abandon configure: %w", err)
 	}
@@ -63,7 +63,7 @@ func (b *Backend) AbandonConfigure(ctx context.Context, machineID string, pl bac
 
 // ProbeConfigure is backend.ConfigureProber (guest.Guests.ProbeConfigure).
 func (b *Backend) ProbeConfigure(ctx context.Context, spec backend.ConfigureSpec) (backend.ConfigureTrace, error) {
-	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	t, err := b.loc.locateGuest(spec.MachineID, spec.Placement, "")
 	if err != nil {
 		return backend.ConfigureTrace{}, fmt.Errorf("probe configure: %w", err)
 	}
@@ -72,7 +72,7 @@ func (b *Backend) ProbeConfigure(ctx context.Context, spec backend.ConfigureSpec
 
 // FinishConfigure is backend.ConfigureProber (guest.Guests.FinishConfigure).
 func (b *Backend) FinishConfigure(ctx context.Context, spec backend.ConfigureSpec) error {
-	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	t, err := b.loc.locateGuest(spec.MachineID, spec.Placement, "")
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
@@ -81,7 +81,7 @@ func (b *Backend) FinishConfigure(ctx context.Context, spec backend.ConfigureSpe
 
 // RollBackConfigure is backend.ConfigureProber (guest.Guests.RollBackConfigure).
 func (b *Backend) RollBackConfigure(ctx context.Context, spec backend.ConfigureSpec) error {
-	t, err := b.locateGuest(spec.MachineID, spec.Placement, "")
+	t, err := b.loc.locateGuest(spec.MachineID, spec.Placement, "")
 	if err != nil {
 		return fmt.Errorf("roll back configure: %w", err)
 	}
@@ -90,7 +90,7 @@ func (b *Backend) RollBackConfigure(ctx context.Context, spec backend.ConfigureS
 
 // GuestAddresses is backend.GuestAddresser (guest.Guests.Addresses).
 func (b *Backend) GuestAddresses(ctx context.Context, machineID string, pl backend.Placement) ([]string, error) {
-	t, err := b.locateGuest(machineID, pl, "")
+	t, err := b.loc.locateGuest(machineID, pl, "")
 	if err != nil {
 		return nil, fmt.Errorf("guest addresses: %w", err)
 	}
@@ -116,13 +116,14 @@ func (b *Backend) AgentClient(pl backend.Placement) (*guestagent.Client, error) 
 	return guestagent.NewClient(agentcmd.Transport{Host: h.Host, Domain: pl.Domain}, guestagent.WithTimeout(b.cfg.AgentTimeout)), nil
 }
 
-// locateGuest is locate's answer as the guest operations take it.
-func (b *Backend) locateGuest(machineID string, pl backend.Placement, zone string) (guest.Target, error) {
-	h, name, err := b.loc.locate(machineID, pl, zone)
+// locateGuest is locate's answer as the guest operations take it (built
+// here, so a Configure's path leaves this file once).
+func (l *locator) locateGuest(machineID string, pl backend.Placement, zone string) (guest.Target, error) {
+	h, name, err := l.locate(machineID, pl, zone)
 	if err != nil {
 		return guest.Target{}, err
 	}
-	return h.guest(name, machineID), nil
+	return guest.Target{Host: h.Host, Zone: h.zone, Domain: name, MachineID: machineID}, nil
 }
 
 // guest is the domain name of machineID on h, as the guest operations

@@ -2,11 +2,8 @@ package libvirt
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,85 +13,17 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/guestagent/agenttest"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/domstate"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
-// bootAgent is a qemu-ga whose image has the booted hook: run n (from 1)
-// ends as exits(n) says, with its stdout. Everything else is absent.
-type bootAgent struct {
-	mu    sync.Mutex
-	runs  int
-	next  int64
-	procs map[int64][2]string // pid -> exit code, stdout
-	exits func(n int) (int, string)
-	onRun func(n int) // called (unlocked) as run n starts
-	// rest, if set, answers every other command (the bootstrap's), and
-	// events records the order: "booted:<exit>" per hook run, "exec <path>"
-	// per command rest runs.
-	rest   guestagent.Transport
-	events []string
-}
-
-// bootPIDBase keeps the hook's pids apart from rest's.
-const bootPIDBase = 1 << 20
-
-func (a *bootAgent) Command(_ context.Context, req []byte, _ time.Duration) ([]byte, error) {
-	var r struct {
-		Execute   string `json:"execute"`
-		Arguments struct {
-			Path string `json:"path"`
-			PID  int64  `json:"pid"`
-		} `json:"arguments"`
-	}
-	if err := json.Unmarshal(req, &r); err != nil {
-		return nil, err
-	}
-	ret := func(v any) ([]byte, error) { return json.Marshal(map[string]any{"return": v}) }
-	mine := r.Execute == "guest-exec" && r.Arguments.Path == guestagent.DefaultBootedHook ||
-		r.Execute == "guest-exec-status" && r.Arguments.PID > bootPIDBase || r.Execute == "guest-ping"
-	if !mine && a.rest != nil {
-		if r.Execute == "guest-exec" {
-			a.mu.Lock()
-			a.events = append(a.events, "exec "+r.Arguments.Path)
-			a.mu.Unlock()
-		}
-		return a.rest.Command(context.Background(), req, 0)
-	}
-	switch r.Execute {
-	case "guest-ping":
-		return ret(map[string]any{})
-	case "guest-exec":
-		if r.Arguments.Path != guestagent.DefaultBootedHook {
-			return nil, &guestagent.AgentError{Desc: "Failed to execute child process (No such file or directory)"}
-		}
-		a.mu.Lock()
-		a.runs++
-		n := a.runs
-		a.next++
-		pid := bootPIDBase + a.next
-		code, out := a.exits(n)
-		a.procs[pid] = [2]string{itoa(code), out}
-		a.events = append(a.events, "booted:"+itoa(code))
-		a.mu.Unlock()
-		if a.onRun != nil {
-			a.onRun(n)
-		}
-		return ret(map[string]any{"pid": pid})
-	case "guest-exec-status":
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		p := a.procs[r.Arguments.PID]
-		return []byte(`{"return":{"exited":true,"exitcode":` + p[0] + `,"out-data":"` +
-			base64.StdEncoding.EncodeToString([]byte(p[1])) + `"}}`), nil
-	}
-	return nil, &guestagent.AgentError{Class: "CommandNotFound", Desc: r.Execute}
-}
+// bootAgent is agenttest's qemu-ga with the booted hook.
+type bootAgent = agenttest.Booting
 
 func bootBackend(t *testing.T, a *bootAgent) (*Backend, *syncBuffer) {
 	t.Helper()
-	a.procs = map[int64][2]string{}
 	b, logs := newTestBackend(t, func(c *Config) {
 		c.WaitBooted = true
 		c.Booted = guestagent.BootedConfig{PollStart: time.Millisecond, PollMax: 5 * time.Millisecond}
@@ -109,21 +38,21 @@ func TestCreateWaitsForBooted(t *testing.T) {
 	t.Parallel()
 	var seen []backend.BootStatus
 	var b *Backend
-	a := &bootAgent{exits: func(n int) (int, string) {
+	a := &bootAgent{Exits: func(n int) (int, string) {
 		if n < 4 {
 			return 75, "init done\nwaiting for bigfleet.boot_delay (3s left)\n"
 		}
 		return 0, ""
 	}}
-	a.onRun = func(n int) {
+	a.OnRun = func(n int) {
 		if st, ok := b.BootStatus("m1"); ok {
 			seen = append(seen, st)
 		}
 	}
 	b, _ = bootBackend(t, a)
 	mustCreate(t, b, "m1")
-	if a.runs != 4 {
-		t.Fatalf("hook runs = %d, want 4 (Create returned before the hook said booted)", a.runs)
+	if a.Runs != 4 {
+		t.Fatalf("hook runs = %d, want 4 (Create returned before the hook said booted)", a.Runs)
 	}
 	if len(seen) < 3 || seen[2].Phase != backend.BootBooting || seen[2].Reason != "waiting for bigfleet.boot_delay (3s left)" {
 		t.Fatalf("BootStatus while booting = %+v", seen)
@@ -137,7 +66,7 @@ func TestCreateWaitsForBooted(t *testing.T) {
 // the Create with its cause (and a WARN); the domain stays for a Delete.
 func TestCreateBootFailedKeepsDomain(t *testing.T) {
 	t.Parallel()
-	a := &bootAgent{exits: func(int) (int, string) { return 1, "unit kubelet-prep.service failed\n" }}
+	a := &bootAgent{Exits: func(int) (int, string) { return 1, "unit kubelet-prep.service failed\n" }}
 	b, logs := bootBackend(t, a)
 	c := testConn(t, b, "z1")
 	_, err := b.Create(context.Background(), spec("m1"))
@@ -155,44 +84,12 @@ func TestCreateBootFailedKeepsDomain(t *testing.T) {
 	}
 }
 
-// TestStartShowsBootingUntilBooted: a guest reconcile starts again shows
-// "booting" until its booted check passes.
-func TestStartShowsBootingUntilBooted(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	a := &bootAgent{exits: func(n int) (int, string) { return 0, "" }}
-	b, _ := bootBackend(t, a)
-	c := testConn(t, b, "z1")
-	pl := mustCreate(t, b, "m1")
-	a.onRun = func(int) { <-release }
-	if err := onDomain(lvc(c), pl.Domain, domstate.Destroy); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background(), "m1", pl); err != nil {
-		t.Fatal(err)
-	}
-	if st, ok := b.BootStatus("m1"); !ok || st.Phase != backend.BootBooting {
-		t.Fatalf("BootStatus after a restart = %+v, %v; want booting", st, ok)
-	}
-	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := b.BootStatus("m1"); !ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("still booting after the hook said booted")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // restartedGuest creates m1 (booted at once), stops its domain and starts
 // it again, the way reconcile does; later hook runs end as exits says.
 func restartedGuest(t *testing.T, exits func(n int) (int, string)) (*Backend, *bootAgent, backend.Placement) {
 	t.Helper()
-	a := &bootAgent{rest: newFakeAgent()}
-	a.exits = func(n int) (int, string) {
+	a := &bootAgent{Rest: newFakeAgent()}
+	a.Exits = func(n int) (int, string) {
 		if n == 1 {
 			return 0, "" // the Create's check
 		}
@@ -208,48 +105,6 @@ func restartedGuest(t *testing.T, exits func(n int) (int, string)) (*Backend, *b
 		t.Fatal(err)
 	}
 	return b, a, pl
-}
-
-// TestConfigureWaitsForBootedAfterRestart: a Configure on an IDLE machine
-// whose guest reconcile started again runs the bootstrap hook only once
-// the booted check passed.
-func TestConfigureWaitsForBootedAfterRestart(t *testing.T) {
-	t.Parallel()
-	b, a, pl := restartedGuest(t, func(n int) (int, string) {
-		if n < 6 {
-			return 75, "waiting for network-online.target\n"
-		}
-		return 0, ""
-	})
-	if err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("blob"))); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	// A kill is the superseded background check's hook run, stopped.
-	first := slices.IndexFunc(a.events, func(e string) bool { return strings.HasPrefix(e, "exec ") && e != "exec /bin/kill" })
-	if first < 0 || a.events[first-1] != "booted:0" || !slices.Contains(a.events[:first], "booted:75") {
-		t.Fatalf("events %q: want the bootstrap only after the hook said 75, then 0", a.events)
-	}
-	if st, ok := b.BootStatus("m1"); ok {
-		t.Errorf("BootStatus after Configure = %+v", st)
-	}
-}
-
-// TestConfigureOnFailedBootFails: a restarted guest whose boot failed
-// fails the Configure with the cause; no bootstrap runs.
-func TestConfigureOnFailedBootFails(t *testing.T) {
-	t.Parallel()
-	b, a, pl := restartedGuest(t, func(int) (int, string) { return 1, "unit kubelet-prep.service failed\n" })
-	err := b.Configure(context.Background(), configureSpec(pl, "m1", "c1", []byte("blob")))
-	if err == nil || err.Error() != "configure: boot failed: unit kubelet-prep.service failed" {
-		t.Fatalf("Configure = %v", err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if slices.ContainsFunc(a.events, func(e string) bool { return strings.HasPrefix(e, "exec ") && e != "exec /bin/kill" }) {
-		t.Fatalf("the bootstrap ran on a guest whose boot failed: %q", a.events)
-	}
 }
 
 // TestDeleteEndsTheBootWatch: a Delete of a machine whose restarted guest
@@ -283,7 +138,7 @@ func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
 	restarted := false
 	var c *libvirt.Connect
 	var b *Backend
-	a := &bootAgent{exits: func(int) (int, string) {
+	a := &bootAgent{Exits: func(int) (int, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if restarted {
@@ -291,7 +146,7 @@ func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
 		}
 		return 75, "waiting for kubelet-prep.service\n"
 	}}
-	a.onRun = func(n int) {
+	a.OnRun = func(n int) {
 		if n == 2 {
 			if err := onDomain(lvc(c), meta.DomainName(b.cfg.Provider, "m1"), domstate.Destroy); err != nil {
 				t.Error(err)
@@ -332,7 +187,7 @@ func TestCreateStartsAGuestThatStoppedWhileBooting(t *testing.T) {
 // a user still fails at once, not started.
 func TestConfigureStartsAStoppedDomain(t *testing.T) {
 	t.Parallel()
-	a := &bootAgent{rest: newFakeAgent(), exits: func(int) (int, string) { return 0, "" }}
+	a := &bootAgent{Rest: newFakeAgent(), Exits: func(int) (int, string) { return 0, "" }}
 	b, logs := bootBackend(t, a)
 	c := testConn(t, b, "z1")
 	pl := mustCreate(t, b, "m1")

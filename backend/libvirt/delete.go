@@ -27,7 +27,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	h, name, err := b.loc.locate(spec.MachineID, spec.Placement, spec.Zone)
 	switch {
 	case errors.Is(err, errHostNotKnown):
-		return b.deleteEverywhere(ctx, spec)
+		return b.remover.deleteEverywhere(ctx, b.loc, spec)
 	case errors.Is(err, backend.ErrHostDown):
 		// Its copy is destroyed when the host rejoins (the machine is
 		// deleted by then: the fenced rejoin's rule), never started.
@@ -43,7 +43,7 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 	// The recorded host's capacity is free now, whatever the other hosts
 	// answer: the planner books the machine there only.
 	b.loc.plan.Forget(h.zone, spec.MachineID)
-	return b.deleteCopiesBeside(ctx, h, name, spec)
+	return b.remover.deleteCopiesBeside(ctx, b.loc, h, name, spec)
 }
 
 // deleteCopiesBeside removes the machine's domain from the other hosts of
@@ -59,21 +59,21 @@ func (b *Backend) Delete(ctx context.Context, spec backend.DeleteSpec) error {
 // leftover, which reconcile removes, never adopts, once the host is listed
 // again (or the fenced rejoin, for a host declared down). A host that
 // answered with any other error fails the Delete, naming it.
-func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, spec backend.DeleteSpec) error {
-	hs, err := b.loc.zoneHosts(h.zone)
+func (r *remover) deleteCopiesBeside(ctx context.Context, l *locator, h *host, name string, spec backend.DeleteSpec) error {
+	hs, err := l.zoneHosts(h.zone)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	var errs []error
 	for _, o := range hs {
-		if _, down := b.loc.down.reason(o.name); o == h || down {
+		if _, down := l.down.reason(o.name); o == h || down {
 			continue
 		}
-		err := b.remover.deleteMachineOn(ctx, o, name, spec)
+		err := r.deleteMachineOn(ctx, o, name, spec)
 		switch {
 		case err == nil || errors.Is(err, backend.ErrNotOurs):
 		case backend.IsTransient(err) && ctx.Err() == nil:
-			b.log.Warn("delete: another host of the zone is unreachable; a copy there, if any, is removed when it is listed again",
+			r.log.Warn("delete: another host of the zone is unreachable; a copy there, if any, is removed when it is listed again",
 				"zone", o.zone, "host", o.name, "domain", name, "machine", spec.MachineID, "err", err)
 		default:
 			errs = append(errs, fmt.Errorf("host %s of zone %q may hold a copy of the machine: %w", o.name, o.zone, err))
@@ -87,30 +87,30 @@ func (b *Backend) deleteCopiesBeside(ctx context.Context, h *host, name string, 
 // each removes only our own domain of that machine, and a host that
 // cannot be reached fails the Delete (it is retried), since the domain
 // may be there.
-func (b *Backend) deleteEverywhere(ctx context.Context, spec backend.DeleteSpec) error {
+func (r *remover) deleteEverywhere(ctx context.Context, l *locator, spec backend.DeleteSpec) error {
 	zone := spec.Placement.Zone
 	if zone == "" {
 		zone = spec.Zone
 	}
-	hs, err := b.loc.zoneHosts(zone)
+	hs, err := l.zoneHosts(zone)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	name := spec.Placement.Domain
 	if name == "" {
-		name = meta.DomainName(b.cfg.Provider, spec.MachineID)
+		name = meta.DomainName(r.provider, spec.MachineID)
 	}
 	var errs []error
 	for _, h := range hs {
-		if _, down := b.loc.down.reason(h.name); down {
+		if _, down := l.down.reason(h.name); down {
 			continue // its domains are the fenced rejoin's
 		}
-		if err := b.remover.deleteMachineOn(ctx, h, name, spec); err != nil {
+		if err := r.deleteMachineOn(ctx, h, name, spec); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) == 0 {
-		b.loc.plan.Forget(hs[0].zone, spec.MachineID)
+		l.plan.Forget(hs[0].zone, spec.MachineID)
 	}
 	return errors.Join(errs...)
 }

@@ -27,7 +27,7 @@ type copyState struct {
 
 // RecoverMigration is backend.MigrationRecoverer.
 func (b *Backend) RecoverMigration(ctx context.Context, machineID string, recorded backend.Placement, copies []backend.Placement) (backend.MigrationRecovery, error) {
-	cs, err := b.readCopies(machineID, recorded, copies)
+	cs, err := b.loc.readCopies(machineID, recorded, copies)
 	if err != nil {
 		return backend.MigrationRecovery{}, fmt.Errorf("migration recovery: %w", err)
 	}
@@ -61,16 +61,16 @@ func (b *Backend) RecoverMigration(ctx context.Context, machineID string, record
 }
 
 // readCopies reads every copy's state and job; each must be ours.
-func (b *Backend) readCopies(machineID string, recorded backend.Placement, copies []backend.Placement) ([]copyState, error) {
+func (l *locator) readCopies(machineID string, recorded backend.Placement, copies []backend.Placement) ([]copyState, error) {
 	cs := make([]copyState, 0, len(copies))
 	for _, pl := range copies {
-		h, name, err := b.loc.locate(machineID, pl, "")
+		h, name, err := l.locate(machineID, pl, "")
 		if err != nil {
 			return nil, err
 		}
 		c := copyState{Copy: recovery.Copy{Host: pl.Host, Recorded: pl.Host == recorded.Host}, pl: pl, h: h, name: name}
 		if err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
-			c.Copy, err = migrate.ReadCopy(dom, name, b.cfg.Provider, machineID, c.Copy)
+			c.Copy, err = migrate.ReadCopy(dom, name, l.cfg.Provider, machineID, c.Copy)
 			return err
 		}); err != nil {
 			return nil, fmt.Errorf("copy on host %s: %w", pl.Host, err)

@@ -4,12 +4,9 @@ import (
 	"log/slog"
 	"time"
 
-	"libvirt.org/go/libvirt"
-
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/agentcmd"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/hostconn"
-	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // Target is a machine's domain as the backend located it: the host that
@@ -90,5 +87,3 @@ func (g *Guests) Close() {
 		g.boots.close()
 	}
 }
-
-func isNoDomain(err error) bool { return virt.IsCode(err, libvirt.ERR_NO_DOMAIN) }

@@ -19,36 +19,58 @@ import (
 // down) is left as it is and reported as success. The domain must be
 // ours; a stranger's is never started.
 func (g *Guests) Start(ctx context.Context, t Target) error {
+	_, started, _, err := g.startAgain(ctx, t)
+	if err != nil {
+		return err
+	}
+	g.cfg.Log.Info("domain started again", "zone", t.Zone, "domain", t.Domain, "machine", t.MachineID)
+	if g.cfg.WaitBooted && started {
+		g.WatchBoot(t) // "booting" until its booted check passes
+	}
+	return nil
+}
+
+// startAgain is Start's one lookup: it checks the domain is ours, starts
+// it unless it is active and waits until it runs, then reads its state.
+// It returns the domain's metadata, whether this call started it, and
+// notRunning's verdict on the state it left (Start ignores it; a
+// Configure needs a running guest). Ownership is read in the same lookup
+// as the start, so a Configure that starts a stopped domain reads it
+// twice (OwnedRunning, then here) and not again before its binding.
+func (g *Guests) startAgain(ctx context.Context, t Target) (md meta.Metadata, started bool, running, err error) {
 	h, name, machineID := t.Host, t.Domain, t.MachineID
-	started := false // this call started the guest (not one already active)
-	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
-		if _, err := meta.ReadOwned(dom, name, g.cfg.Provider, machineID); err != nil {
+	var st libvirt.DomainState
+	var reason int
+	err = h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
+		var err error
+		if md, err = meta.ReadOwned(dom, name, g.cfg.Provider, machineID); err != nil {
 			return err
 		}
 		active, err := dom.IsActive()
 		if err != nil {
 			return fmt.Errorf("state: %w", err)
 		}
-		if active {
-			return nil
+		if !active {
+			started = true
+			if err := dom.Create(); err != nil {
+				return h.ExplainStart(name, fmt.Errorf("start domain: %w", err))
+			}
+			if err := h.ExplainStart(name, domstate.WaitRunning(ctx, dom)); err != nil {
+				return err
+			}
 		}
-		started = true
-		if err := dom.Create(); err != nil {
-			return h.ExplainStart(name, fmt.Errorf("start domain: %w", err))
+		if st, reason, err = dom.GetState(); err != nil {
+			return fmt.Errorf("state of %s: %w", name, err)
 		}
-		return h.ExplainStart(name, domstate.WaitRunning(ctx, dom))
+		return nil
 	})
 	if isNoDomain(err) {
-		return fmt.Errorf("start: domain %s: %w", name, backend.ErrNotFound)
+		return md, started, nil, fmt.Errorf("start: domain %s: %w", name, backend.ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("start: %s: %w", name, h.Scrub(err))
+		return md, started, nil, fmt.Errorf("start: %s: %w", name, h.Scrub(err))
 	}
-	g.cfg.Log.Info("domain started again", "zone", t.Zone, "domain", name, "machine", machineID)
-	if g.cfg.WaitBooted && started {
-		g.WatchBoot(t) // "booting" until its booted check passes
-	}
-	return nil
+	return md, started, notRunning(name, st, reason), nil
 }
 
 // configurable reads the metadata of the machine a Configure binds. Its
@@ -71,10 +93,13 @@ func (g *Guests) configurable(ctx context.Context, t Target, spec backend.Config
 	}
 	g.cfg.Log.Warn("configure: the domain was not running; starting it again", "domain", t.Domain,
 		"machine", spec.MachineID, "was", stopped.rs.String())
-	if err := g.Start(ctx, t); err != nil {
+	md, _, running, err := g.startAgain(ctx, t)
+	if err != nil {
 		return md, err
 	}
-	return g.OwnedRunning(t)
+	// No WatchBoot: the Configure waits for the boot itself (bootedFirst).
+	g.cfg.Log.Info("domain started again", "zone", t.Zone, "domain", t.Domain, "machine", t.MachineID)
+	return md, running
 }
 
 // notRunning is nil for a running domain, otherwise a *stoppedError with
@@ -126,19 +151,25 @@ func (e *stoppedError) Unwrap() []error {
 func (g *Guests) OwnedRunning(t Target) (meta.Metadata, error) {
 	h, name, machineID := t.Host, t.Domain, t.MachineID
 	var md meta.Metadata
+	var st libvirt.DomainState
+	var reason int
 	err := h.WithDomain(name, func(_ virt.Conn, dom virt.Domain) error {
 		var err error
 		if md, err = meta.ReadOwned(dom, name, g.cfg.Provider, machineID); err != nil {
 			return err
 		}
-		st, reason, err := dom.GetState()
-		if err != nil {
+		if st, reason, err = dom.GetState(); err != nil {
 			return fmt.Errorf("state of %s: %w", name, err)
 		}
-		return notRunning(name, st, reason)
+		return nil
 	})
 	if isNoDomain(err) {
 		return meta.Metadata{}, fmt.Errorf("domain %s: %w", name, backend.ErrNotFound)
 	}
-	return md, err
+	if err != nil {
+		return md, err
+	}
+	return md, notRunning(name, st, reason)
 }
+
+func isNoDomain(err error) bool { return virt.IsCode(err, libvirt.ERR_NO_DOMAIN) }
