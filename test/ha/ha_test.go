@@ -84,6 +84,7 @@ type provider struct {
 	conn          *grpc.ClientConn
 	logFile       string
 	args          []string
+	env           []string // added to the environment (LD_LIBRARY_PATH on the lab)
 }
 
 func freeAddr(t *testing.T) string {
@@ -139,7 +140,7 @@ func (p *provider) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(binary(t), p.args...)
-	p.cmd.Env = append(os.Environ(), "POD_NAME="+p.name)
+	p.cmd.Env = append(append(os.Environ(), "POD_NAME="+p.name), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
