@@ -42,6 +42,11 @@ var (
 	// connected when the call began); it wraps the cause, which is also
 	// an ErrHostUnavailable.
 	ErrNothingDone = errors.New("nothing was asked of the host")
+	// ErrNewerTerm: the domain carries a newer leader's term than the
+	// one this replica acts under (LeaderTermer): another replica leads,
+	// and this one must not touch the domain. Transient for the call: the
+	// replica steps down; the leader will act.
+	ErrNewerTerm = fmt.Errorf("a newer leader's term is on the domain: another replica leads: %w", ErrTransient)
 )
 
 // MachineSpec is what Create needs to build a VM.
@@ -153,7 +158,25 @@ type Observed struct {
 	// when none was. Such a domain is a Delete cut short, never a
 	// machine to adopt or start: it outlives a lost state file.
 	DeleteOperationID string
+	// Configure is the intent of a Configure begun on this domain and not
+	// ended on the host yet (its binding not recorded, nor rolled back);
+	// zero when none. A record rebuilt from the hosts takes such a domain
+	// as a Configure cut short, to be ended as its guest tells
+	// (ConfigureProber), never adopted IDLE.
+	Configure ConfigureIntent
 }
+
+// ConfigureIntent is what a Configure records on the domain before its
+// bootstrap hook may start: enough to end it after a lost state file
+// (never the bootstrap blob). The zero value: none.
+type ConfigureIntent struct {
+	OperationID   string
+	ClusterID     string
+	ShardMetadata map[string]string
+}
+
+// Begun reports whether a Configure was begun.
+func (c ConfigureIntent) Begun() bool { return c.OperationID != "" }
 
 // Run states, as virsh domstate names them (one word each, for labels).
 const (
@@ -305,6 +328,30 @@ type HostCapacity struct {
 // service keeps it beside the state file and applies it at start).
 type HostDownDeclarer interface {
 	SetDown(host string, down bool, reason string) error // ErrUnknownHost
+}
+
+// LeaderTerm names a leader's term under --leader-elect: the Kubernetes
+// Lease (its uid: a Lease deleted and made again starts a new count) and
+// its leaseTransitions when this replica acquired it. Terms compare only
+// within one Lease. The zero value: no election.
+type LeaderTerm struct {
+	Lease string
+	N     int64
+}
+
+// Newer reports whether t is a later term of the same Lease than own.
+func (t LeaderTerm) Newer(own LeaderTerm) bool {
+	return own.Lease != "" && t.Lease == own.Lease && t.N > own.N
+}
+
+// LeaderTermer is implemented by backends that stamp the leader's term on
+// every domain they write (definitions and metadata) and refuse, with
+// ErrNewerTerm, to change a domain that carries a newer term of the same
+// Lease: the second line against two replicas acting at once. onNewer is
+// told (once) when such a domain is found, so the replica steps down.
+// Without a term set, nothing is stamped nor checked.
+type LeaderTermer interface {
+	SetLeaderTerm(t LeaderTerm, onNewer func(found LeaderTerm))
 }
 
 // HostLinker is implemented by backends with hosts whose link state is
@@ -468,7 +515,11 @@ type ConfigureTrace struct {
 // operation id, a trace of a Configure's bootstrap hook that outlives the
 // provider. The engine asks it about a Configure cut by a restart (whose
 // blob is gone), to roll it back, finish it, or fail it with the cause.
-// Both methods go through the machine's call gate; spec carries no blob.
+// Its Configure records the Configure's intent on the domain before the
+// bootstrap hook may start (Observed.Configure) and removes it with the
+// binding; a failed Configure keeps it, so that after a lost state file
+// the guest, not the bare domain, says how it ended. The methods go
+// through the machine's call gate; spec carries no blob.
 type ConfigureProber interface {
 	// ProbeConfigure answers what became of the bootstrap hook of the
 	// Configure spec.OperationID. An error means the guest could not be
@@ -476,8 +527,13 @@ type ConfigureProber interface {
 	ProbeConfigure(ctx context.Context, spec ConfigureSpec) (ConfigureTrace, error)
 	// FinishConfigure ends a Configure whose bootstrap hook finished ok as
 	// Configure would have: it waits for the ready hook and only then
-	// records the binding.
+	// records the binding (and removes the Configure's intent).
 	FinishConfigure(ctx context.Context, spec ConfigureSpec) error
+	// RollBackConfigure records on the host that the Configure
+	// spec.OperationID was rolled back (its hook never started): its
+	// intent is removed, so a later listing does not take it as cut
+	// again. An intent of another operation is left alone.
+	RollBackConfigure(ctx context.Context, spec ConfigureSpec) error
 }
 
 // MigrateSpec is what a live migration needs: the machine, where its VM

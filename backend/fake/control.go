@@ -99,6 +99,11 @@ func (b *Backend) VM(machineID string) (VM, bool) {
 		bt := *vm.Bootstrap
 		c.Bootstrap = &bt
 	}
+	if vm.ConfigureIntent != nil {
+		ci := *vm.ConfigureIntent
+		ci.ShardMetadata = maps.Clone(ci.ShardMetadata)
+		c.ConfigureIntent = &ci
+	}
 	return c, true
 }
 

@@ -77,6 +77,10 @@ type VM struct {
 	// DeleteOperationID is the intent a Delete recorded on the VM before
 	// removing it ("" = none): what a Delete cut short leaves behind.
 	DeleteOperationID string
+	// ConfigureIntent is what a Configure recorded on the VM before its
+	// delay (the fake's hook) and removes with the binding: what a
+	// Configure cut short, or failed, leaves behind (nil = none).
+	ConfigureIntent *backend.ConfigureIntent
 }
 
 type failKey struct{ op, machineID string }

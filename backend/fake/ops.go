@@ -94,8 +94,11 @@ func (b *Backend) Create(ctx context.Context, spec backend.MachineSpec) (backend
 	return p, nil
 }
 
-// Configure records the cluster binding and a digest of the blob.
+// Configure records the Configure's intent on the VM, then (after its
+// delay and injected failures) the cluster binding and a digest of the
+// blob, removing the intent.
 func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) error {
+	b.recordIntent(spec)
 	if err := b.begin(ctx, OpConfigure, spec.MachineID); err != nil {
 		return err
 	}
@@ -117,7 +120,20 @@ func (b *Backend) Configure(ctx context.Context, spec backend.ConfigureSpec) err
 		BlobDigest: sha256.Sum256(spec.BootstrapBlob), BlobLen: len(spec.BootstrapBlob),
 		ShardMetadata: maps.Clone(spec.ShardMetadata)}
 	vm.Bootstrap = &BootstrapTrace{OperationID: spec.OperationID, Trace: backend.ConfigureTrace{Hook: backend.HookSucceeded}}
+	vm.ConfigureIntent = nil
 	return nil
+}
+
+// recordIntent writes the Configure's intent on the machine's VM, as the
+// libvirt backend does before the bootstrap hook may start; a VM that is
+// missing, on a host that is down or being deleted gets none.
+func (b *Backend) recordIntent(spec backend.ConfigureSpec) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if vm, err := b.vmLocked(spec.MachineID, spec.Placement); err == nil && vm.DeleteOperationID == "" {
+		vm.ConfigureIntent = &backend.ConfigureIntent{OperationID: spec.OperationID, ClusterID: spec.ClusterID,
+			ShardMetadata: maps.Clone(spec.ShardMetadata)}
+	}
 }
 
 // Drain clears the binding; draining an unbound VM is a no-op.
@@ -257,6 +273,9 @@ func observe(vm *VM) backend.Observed {
 	if vm.Binding != nil {
 		o.ClusterID = vm.Binding.ClusterID
 		o.ShardMetadata = maps.Clone(vm.Binding.ShardMetadata)
+	}
+	if c := vm.ConfigureIntent; c != nil {
+		o.Configure = backend.ConfigureIntent{OperationID: c.OperationID, ClusterID: c.ClusterID, ShardMetadata: maps.Clone(c.ShardMetadata)}
 	}
 	return o
 }

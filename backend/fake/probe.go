@@ -68,5 +68,21 @@ func (b *Backend) FinishConfigure(_ context.Context, spec backend.ConfigureSpec)
 		bd.BlobDigest, bd.BlobLen = vm.Binding.BlobDigest, vm.Binding.BlobLen
 	}
 	vm.Binding = &bd
+	vm.ConfigureIntent = nil
+	return nil
+}
+
+// RollBackConfigure removes the intent of Configure spec.OperationID from
+// the machine's VM (another operation's is left alone).
+func (b *Backend) RollBackConfigure(_ context.Context, spec backend.ConfigureSpec) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm, err := b.vmLocked(spec.MachineID, spec.Placement)
+	if err != nil {
+		return fmt.Errorf("roll back configure: %w", err)
+	}
+	if vm.ConfigureIntent != nil && vm.ConfigureIntent.OperationID == spec.OperationID {
+		vm.ConfigureIntent = nil
+	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/agentcmd"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/guest"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // The guest's operations live in backend/libvirt/guest; the backend
@@ -18,6 +19,7 @@ var (
 	_ backend.Starter         = (*Backend)(nil)
 	_ backend.BootReporter    = (*Backend)(nil)
 	_ backend.ConfigureProber = (*Backend)(nil)
+	_ backend.LeaderTermer    = (*Backend)(nil)
 )
 
 // Configure runs the bootstrap through the guest agent and only then
@@ -77,6 +79,15 @@ func (b *Backend) FinishConfigure(ctx context.Context, spec backend.ConfigureSpe
 	return b.guests.FinishConfigure(ctx, t, spec)
 }
 
+// RollBackConfigure is backend.ConfigureProber (guest.Guests.RollBackConfigure).
+func (b *Backend) RollBackConfigure(ctx context.Context, spec backend.ConfigureSpec) error {
+	t, err := b.loc.locateGuest(spec.MachineID, spec.Placement, "")
+	if err != nil {
+		return fmt.Errorf("roll back configure: %w", err)
+	}
+	return b.guests.RollBackConfigure(ctx, t, spec)
+}
+
 // GuestAddresses is backend.GuestAddresser (guest.Guests.Addresses).
 func (b *Backend) GuestAddresses(ctx context.Context, machineID string, pl backend.Placement) ([]string, error) {
 	t, err := b.loc.locateGuest(machineID, pl, "")
@@ -119,4 +130,11 @@ func (l *locator) locateGuest(machineID string, pl backend.Placement, zone strin
 // take it.
 func (h *host) guest(name, machineID string) guest.Target {
 	return guest.Target{Host: h.Host, Zone: h.zone, Domain: name, MachineID: machineID}
+}
+
+// SetLeaderTerm is backend.LeaderTermer: from now on every domain this
+// backend writes carries t, and one that carries a newer term of t's
+// Lease is never changed (meta.SetTerm).
+func (b *Backend) SetLeaderTerm(t backend.LeaderTerm, onNewer func(found backend.LeaderTerm)) {
+	meta.SetTerm(b.cfg.Provider, t, onNewer)
 }

@@ -46,11 +46,13 @@ func TestConfigureDrainFaultAtEveryStep(t *testing.T) {
 	configure := []agentStep{
 		{stepFault{"configure: look up domain ", "conn.LookupDomainByName", "$dom", 1}, false},
 		{stepFault{"configure: read metadata of ", "dom.GetMetadata", "$dom", 1}, false},
-		{stepFault{"", "dom.QemuAgentCommand", "$dom", 1}, true},    // guest-ping while waiting for the agent
-		{stepFault{"", "conn.LookupDomainByName", "$dom", 2}, true}, // the transport's lookup for that ping
+		{stepFault{"", "dom.QemuAgentCommand", "$dom", 1}, true}, // guest-ping while waiting for the agent
+		{stepFault{"configure: record intent and fence marks: ", "conn.LookupDomainByName", "$dom", 2}, false},
+		{stepFault{"", "conn.LookupDomainByName", "$dom", 3}, true}, // the transport's lookup for that ping
 		{stepFault{"configure: write blob: ", "dom.QemuAgentCommand", "$dom", 4}, false},
-		{stepFault{"configure: write blob: ", "conn.LookupDomainByName", "$dom", 5}, false},
-		{stepFault{"configure: record binding: ", "dom.SetMetadata", "$dom", 1}, false},
+		{stepFault{"configure: write blob: ", "conn.LookupDomainByName", "$dom", 6}, false},
+		{stepFault{"configure: record intent and fence marks: ", "dom.SetMetadata", "$dom", 1}, false},
+		{stepFault{"configure: record binding: ", "dom.SetMetadata", "$dom", 2}, false},
 	}
 	for _, s := range configure {
 		for _, kind := range kindsFor(s.op) {

@@ -351,8 +351,8 @@ func (c *builder) buildVolumes(a *attempt, typeName string, sh backend.Shape) (o
 // define renders the domain XML and defines it.
 func (c *builder) define(h *host, conn virt.Conn, name string, spec backend.MachineSpec,
 	overlay, seed string) (virt.Domain, error) {
-	md, err := meta.Metadata{Provider: c.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
-		Marks: spec.Marks, Host: h.refName(), VCPUs: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64)}.Marshal(true)
+	md, err := meta.Stamped(meta.Metadata{Provider: c.cfg.Provider, MachineID: spec.MachineID, OperationID: spec.OperationID,
+		Marks: spec.Marks, Host: h.refName(), VCPUs: max(spec.VCPU, 1), MemoryMiB: max(spec.MemoryMiB, 64)}).Marshal(true)
 	if err != nil {
 		return nil, err
 	}

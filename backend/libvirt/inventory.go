@@ -272,6 +272,11 @@ func (l *lister) observeOne(dom virt.Domain, zone, prefix string) (backend.Obser
 	case !found || md.Provider != l.cfg.Provider:
 		return backend.Observed{}, meta.Metadata{}, false, nil
 	}
+	if err := meta.CheckTerm(name, md); err != nil {
+		// Listed all the same (reading changes nothing); the replica
+		// learns here, at its next pass, that another leads.
+		l.log.Warn("a newer leader wrote a domain of ours: this replica must stop acting", "zone", zone, "err", err)
+	}
 	st, reason, err := dom.GetState()
 	if isNoDomain(err) {
 		return backend.Observed{}, meta.Metadata{}, false, nil
@@ -290,6 +295,8 @@ func (l *lister) observeOne(dom virt.Domain, zone, prefix string) (backend.Obser
 		Marks:         md.Marks,
 
 		DeleteOperationID: md.Delete.OperationID, // a Delete cut short: never adopted
+		Configure: backend.ConfigureIntent{OperationID: md.Configure.OperationID, ClusterID: md.Configure.ClusterID,
+			ShardMetadata: md.Configure.ShardMetadata}, // a Configure cut short: ended as its guest tells
 	}, md, true, nil
 }
 

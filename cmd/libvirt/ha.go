@@ -199,6 +199,9 @@ func (d *daemon) campaign(ctx context.Context) {
 // acting without the journal would lose what the old leader accepted.
 func (e *election) lead(base context.Context) {
 	start := time.Now()
+	if !e.takeTerm(base) {
+		return
+	}
 	e.mu.Lock()
 	if e.gate.Stopped() {
 		e.mu.Unlock()
@@ -212,7 +215,10 @@ func (e *election) lead(base context.Context) {
 		e.leading = false // stopLeading has nothing more to stop
 		e.abortWork()
 		e.mu.Unlock()
-		e.lost <- fmt.Errorf("leader: cannot take over: %w; exiting so Kubernetes restarts this pod as a standby", err)
+		select {
+		case e.lost <- fmt.Errorf("leader: cannot take over: %w; exiting so Kubernetes restarts this pod as a standby", err):
+		default: // already on its way out
+		}
 		return
 	}
 	eng.Start(context.WithoutCancel(base))
@@ -243,7 +249,10 @@ func (e *election) stopLeading(ectx context.Context) {
 		eng.StopAccepting()
 	}
 	e.abortWork()
-	e.lost <- errors.New("lost the leader lease (renew deadline passed): stopped acting; exiting so Kubernetes restarts this pod as a standby")
+	select {
+	case e.lost <- errors.New("lost the leader lease (renew deadline passed): stopped acting; exiting so Kubernetes restarts this pod as a standby"):
+	default: // stepped down already (haterm.go)
+	}
 }
 
 func (e *election) onLeader(id string) {

@@ -43,6 +43,7 @@ var rooms = []room{
 	{"server/lifecycle/caps", []string{"backend"}},
 	{"server/lifecycle/reconcile", []string{"backend", "internal/backoff", "server/lifecycle/record",
 		"server/lifecycle/arbiter", "server/lifecycle/caps"}},
+	{"server/lifecycle/resume", []string{"backend", "internal/backoff", "server/lifecycle/record"}},
 	{"server/lifecycle/...", []string{"backend", "internal/backoff", "server/lifecycle/record"}},
 
 	// The backend half: the vocabulary is a leaf; implementations use it,

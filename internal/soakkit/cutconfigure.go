@@ -10,7 +10,7 @@ import (
 // outlived --shutdown-timeout) ends as its guest tells (issue 41,
 // docs/reliability.md): rolled back to IDLE when its bootstrap hook never
 // started, CONFIGURED when it finished ok, FAILED with the cause otherwise.
-// The texts below are the provider's (server/lifecycle/resumeconfigure.go).
+// The texts below are the provider's (server/lifecycle/resume).
 const (
 	// cutRolledBack starts the last_error of a rolled-back Configure.
 	cutRolledBack = "configure rolled back to IDLE: cut by a provider restart before its bootstrap hook started"

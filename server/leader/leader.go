@@ -209,3 +209,30 @@ func InClusterNamespace(read func(string) ([]byte, error)) string {
 	}
 	return string(b)
 }
+
+// Term reads the Lease this process has just acquired and returns its
+// uid and leaseTransitions: the term this leader's writes carry (the
+// split brain's second line, docs/ha.md). A Lease deleted and made again
+// has a new uid, so terms of different Leases never compare. An error
+// when the Lease does not name this process as its holder: it does not
+// lead (any more), and must not act.
+func Term(ctx context.Context, cs kubernetes.Interface, c Config) (lease string, n int64, err error) {
+	l, err := cs.CoordinationV1().Leases(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", 0, fmt.Errorf("read the leader Lease %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	if h := l.Spec.HolderIdentity; h == nil || *h != c.Identity {
+		return "", 0, fmt.Errorf("the leader Lease %s/%s is held by %q, not %q", c.Namespace, c.Name, deref(l.Spec.HolderIdentity), c.Identity)
+	}
+	if l.Spec.LeaseTransitions != nil {
+		n = int64(*l.Spec.LeaseTransitions)
+	}
+	return string(l.UID), n, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -6,17 +6,11 @@ import (
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
+	"github.com/bigfleet/libvirt-provider/server/lifecycle/resume"
 )
 
-// abandonTimeout bounds the cleanup of a Configure cut by a restart: the
-// wait for the machine's call gate and the backend's guest cleanup.
-const abandonTimeout = time.Minute
-
-// lateAbandonTimeout bounds the cleanup after a cut Configure whose guest
-// could not tell within --configure-timeout: the FAILED it precedes is
-// already due, and a guest that did not answer all along most likely will
-// not now (the next Configure tidies first anyway).
-const lateAbandonTimeout = 15 * time.Second
+// abandonTimeout bounds the cleanup of a Configure cut by a restart.
+const abandonTimeout = resume.AbandonTimeout
 
 // abandonConfigure asks the backend to remove what a Configure cut by a
 // restart left in the guest (its partial blob, its bootstrap hook, which

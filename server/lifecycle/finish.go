@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bigfleet/libvirt-provider/backend"
@@ -105,7 +106,7 @@ func (e *Engine) applyOutcome(cur, n *record.Machine, r result) string {
 			h.Note = r.placement.Why // the host chosen and why, kept with the machine
 		}
 		if r.err == nil && cur.OpKind == record.OpConfigure && len(r.addresses) > 0 {
-			h.Note = record.NoteAddresses(r.addresses)
+			h.Note = strings.TrimPrefix(h.Note+"; "+record.NoteAddresses(r.addresses), "; ") // after a resume's note
 		}
 	}
 	return outcome

@@ -32,7 +32,7 @@ const (
 func (e *Engine) newReconciler() *reconcile.Reconciler {
 	return reconcile.New(reconcileView{e}, reconcile.Config{
 		Backend: e.be, Caps: e.can, Listed: e.listed, Views: e.views, Provider: e.cfg.Provider, Logger: e.log, Now: e.cfg.Now,
-		Observer: e.cfg.Observer, ReconcileConcurrency: e.cfg.ReconcileConcurrency,
+		ConfigureTimeout: e.cfg.ConfigureTimeout, Observer: e.cfg.Observer, ReconcileConcurrency: e.cfg.ReconcileConcurrency,
 		RestartBackoff: e.cfg.RestartBackoff, RestartMaxTries: e.cfg.RestartMaxTries, RestartDisabled: e.cfg.RestartDisabled,
 	})
 }
@@ -82,7 +82,7 @@ func (e *Engine) Reconcile(ctx context.Context) ReconcileReport {
 func (e *Engine) LastReconcile() ReconcileReport { return e.rec.Last() }
 
 // reconcileView is the engine as package reconcile sees it
-// (reconcile.Engine): six methods, nothing else of the engine.
+// (reconcile.Engine): seven methods, nothing else of the engine.
 type reconcileView struct{ e *Engine }
 
 func (v reconcileView) Get(id string) (*record.Machine, bool) { return v.e.idx.Get(id) }
@@ -99,6 +99,12 @@ func (v reconcileView) EnterCall(ctx context.Context, id string, kind record.OpK
 
 func (v reconcileView) Migrating(id string, listedAt time.Time) bool {
 	return v.e.moves.Skip(id, listedAt)
+}
+
+func (v reconcileView) ResumeConfigure(m *record.Machine) {
+	op := m.Edit()
+	v.e.log.Warn("asking the guest what became of a Configure found cut on its domain", "machine", op.ID, "op", op.OperationID)
+	v.e.track(op.OperationID, func() { v.e.resumeConfigure(op) })
 }
 
 func (v reconcileView) RestoreMarks(ctx context.Context, zi backend.ZoneInventory) int {

@@ -25,7 +25,13 @@ type probingBackend struct {
 	abandoned  int
 	finishErr  error
 	abandonErr error
+	// rolledBack are the operations whose intent RollBackConfigure
+	// cleared; rollBackErr fails it.
+	rolledBack  []string
+	rollBackErr error
 }
+
+var _ backend.ConfigureProber = (*probingBackend)(nil)
 
 type probeAnswer struct {
 	tr  backend.ConfigureTrace
@@ -48,6 +54,13 @@ func (b *probingBackend) FinishConfigure(_ context.Context, spec backend.Configu
 	defer b.mu.Unlock()
 	b.finished = append(b.finished, spec)
 	return b.finishErr
+}
+
+func (b *probingBackend) RollBackConfigure(_ context.Context, spec backend.ConfigureSpec) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rolledBack = append(b.rolledBack, spec.OperationID)
+	return b.rollBackErr
 }
 
 func (b *probingBackend) AbandonConfigure(context.Context, string, backend.Placement) error {
@@ -113,6 +126,12 @@ func TestCutConfigureNeverStartedRollsBack(t *testing.T) {
 	}
 	if s := f.st.stored("m000"); s.State != record.Idle {
 		t.Errorf("stored state %s", s.State)
+	}
+	pb.mu.Lock()
+	rolled := append([]string(nil), pb.rolledBack...)
+	pb.mu.Unlock()
+	if len(rolled) != 1 || rolled[0] != op {
+		t.Errorf("intents cleared %v, want that of %s once", rolled, op)
 	}
 	// IDLE again: a new Configure is accepted.
 	if _, err := f.e.Configure(t.Context(), record.ConfigureRequest{MachineID: "m000", ClusterID: "c2"}); err != nil {
@@ -252,4 +271,16 @@ func TestCutConfigureRollbackNeedsACleanGuest(t *testing.T) {
 			t.Errorf("last_error %q", m.LastError)
 		}
 	})
+}
+
+// A rollback whose intent cannot be cleared from the domain still ends
+// IDLE (the intent only makes a later rebuild ask the guest again), and
+// last_error says so.
+func TestCutConfigureRollbackIntentClearFailureIsSaid(t *testing.T) {
+	pb := &probingBackend{answers: []probeAnswer{answer(backend.HookNeverStarted)}, rollBackErr: errors.New("host dropped")}
+	f, _ := cutProbed(t, pb)
+	m := f.waitState("m000", record.Idle)
+	if !strings.Contains(m.LastError, "rolled back to IDLE") || !strings.Contains(m.LastError, "clearing its intent from the domain failed: host dropped") {
+		t.Errorf("last_error %q", m.LastError)
+	}
 }

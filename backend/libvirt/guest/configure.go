@@ -9,6 +9,7 @@ import (
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/guestagent"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
 )
 
 // Configure runs the bootstrap through the guest agent and only then
@@ -19,7 +20,7 @@ func (g *Guests) Configure(ctx context.Context, t Target, spec backend.Configure
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	if md, err = g.recordMarks(t, md, spec.Marks); err != nil {
+	if md, err = g.recordIntent(t, md, spec); err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
 	if err := g.bootedFirst(ctx, t); err != nil {
@@ -36,6 +37,7 @@ func (g *Guests) Configure(ctx context.Context, t Target, spec backend.Configure
 		return err // guestagent's errors already say "configure: ..."
 	}
 	md.OperationID, md.ClusterID, md.ShardMetadata = spec.OperationID, spec.ClusterID, maps.Clone(spec.ShardMetadata)
+	md.Configure = meta.ConfigureIntent{} // ended: the binding says it now
 	if err := g.writeMetadata(t, md); err != nil {
 		return fmt.Errorf("configure: record binding: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"maps"
 
 	"github.com/bigfleet/libvirt-provider/backend"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
 // ProbeConfigure is backend.ConfigureProber's ProbeConfigure on the
@@ -49,10 +51,31 @@ func (g *Guests) FinishConfigure(ctx context.Context, t Target, spec backend.Con
 		return err // "configure: ..."
 	}
 	md.OperationID, md.ClusterID, md.ShardMetadata = spec.OperationID, spec.ClusterID, maps.Clone(spec.ShardMetadata)
+	md.Configure = meta.ConfigureIntent{}
 	if err := g.writeMetadata(t, md); err != nil {
 		return fmt.Errorf("configure: record binding: %w", err)
 	}
 	g.cfg.Log.Info("domain configured after a restart (its bootstrap hook had finished)", "domain", t.Domain,
 		"machine", spec.MachineID, "op", spec.OperationID, "cluster", spec.ClusterID)
+	return nil
+}
+
+// RollBackConfigure is backend.ConfigureProber's RollBackConfigure on the
+// located domain: the intent of the Configure spec.OperationID is
+// removed (after the ownership check, on the same handle), the binding
+// left as it is (none: a Configure records it only at its end). Another
+// operation's intent, or none, is left alone.
+func (g *Guests) RollBackConfigure(_ context.Context, t Target, spec backend.ConfigureSpec) error {
+	err := t.Host.WithDomain(t.Domain, func(_ virt.Conn, dom virt.Domain) error {
+		md, err := meta.ReadOwned(dom, t.Domain, g.cfg.Provider, spec.MachineID)
+		if err != nil || md.Configure.OperationID != spec.OperationID {
+			return err
+		}
+		md.Configure = meta.ConfigureIntent{}
+		return meta.Write(dom, md)
+	})
+	if err != nil {
+		return fmt.Errorf("roll back configure: clear its intent: %w", err)
+	}
 	return nil
 }

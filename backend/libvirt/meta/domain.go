@@ -28,7 +28,8 @@ func Read(dom virt.Domain) (md Metadata, found bool, err error) {
 
 // ReadOwned checks that dom (named name) is provider's domain for
 // machineID and returns its metadata; otherwise an error wrapping
-// backend.ErrNotOurs. Every operation that changes a domain asks it first,
+// backend.ErrNotOurs, or backend.ErrNewerTerm when a newer leader wrote
+// it (term.go). Every operation that changes a domain asks it first,
 // in the same lookup as its change.
 func ReadOwned(dom virt.Domain, name, provider, machineID string) (Metadata, error) {
 	md, found, err := Read(dom)
@@ -41,6 +42,9 @@ func ReadOwned(dom virt.Domain, name, provider, machineID string) (Metadata, err
 		return Metadata{}, fmt.Errorf("domain %s has no bigfleet metadata: %w", name, backend.ErrNotOurs)
 	case !md.Owned(provider, machineID):
 		return Metadata{}, fmt.Errorf("domain %s belongs to provider %q machine %q: %w", name, md.Provider, md.MachineID, backend.ErrNotOurs)
+	}
+	if err := CheckTerm(name, md); err != nil {
+		return Metadata{}, err
 	}
 	return md, nil
 }
@@ -56,9 +60,10 @@ func WriteOwned(dom virt.Domain, name, provider string, md Metadata) error {
 }
 
 // Write replaces our element on dom, in the persistent definition
-// and, while it runs, the live one too, so both agree.
+// and, while it runs, the live one too, so both agree. It carries the
+// leader's term (Stamped).
 func Write(dom virt.Domain, md Metadata) error {
-	s, err := md.Marshal(false)
+	s, err := Stamped(md).Marshal(false)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -44,7 +45,27 @@ type Metadata struct {
 	// written before anything is destroyed: the domain says it is being
 	// deleted even when the state file that knew it is lost.
 	Delete DeleteIntent
+	// Configure is the intent of a Configure begun on the domain, written
+	// before its bootstrap hook may start and removed with the binding
+	// (or by its rollback): a provider that lost its state file finds the
+	// Configure cut short and asks the guest how it ended.
+	Configure ConfigureIntent
+	// Term is the leader's term of the replica that last wrote the domain
+	// (--leader-elect; zero without): term.go.
+	Term backend.LeaderTerm
 }
+
+// ConfigureIntent names the Configure begun on a domain, with what its
+// end needs (never the bootstrap blob). The zero value: none.
+type ConfigureIntent struct {
+	OperationID   string
+	ClusterID     string
+	ShardMetadata map[string]string
+	Since         time.Time // when it was written (UTC, informational)
+}
+
+// Begun reports whether a Configure was begun.
+func (c ConfigureIntent) Begun() bool { return c.OperationID != "" }
 
 // DeleteIntent names the Delete begun on a domain. The zero value: none.
 type DeleteIntent struct {
@@ -75,15 +96,32 @@ type xmlEntry struct {
 
 type xmlInstance struct {
 	XMLName   xml.Name
-	Provider  xmlText    `xml:"provider"`
-	Machine   xmlText    `xml:"machine"`
+	Provider  xmlText       `xml:"provider"`
+	Machine   xmlText       `xml:"machine"`
+	Operation xmlText       `xml:"operation"`
+	Cluster   *xmlText      `xml:"cluster"`
+	Shard     []xmlEntry    `xml:"shard-metadata>entry"`
+	Marks     []xmlMark     `xml:"fence-marks>mark"`
+	Host      *xmlText      `xml:"host"`
+	Size      *xmlSize      `xml:"size"`
+	Delete    *xmlDelete    `xml:"delete-intent"`
+	Configure *xmlConfigure `xml:"configure-intent"`
+	Term      *xmlTerm      `xml:"leader-term"`
+}
+
+// xmlTerm is a leader's term: the Lease's uid and its transitions count.
+type xmlTerm struct {
+	Lease string `xml:"lease,attr"`
+	N     string `xml:",chardata"`
+}
+
+// xmlConfigure is a Configure's intent: its operation, cluster and shard
+// metadata, and when.
+type xmlConfigure struct {
+	Since     string     `xml:"since,attr,omitempty"`
 	Operation xmlText    `xml:"operation"`
-	Cluster   *xmlText   `xml:"cluster"`
+	Cluster   xmlText    `xml:"cluster"`
 	Shard     []xmlEntry `xml:"shard-metadata>entry"`
-	Marks     []xmlMark  `xml:"fence-marks>mark"`
-	Host      *xmlText   `xml:"host"`
-	Size      *xmlSize   `xml:"size"`
-	Delete    *xmlDelete `xml:"delete-intent"`
 }
 
 // xmlDelete is a Delete's intent: its operation id, and when.
@@ -160,14 +198,7 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 		c := encText(m.ClusterID)
 		x.Cluster = &c
 	}
-	keys := make([]string, 0, len(m.ShardMetadata))
-	for k := range m.ShardMetadata {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // stable output: no spurious metadata changes
-	for _, k := range keys {
-		x.Shard = append(x.Shard, xmlEntry{Key: encText(k), Value: encText(m.ShardMetadata[k])})
-	}
+	x.Shard = encShard(m.ShardMetadata)
 	shards := make([]string, 0, len(m.Marks))
 	for k := range m.Marks {
 		shards = append(shards, k)
@@ -190,8 +221,32 @@ func (m Metadata) Marshal(ns bool) (string, error) {
 			x.Delete.Since = m.Delete.Since.UTC().Format(time.RFC3339Nano)
 		}
 	}
+	if c := m.Configure; c.Begun() {
+		x.Configure = &xmlConfigure{Operation: encText(c.OperationID), Cluster: encText(c.ClusterID), Shard: encShard(c.ShardMetadata)}
+		if !c.Since.IsZero() {
+			x.Configure.Since = c.Since.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if m.Term.Lease != "" {
+		x.Term = &xmlTerm{Lease: m.Term.Lease, N: strconv.FormatInt(m.Term.N, 10)}
+	}
 	out, err := xml.Marshal(x)
 	return string(out), err
+}
+
+// encShard is shard metadata in key order: stable output, so no spurious
+// metadata changes.
+func encShard(md map[string]string) []xmlEntry {
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []xmlEntry
+	for _, k := range keys {
+		out = append(out, xmlEntry{Key: encText(k), Value: encText(md[k])})
+	}
+	return out
 }
 
 var errNotOurElement = errors.New("not a bigfleet metadata element")
@@ -247,7 +302,57 @@ func Decode(s string) (Metadata, error) {
 	if m.Delete, err = decodeDelete(x.Delete); err != nil {
 		return Metadata{}, err
 	}
+	if m.Configure, err = decodeConfigure(x.Configure); err != nil {
+		return Metadata{}, err
+	}
+	if m.Term, err = decodeTerm(x.Term); err != nil {
+		return Metadata{}, err
+	}
 	return m, nil
+}
+
+// decodeTerm is strict: a term without its Lease, with a count that is
+// missing or negative, is damage, never "no election".
+func decodeTerm(x *xmlTerm) (backend.LeaderTerm, error) {
+	switch {
+	case x == nil:
+		return backend.LeaderTerm{}, nil
+	case x.Lease == "" || !xmlSafe(x.Lease):
+		return backend.LeaderTerm{}, fmt.Errorf("decode metadata: leader term: bad lease %q", x.Lease)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(x.N), 10, 64)
+	if err != nil || n < 0 {
+		return backend.LeaderTerm{}, fmt.Errorf("decode metadata: leader term: count %q is not a whole number ≥ 0", x.N)
+	}
+	return backend.LeaderTerm{Lease: x.Lease, N: n}, nil
+}
+
+// decodeConfigure is strict as decodeDelete: an intent without an
+// operation or cluster id, or with a time that does not parse, is damage.
+func decodeConfigure(x *xmlConfigure) (ConfigureIntent, error) {
+	if x == nil {
+		return ConfigureIntent{}, nil
+	}
+	var c ConfigureIntent
+	var err error
+	if c.OperationID, err = x.Operation.decode(); err != nil {
+		return ConfigureIntent{}, fmt.Errorf("decode metadata: configure intent operation: %w", err)
+	}
+	if c.ClusterID, err = x.Cluster.decode(); err != nil {
+		return ConfigureIntent{}, fmt.Errorf("decode metadata: configure intent cluster: %w", err)
+	}
+	if c.OperationID == "" || c.ClusterID == "" {
+		return ConfigureIntent{}, errors.New("decode metadata: configure intent without an operation or cluster id")
+	}
+	if c.ShardMetadata, err = decodeShard(x.Shard); err != nil {
+		return ConfigureIntent{}, fmt.Errorf("configure intent: %w", err)
+	}
+	if x.Since != "" {
+		if c.Since, err = time.Parse(time.RFC3339Nano, x.Since); err != nil {
+			return ConfigureIntent{}, fmt.Errorf("decode metadata: configure intent since: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // decodeDelete is strict too: an intent without an operation id, or with

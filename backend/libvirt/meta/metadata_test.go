@@ -86,7 +86,10 @@ func sameMetadata(a, b Metadata) bool {
 	return a.Provider == b.Provider && a.MachineID == b.MachineID && a.OperationID == b.OperationID &&
 		a.ClusterID == b.ClusterID && maps.Equal(a.ShardMetadata, b.ShardMetadata) &&
 		(len(a.ShardMetadata) == 0) == (len(b.ShardMetadata) == 0) && maps.Equal(a.Marks, b.Marks) &&
-		a.Delete.OperationID == b.Delete.OperationID && a.Delete.Since.Equal(b.Delete.Since)
+		a.Delete.OperationID == b.Delete.OperationID && a.Delete.Since.Equal(b.Delete.Since) &&
+		a.Configure.OperationID == b.Configure.OperationID && a.Configure.ClusterID == b.Configure.ClusterID &&
+		maps.Equal(a.Configure.ShardMetadata, b.Configure.ShardMetadata) && a.Configure.Since.Equal(b.Configure.Since) &&
+		a.Term == b.Term
 }
 
 // TestMetadataMarksDecoded: the marks come back from the form libvirt
@@ -131,6 +134,8 @@ func FuzzDecodeMetadata(f *testing.F) {
 	f.Add(`<instance><provider encoding="base64">cA==</provider><machine>m</machine><cluster>c</cluster><shard-metadata><entry><key>k</key><value encoding="base64">AAE=</value></entry></shard-metadata></instance>`)
 	f.Add(`<instance><provider>`)
 	f.Add(`<instance><provider>p</provider><machine>m</machine><delete-intent since="2026-12-05T10:11:12.5+02:00"><operation>op</operation></delete-intent></instance>`)
+	f.Add(`<instance><provider>p</provider><machine>m</machine><leader-term lease="u-1">3</leader-term></instance>`)
+	f.Add(`<instance><provider>p</provider><machine>m</machine><configure-intent since="2026-12-05T10:11:12Z"><operation>op</operation><cluster encoding="base64">AAE=</cluster><shard-metadata><entry><key>k</key><value>v</value></entry></shard-metadata></configure-intent></instance>`)
 	f.Add(marksXML(`<mark><shard>s</shard><epoch>5</epoch><sequence>1</sequence></mark><mark><shard encoding="base64">AA==</shard><epoch>0</epoch><sequence>9223372036854775807</sequence></mark>`))
 	f.Add(marksXML(`<mark><shard>s</shard><epoch>-5</epoch><sequence>1</sequence></mark>`))
 	f.Fuzz(func(t *testing.T, s string) {
@@ -169,6 +174,9 @@ func FuzzMetadataRoundTrip(f *testing.F) {
 		in := Metadata{Provider: p, MachineID: m, OperationID: op, ClusterID: c, ShardMetadata: map[string]string{k: v}}
 		if shard != "" && epoch >= 0 && seq >= 0 {
 			in.Marks = map[string]backend.FenceMark{shard: {Epoch: epoch, Sequence: seq}}
+		}
+		if op != "" && c != "" {
+			in.Configure = ConfigureIntent{OperationID: op, ClusterID: c, ShardMetadata: map[string]string{v: k}}
 		}
 		s, err := in.Marshal(false)
 		if err != nil {

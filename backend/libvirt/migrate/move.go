@@ -137,7 +137,7 @@ func (m *migration) run() error {
 		return err
 	}
 	md.Host = m.dst.Ref
-	mdXML, err := md.Marshal(true)
+	mdXML, err := meta.Stamped(md).Marshal(true)
 	if err != nil {
 		return err
 	}

@@ -19,8 +19,9 @@ import (
 // to change them, without the lifecycle engine, so a pass is tested here
 // alone.
 type fakeEngine struct {
-	mu   sync.Mutex
-	recs map[string]*record.Machine
+	mu      sync.Mutex
+	recs    map[string]*record.Machine
+	resumed []record.Machine // ResumeConfigure's records, in order
 }
 
 func (e *fakeEngine) Get(id string) (*record.Machine, bool) {
@@ -64,6 +65,12 @@ func (e *fakeEngine) Migrating(string, time.Time) bool { return false }
 
 func (e *fakeEngine) RestoreMarks(context.Context, backend.ZoneInventory) int { return 0 }
 
+func (e *fakeEngine) ResumeConfigure(m *record.Machine) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.resumed = append(e.resumed, m.Clone())
+}
+
 // passFixture: a fake backend with one zone and the engine's records.
 func passFixture(t *testing.T, recs ...record.Machine) (*Reconciler, *fakeEngine, *fake.Backend) {
 	t.Helper()
@@ -75,7 +82,8 @@ func passFixture(t *testing.T, recs ...record.Machine) (*Reconciler, *fakeEngine
 		eng.recs[recs[i].ID] = &recs[i]
 	}
 	r := New(eng, Config{Backend: be, Caps: caps.Of(be), Listed: NewListed(), Provider: "test",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now, RestartBackoff: time.Hour})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now, RestartBackoff: time.Hour,
+		ConfigureTimeout: time.Minute})
 	return r, eng, be
 }
 

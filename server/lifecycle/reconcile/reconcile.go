@@ -36,6 +36,10 @@ type Engine interface {
 	// recorded (before anything of the zone is adopted) and returns how
 	// many it raised.
 	RestoreMarks(ctx context.Context, zi backend.ZoneInventory) int
+	// ResumeConfigure ends the cut Configure of the CONFIGURING record m,
+	// just taken over from its domain (configure.go), as its guest tells,
+	// in the background.
+	ResumeConfigure(m *record.Machine)
 }
 
 // Config configures a Reconciler; the fields named as in the engine's
@@ -54,6 +58,10 @@ type Config struct {
 	// when it implements DuplicateObserver, MigrationRecoveryObserver,
 	// RunObserver or RestartObserver.
 	Observer any
+
+	// ConfigureTimeout is the deadline a Configure taken over from a
+	// domain gets (its resume has the same bound).
+	ConfigureTimeout time.Duration
 
 	ReconcileConcurrency int
 	RestartBackoff       time.Duration
@@ -151,6 +159,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 		case cur.State == record.Speculative && found && adopt.Kind != arbiter.Act:
 			what = "adoption refuse: " + adopt.Why
 			return record.ErrUnchanged
+		case cur.State == record.Speculative && found && r.resumesConfigure(o):
+			what = OutcomeConfigureResumed
+			r.takeOverConfigure(cur, n, o, now)
 		case cur.State == record.Speculative && found:
 			what = "adopted"
 			n.State = record.Idle
@@ -204,6 +215,9 @@ func (r *Reconciler) reconcileOne(id string, o backend.Observed, found bool, lis
 			return what
 		}
 		return ""
+	}
+	if what == OutcomeConfigureResumed {
+		r.eng.ResumeConfigure(n)
 	}
 	attrs := []any{"machine", id, "change", what, "state", n.State.String()}
 	if n.LastError != "" {
