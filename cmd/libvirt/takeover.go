@@ -72,7 +72,8 @@ const journalWait = 10 * time.Second
 
 // takeOver is what a new leader does before its engine starts: claim the
 // journal (a late write of the old leader now conflicts and fails), put
-// its transitional machines and its fence marks in the local store, apply
+// its transitional and recently ended machines and its fence marks in the
+// local store, apply
 // its cordons and down declarations, then build the engine on the
 // journaling store. The engine then resumes each cut operation by its
 // usual restart rules (a Create or Delete redone, a Configure ended as the
@@ -87,6 +88,9 @@ func (d *daemon) takeOver(ctx context.Context) (*lifecycle.Engine, error) {
 	b := record.Batch{Marks: c.Marks}
 	for _, id := range slices.Sorted(maps.Keys(c.Transitional)) {
 		b.Machines = append(b.Machines, c.Transitional[id])
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Ended)) {
+		b.Machines = append(b.Machines, c.Ended[id])
 	}
 	if len(b.Machines)+len(b.Marks) > 0 {
 		if err := d.st.Commit(ctx, b); err != nil {
@@ -105,7 +109,7 @@ func (d *daemon) takeOver(ctx context.Context) (*lifecycle.Engine, error) {
 		return nil, err
 	}
 	d.log.Info("leader: took over the shared journal", slog.String("journal", e.journal.Name()),
-		slog.Int("transitional", len(c.Transitional)), slog.Int("marks", len(c.Marks)),
+		slog.Int("transitional", len(c.Transitional)), slog.Int("ended", len(c.Ended)), slog.Int("marks", len(c.Marks)),
 		slog.Int("host_files", len(c.Hosts)), slog.String("took", time.Since(start).Round(time.Millisecond).String()))
 	return eng, nil
 }

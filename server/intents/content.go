@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/bigfleet/libvirt-provider/server/lifecycle/record"
 )
@@ -22,6 +23,14 @@ type Content struct {
 	// not defined yet, a Configure, Drain or Delete that left no trace on
 	// its domain yet). The new leader resumes each by the restart rules.
 	Transitional map[string]record.Machine
+	// Ended are machines whose last transition ended recently (at most
+	// MaxEnded, none older than EndedFor), as last committed: the new
+	// leader keeps their operation ids, so a shard's replay of a Drain or
+	// Delete the old leader finished is answered with its operation id,
+	// not refused because the rebuilt record forgot it (a deleted machine
+	// has no domain to tell, a drained one's domain not the kind of its
+	// last operation).
+	Ended map[string]record.Machine
 	// Marks are every fence mark, those of machines without a domain
 	// included (a domain's metadata holds only the marks its last
 	// metadata write saw).
@@ -39,16 +48,19 @@ const (
 
 // Empty reports whether c holds nothing.
 func (c Content) Empty() bool {
-	return len(c.Transitional) == 0 && len(c.Marks) == 0 && len(c.Hosts) == 0
+	return len(c.Transitional) == 0 && len(c.Ended) == 0 && len(c.Marks) == 0 && len(c.Hosts) == 0
 }
 
 // clone copies c's maps (the values are immutable: records are never
 // edited once committed, marks are plain values, host files are replaced
 // whole).
 func (c Content) clone() Content {
-	out := Content{Transitional: maps.Clone(c.Transitional), Marks: maps.Clone(c.Marks), Hosts: maps.Clone(c.Hosts)}
+	out := Content{Transitional: maps.Clone(c.Transitional), Ended: maps.Clone(c.Ended), Marks: maps.Clone(c.Marks), Hosts: maps.Clone(c.Hosts)}
 	if out.Transitional == nil {
 		out.Transitional = map[string]record.Machine{}
+	}
+	if out.Ended == nil {
+		out.Ended = map[string]record.Machine{}
 	}
 	if out.Marks == nil {
 		out.Marks = map[record.MarkKey]record.Mark{}
@@ -69,6 +81,7 @@ func (c Content) clone() Content {
 type contentV1 struct {
 	Version      int                        `json:"version"`
 	Transitional []record.Machine           `json:"transitional"`
+	Ended        []record.Machine           `json:"ended,omitempty"`
 	Hosts        map[string]json.RawMessage `json:"hosts,omitempty"`
 }
 
@@ -105,6 +118,9 @@ func encodeInto(parts map[string][]byte, c Content, dirty map[int]bool) error {
 	v := contentV1{Version: contentVersion, Transitional: make([]record.Machine, 0, len(c.Transitional))}
 	for _, id := range sortedKeys(c.Transitional) {
 		v.Transitional = append(v.Transitional, c.Transitional[id])
+	}
+	for _, id := range sortedKeys(c.Ended) {
+		v.Ended = append(v.Ended, c.Ended[id])
 	}
 	if len(c.Hosts) > 0 {
 		v.Hosts = map[string]json.RawMessage{}
@@ -214,6 +230,12 @@ func decode(parts map[string][]byte) (Content, error) {
 		}
 		c.Transitional[m.ID] = m
 	}
+	for _, m := range v.Ended {
+		if _, twice := c.Transitional[m.ID]; m.ID == "" || m.State.Transitional() || twice {
+			return Content{}, fmt.Errorf("intents: journal entry %q in %s, not a machine whose transition ended", m.ID, m.State)
+		}
+		c.Ended[m.ID] = m
+	}
 	for kind, data := range v.Hosts {
 		c.Hosts[kind] = []byte(data)
 	}
@@ -240,6 +262,33 @@ func decode(parts map[string][]byte) (Content, error) {
 		}
 	}
 	return c, nil
+}
+
+// How long and how many ended machines the journal keeps (Content.Ended):
+// a shard replays a call it got no answer to within its retries, seconds
+// to minutes; the bound keeps the journal small (a record is ~1 KB before
+// gzip) whatever the churn.
+const (
+	EndedFor = 15 * time.Minute
+	MaxEnded = 256
+)
+
+// pruneEnded drops the ended machines older than EndedFor at now, then
+// all but the MaxEnded most recent.
+func (c Content) pruneEnded(now time.Time) {
+	for id, m := range c.Ended {
+		if now.Sub(m.StateSince) > EndedFor {
+			delete(c.Ended, id)
+		}
+	}
+	if len(c.Ended) <= MaxEnded {
+		return
+	}
+	ids := sortedKeys(c.Ended)
+	slices.SortStableFunc(ids, func(a, b string) int { return c.Ended[b].StateSince.Compare(c.Ended[a].StateSince) })
+	for _, id := range ids[MaxEnded:] {
+		delete(c.Ended, id)
+	}
 }
 
 func isBucketKey(key string) bool {

@@ -55,6 +55,8 @@ func TestDecodeRefuses(t *testing.T) {
 		"unknown field":    {Key: gz(`{"version":1,"transitional":[],"extra":1}`)},
 		"not transitional": {Key: gz(`{"version":1,"transitional":[{"id":"m","state":3}]}`)},
 		"no id":            {Key: gz(`{"version":1,"transitional":[{"state":2}]}`)},
+		"ended in flight":  {Key: gz(`{"version":1,"transitional":[],"ended":[{"id":"m","state":2}]}`)},
+		"ended, no id":     {Key: gz(`{"version":1,"transitional":[],"ended":[{"state":3}]}`)},
 		"marks, no main":   {bucketKey(bucketOf("m")): gz(`{"m":{"s":[1,2]}}`)},
 		"bad mark":         {Key: ok, bucketKey(bucketOf("m")): gz(`{"m":{"s":[1]}}`)},
 		"wrong bucket":     {Key: ok, bucketKey((bucketOf("m") + 1) % MarkBuckets): gz(`{"m":{"s":[1,2]}}`)},

@@ -25,8 +25,9 @@ type Store struct {
 	encoded map[string][]byte
 	queue   []*change // waiting for the next write, in commit order
 	writing bool      // a flusher is running
-	// tracked are the ids transitional in durable or in a queued change: a
-	// commit that ends one's transition must reach the journal too.
+	// tracked are the ids transitional or ended in durable or in a queued
+	// change: a commit that ends one's transition, or changes an ended
+	// one, must reach the journal too.
 	tracked map[string]bool
 	stats   Stats
 }
@@ -49,9 +50,7 @@ func NewStore(inner record.Store, j *Journal, start Content, log *slog.Logger) *
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{inner: inner, j: j, log: log, durable: start.clone(), tracked: map[string]bool{}}
-	for id := range s.durable.Transitional {
-		s.tracked[id] = true
-	}
+	s.retrack()
 	return s
 }
 
@@ -94,7 +93,8 @@ func (s *Store) SaveHostFile(ctx context.Context, kind string, data []byte) erro
 
 // change is one commit's effect on the journal.
 type change struct {
-	transitional map[string]*record.Machine // nil: no longer transitional
+	transitional map[string]*record.Machine
+	ended        map[string]*record.Machine // left its transition (or changed since)
 	marks        map[record.MarkKey]record.Mark
 	drop         []record.MarkKey
 	hosts        map[string][]byte
@@ -103,11 +103,12 @@ type change struct {
 
 func (c *change) applyTo(to Content) {
 	for id, m := range c.transitional {
-		if m == nil {
-			delete(to.Transitional, id)
-		} else {
-			to.Transitional[id] = *m
-		}
+		to.Transitional[id] = *m
+		delete(to.Ended, id)
+	}
+	for id, m := range c.ended {
+		delete(to.Transitional, id)
+		to.Ended[id] = *m
 	}
 	for k, m := range c.marks {
 		to.Marks[k] = m
@@ -144,11 +145,12 @@ func (s *Store) changeOf(b record.Batch) *change {
 			cp := m.Clone()
 			c.setTransitional(m.ID, &cp)
 		case s.tracked[m.ID]:
-			c.setTransitional(m.ID, nil)
+			cp := m.Clone()
+			c.setEnded(m.ID, &cp)
 		}
 	}
 	s.mu.Unlock()
-	if len(c.transitional) == 0 && len(c.marks) == 0 && len(c.drop) == 0 {
+	if len(c.transitional) == 0 && len(c.ended) == 0 && len(c.marks) == 0 && len(c.drop) == 0 {
 		return nil
 	}
 	return c
@@ -161,16 +163,24 @@ func (c *change) setTransitional(id string, m *record.Machine) {
 	c.transitional[id] = m
 }
 
+func (c *change) setEnded(id string, m *record.Machine) {
+	if c.ended == nil {
+		c.ended = map[string]*record.Machine{}
+	}
+	c.ended[id] = m
+}
+
 // submit queues c and waits for the write that carries it. Changes that
 // arrive while a write is in flight share the next one (group commit).
 func (s *Store) submit(ctx context.Context, c *change) error {
 	c.done = make(chan error, 1)
 	s.mu.Lock()
 	s.queue = append(s.queue, c)
-	for id, m := range c.transitional {
-		if m != nil {
-			s.tracked[id] = true
-		}
+	for id := range c.transitional {
+		s.tracked[id] = true
+	}
+	for id := range c.ended {
+		s.tracked[id] = true
 	}
 	if !s.writing {
 		s.writing = true
@@ -212,6 +222,7 @@ func (s *Store) flush() {
 			c.applyTo(next)
 			c.markDirty(dirty)
 		}
+		next.pruneEnded(time.Now())
 		start := time.Now()
 		err := encodeInto(parts, next, dirty)
 		if err == nil {
@@ -245,11 +256,15 @@ func (s *Store) retrack() {
 	for id := range s.durable.Transitional {
 		s.tracked[id] = true
 	}
+	for id := range s.durable.Ended {
+		s.tracked[id] = true
+	}
 	for _, c := range s.queue {
-		for id, m := range c.transitional {
-			if m != nil {
-				s.tracked[id] = true
-			}
+		for id := range c.transitional {
+			s.tracked[id] = true
+		}
+		for id := range c.ended {
+			s.tracked[id] = true
 		}
 	}
 }

@@ -24,7 +24,7 @@ func claimed(t *testing.T, f *fakeAPI, j *Journal) *Store {
 }
 
 func creating(id string) record.Machine {
-	return record.Machine{ID: id, State: record.Creating, Zone: "z", InstanceType: "small", OperationID: "op-" + id, OpKind: record.OpCreate}
+	return record.Machine{ID: id, State: record.Creating, Zone: "z", InstanceType: "small", OperationID: "op-" + id, OpKind: record.OpCreate, StateSince: time.Now()}
 }
 
 func mark(machine, shard string, e, s int64) map[record.MarkKey]record.Mark {
@@ -65,6 +65,9 @@ func TestCommitJournalsCreatingAndMarks(t *testing.T) {
 	c = f.content(t)
 	if _, ok := c.Transitional["m1"]; ok || len(c.Marks) != 1 {
 		t.Fatalf("after the outcome: creating %v marks %v", c.Transitional, c.Marks)
+	}
+	if got := c.Ended["m1"]; got.State != record.Idle || got.OperationID != "op-m1" {
+		t.Fatalf("the ended Create is not kept with its operation id: %+v", c.Ended)
 	}
 	if err := s.Commit(ctx, record.Batch{DropMarks: []record.MarkKey{{ShardID: "s1", MachineID: "m1"}}}); err != nil {
 		t.Fatal(err)
@@ -240,5 +243,76 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("condition not reached in 5s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A machine whose transition ended stays in the journal as last committed
+// (a later change to it too), so a new leader answers a replay with its
+// operation id; a new transition moves it back; the ended are bounded in
+// number and age.
+func TestEndedMachinesAreKeptBounded(t *testing.T) {
+	t.Parallel()
+	f, cs := newFakeAPI(t)
+	s := claimed(t, f, f.journal(cs, "pod-a"))
+	ctx := t.Context()
+	now := time.Now()
+	drained := func(id string, since time.Time) record.Machine {
+		m := creating(id)
+		m.State, m.OpKind, m.StateSince = record.Draining, record.OpDrain, since
+		return m
+	}
+	d := drained("d1", now)
+	if err := s.Commit(ctx, record.Batch{Machines: []record.Machine{d}}); err != nil {
+		t.Fatal(err)
+	}
+	d.State = record.Idle
+	if err := s.Commit(ctx, record.Batch{Machines: []record.Machine{d}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.content(t).Ended["d1"]; got.State != record.Idle || got.OpKind != record.OpDrain {
+		t.Fatalf("ended Drain: %+v", got)
+	}
+	d.State, d.LastError = record.Failed, "vanished"
+	if err := s.Commit(ctx, record.Batch{Machines: []record.Machine{d}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.content(t).Ended["d1"]; got.State != record.Failed {
+		t.Fatalf("a later change of an ended machine not journaled: %+v", got)
+	}
+	d.State = record.Deleting
+	if err := s.Commit(ctx, record.Batch{Machines: []record.Machine{d}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.content(t); c.Transitional["d1"].State != record.Deleting || len(c.Ended) != 0 {
+		t.Fatalf("a new transition of an ended machine: transitional %v ended %v", c.Transitional, c.Ended)
+	}
+	// MaxEnded+10 more end, one of them too old: the newest MaxEnded stay.
+	var b record.Batch
+	for i := range MaxEnded + 10 {
+		b.Machines = append(b.Machines, drained(fmt.Sprintf("e%03d", i), now.Add(time.Duration(i)*time.Millisecond)))
+	}
+	old := drained("old", now.Add(-EndedFor-time.Minute))
+	b.Machines = append(b.Machines, old)
+	if err := s.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b.Machines {
+		b.Machines[i].State = record.Idle
+	}
+	if err := s.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	c := f.content(t)
+	if len(c.Ended) != MaxEnded {
+		t.Fatalf("%d ended kept, want %d", len(c.Ended), MaxEnded)
+	}
+	if _, ok := c.Ended["old"]; ok {
+		t.Fatal("an ended machine older than EndedFor kept")
+	}
+	if _, ok := c.Ended["e009"]; ok {
+		t.Fatal("the oldest ended kept past the bound")
+	}
+	if _, ok := c.Ended[fmt.Sprintf("e%03d", MaxEnded+9)]; !ok {
+		t.Fatal("the newest ended dropped")
 	}
 }
