@@ -46,12 +46,19 @@ test-ha-real: build kube-apiserver env-up
 # under running mutations, checked against the hosts' libvirt events.
 # Brings 3 lab hosts up and takes the lab down at the end, like test-lab,
 # under the lab users' lock.
-# Not a stage of make test: 277-350 s with the lab up and down (docs/ha.md).
-# A line per kill and the figures in out/test-ha-lab.txt.
-.PHONY: test-ha-lab test-ha-lab-locked
+# 277-350 s with the lab up and down (docs/ha.md). A line per kill and the
+# figures in out/test-ha-lab.txt. test-ha-kills, a stage of make test, is
+# TestLabFailover alone (about 5 min); the cut from the API stays here
+# (docs/ha.md, "Not yet done": a call libvirtd finishes after its bound).
+.PHONY: test-ha-lab test-ha-lab-locked test-ha-kills
+HA_LAB_RUN ?= ^(TestLabFailover|TestLabCutFromAPI)$$
 test-ha-lab: build kube-apiserver
 	@mkdir -p out
-	flock -o /tmp/bf-lab-user.lock $(MAKE) --no-print-directory test-ha-lab-locked
+	flock -o /tmp/bf-lab-user.lock $(MAKE) --no-print-directory test-ha-lab-locked HA_LAB_RUN='$(HA_LAB_RUN)'
+
+test-ha-kills: build kube-apiserver
+	@mkdir -p out
+	flock -o /tmp/bf-lab-user.lock $(MAKE) --no-print-directory test-ha-lab-locked HA_LAB_RUN='^TestLabFailover$$'
 
 # The body, under the lock that test-ha-lab takes (-o: the lab daemons
 # that lab.sh up starts must not inherit it); not meant to be run alone.
@@ -59,7 +66,7 @@ test-ha-lab-locked:
 	@start=$$(date +%s); rc=0; scripts/lab.sh up 3 >/dev/null || rc=$$?; \
 	if [ $$rc = 0 ]; then \
 		BIGFLEET_LIBVIRT_CLIENT=$$(scripts/libvirt-client.sh) $(GO) tool -modfile=tools/go.mod gotestsum --format standard-verbose --jsonfile $(GOTEST_JSON) -- \
-			-count=1 -v -tags ha -timeout 90m -run '^(TestLabFailover|TestLabCutFromAPI)$$' ./test/ha/ || rc=$$?; \
+			-count=1 -v -tags ha -timeout 90m -run '$(HA_LAB_RUN)' ./test/ha/ || rc=$$?; \
 	fi; \
 	scripts/lab.sh down && scripts/lab.sh check-clean || rc=1; \
 	echo "test-ha-lab: $$(( $$(date +%s) - start )) s with lab up and down"; exit $$rc
