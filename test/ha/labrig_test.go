@@ -108,6 +108,7 @@ type labRig struct {
 	t        *testing.T
 	env      labenv.Env
 	k        *kube
+	lease    string // the Lease's name
 	a, b     *provider
 	leader   *provider
 	tlsCfg   *tls.Config
@@ -188,7 +189,7 @@ func labSeed() uint64 {
 func newLabRig(t *testing.T, lease string) *labRig {
 	e := loadLabEnv(t)
 	hosts := zoneHosts(t, e)
-	r := &labRig{t: t, env: e, seed: labSeed(), byID: map[string]*labMachine{},
+	r := &labRig{t: t, env: e, lease: lease, seed: labSeed(), byID: map[string]*labMachine{},
 		est: map[string]time.Duration{"Create": 15 * time.Second, "Configure": 4 * time.Second,
 			"Drain": 4 * time.Second, "Delete": 2 * time.Second, "Migrate": 6 * time.Second},
 		cuts: map[string]int{}, outcomes: map[string]int{}}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,6 +23,17 @@ import (
 // leaseTerm reads the Lease as the leader's term: its uid and
 // leaseTransitions.
 func leaseTerm(t *testing.T, k *kube, name string) backend.LeaderTerm {
+	t.Helper()
+	l := readLease(t, k, name)
+	var n int64
+	if l.Spec.LeaseTransitions != nil {
+		n = int64(*l.Spec.LeaseTransitions)
+	}
+	return backend.LeaderTerm{Lease: string(l.UID), N: n}
+}
+
+// readLease is the Lease as the apiserver holds it.
+func readLease(t *testing.T, k *kube, name string) *coordinationv1.Lease {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", k.kubeconfig)
 	if err != nil {
@@ -39,11 +51,7 @@ func leaseTerm(t *testing.T, k *kube, name string) backend.LeaderTerm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	if l.Spec.LeaseTransitions != nil {
-		n = int64(*l.Spec.LeaseTransitions)
-	}
-	return backend.LeaderTerm{Lease: string(l.UID), N: n}
+	return l
 }
 
 // domainOf is the host's domain of machine id (provider realProvider).
