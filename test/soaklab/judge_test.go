@@ -84,7 +84,7 @@ func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 	if !configure || !soakkit.CutConfigureFailed(le) {
 		return ""
 	}
-	for _, k := range []soakkit.FaultKind{provKill, lostState} {
+	for _, k := range []soakkit.FaultKind{provKill, lostState, provFailover} { // a SIGKILL of the provider (the leader)
 		if len(s.led.FaultsBetween(k, from, time.Now())) > 0 {
 			return fmt.Sprintf("%s mid-Configure", k)
 		}
