@@ -150,7 +150,7 @@ func (f *leaderFront) current() int {
 // poll follows readiness every 100 ms. A replica that stops being ready
 // loses its connections at once (it answers nothing the callers want).
 func (f *leaderFront) poll() {
-	last, gap := -1, true
+	last, gap, seen := -1, true, 0
 	for {
 		select {
 		case <-f.stop:
@@ -164,6 +164,14 @@ func (f *leaderFront) poll() {
 				break
 			}
 		}
+		// A change counts once two polls in a row agree: one /readyz slow
+		// on a loaded machine must not cut the leader's connections.
+		if f.current() != ready {
+			if seen++; seen < 2 {
+				continue
+			}
+		}
+		seen = 0
 		f.mu.Lock()
 		prev := f.cur
 		f.cur = ready
