@@ -19,7 +19,7 @@ import (
 
 // The fault kinds: five on a lab host's network or daemon, two on the
 // host as a whole (four with the host-off kinds of hostoff_test.go), four
-// on the provider.
+// on the provider (five in the HA run: provider-failover, ha_test.go).
 const (
 	partition  soakkit.FaultKind = "partition"
 	delay      soakkit.FaultKind = "delay"

@@ -15,6 +15,10 @@
 //
 //	soak-lab: K faults (by kind), M operations (by kind), running_copies=0 orphans=0 lost_bindings=0 false_failed=0 stuck=0 books=0 lost_marks=0
 //
+// SOAK_HA=1 (`make soak-lab-ha`) runs the provider as two replicas with
+// --leader-elect on a real apiserver and adds the provider-failover fault
+// (ha_test.go).
+//
 // `make soak-lab` brings the lab up, runs it and takes the lab down;
 // docs/reliability.md ("Lab chaos soak") has the commands and figures.
 package soaklab
