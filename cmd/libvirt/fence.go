@@ -77,12 +77,18 @@ func (d *daemon) startFencer(ctx context.Context) error {
 	if _, ok := d.be.(backend.HostDownDeclarer); !ok {
 		return errors.New("--fence-command: this backend cannot declare a host down")
 	}
-	f, err := hostfence.New(hostfence.Config{
+	hc := hostfence.Config{
 		Command: cfg.FenceCommand, After: cfg.HostDownAfter, Timeout: cfg.FenceTimeout,
 		Hosts: hostLinks(d.be), Declare: d.adm,
 		Log:     d.log.With(slog.String("component", "fence")),
 		Observe: d.metrics.ObserveFence,
-	})
+	}
+	if d.election != nil {
+		// Only the acting leader fences (a standby's power-off could not
+		// be declared: found by the HA lab soak, docs/ha.md).
+		hc.Acting = d.election.gate.Acting
+	}
+	f, err := hostfence.New(hc)
 	if err != nil {
 		return fmt.Errorf("--fence-command: %w", err)
 	}

@@ -43,8 +43,14 @@ type Config struct {
 	// Observe, if set, counts each run's result ("ok", "failed",
 	// "declare-failed") by host.
 	Observe func(host, result string)
-	now     func() time.Time
-	run     runFunc
+	// Acting, if set, says whether this process acts (under
+	// --leader-elect: the acting leader). A standby never fences: it
+	// cannot declare the host down, and a power-off nobody declares leaves
+	// a host off that nothing brings back. An outage is timed from when
+	// the process acts: a new leader waits the whole After itself.
+	Acting func() bool
+	now    func() time.Time
+	run    runFunc
 }
 
 // runFunc runs the fence command; tests replace it.
@@ -126,6 +132,11 @@ type dueHost struct {
 func (f *Fencer) due(hosts []backend.HostStatus, now time.Time) []dueHost {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.cfg.Acting != nil && !f.cfg.Acting() {
+		clear(f.since)
+		clear(f.next)
+		return nil
+	}
 	var res []dueHost
 	for _, h := range hosts {
 		if h.Connected || h.Down {

@@ -118,6 +118,30 @@ func TestFencesOnlyAfterTheDelayAndThenDeclares(t *testing.T) {
 	}
 }
 
+// A standby (Acting false) never runs the command, however long a host
+// is out; once it acts, the outage is timed from then.
+func TestOnlyTheActingProcessFences(t *testing.T) {
+	r := newRig(t)
+	acting := false
+	r.f.cfg.Acting = func() bool { return acting }
+	r.set("h2", false)
+	r.step(0)
+	r.step(2 * time.Minute)
+	if r.nruns() != 0 {
+		t.Fatalf("a standby ran the fence command %d times", r.nruns())
+	}
+	acting = true
+	r.step(time.Second) // first seen unreachable while acting
+	r.step(59 * time.Second)
+	if r.nruns() != 0 {
+		t.Fatalf("fenced %s after it started acting, before the 1m delay", 59*time.Second)
+	}
+	r.step(time.Second)
+	if r.nruns() != 1 || len(r.dec.list()) != 1 {
+		t.Fatalf("runs = %d, declared %v once acting past the delay; want 1 and 1", r.nruns(), r.dec.list())
+	}
+}
+
 func TestAnswerEndsTheEpisode(t *testing.T) {
 	r := newRig(t)
 	r.set("h2", false)

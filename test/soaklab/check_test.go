@@ -330,7 +330,5 @@ func (s *soak) teardown() {
 			s.violate(soakkit.ClOrphan, "left|"+h.Name+"|"+x, fmt.Sprintf("teardown: %s left on %s after every machine was deleted", x, h.Name), nil)
 		}
 	}
-	if took, self := s.pr.Term(s.p.ShutdownTimeout + 20*time.Second); !self {
-		s.violate(soakkit.ClOther, "term-end", fmt.Sprintf("provider ignored SIGTERM at the end for %s", took.Round(time.Second)), nil)
-	}
+	s.stopAll()
 }

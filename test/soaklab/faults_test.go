@@ -4,6 +4,7 @@ package soaklab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -18,7 +19,7 @@ import (
 
 // The fault kinds: five on a lab host's network or daemon, two on the
 // host as a whole (four with the host-off kinds of hostoff_test.go), four
-// on the provider.
+// on the provider (five in the HA run: provider-failover, ha_test.go).
 const (
 	partition  soakkit.FaultKind = "partition"
 	delay      soakkit.FaultKind = "delay"
@@ -41,6 +42,12 @@ var menu = []struct {
 	{provKill, 2}, {provTerm, 1}, {lostState, 1},
 }
 
+// haMenu is drawn from in the HA run (SOAK_HA=1) only.
+var haMenu = []struct {
+	kind   soakkit.FaultKind
+	weight int
+}{{provFailover, 3}}
+
 // hostOffMenu is drawn from in the long run only; the short run injects
 // each once, at a fixed burst (forcedAt), to keep its time.
 var hostOffMenu = []struct {
@@ -53,7 +60,9 @@ var forcedAt = map[int]soakkit.FaultKind{2: hostOffAdmin, 4: hostOffFenced}
 
 func isHostOff(k soakkit.FaultKind) bool { return k == hostOffAdmin || k == hostOffFenced }
 
-func onProvider(k soakkit.FaultKind) bool { return k == provKill || k == provTerm || k == lostState }
+func onProvider(k soakkit.FaultKind) bool {
+	return k == provKill || k == provTerm || k == lostState || k == provFailover
+}
 
 // runBursts injects faults in bursts until the run is done: each burst
 // starts one to a few faults a few seconds apart, so they overlap (on
@@ -128,8 +137,11 @@ func (s *soak) done() bool {
 // fault of a burst is drawn again.
 func (s *soak) draw(rng *rand.Rand, busy map[string]bool, provider, hostOff bool) (soakkit.FaultKind, string) {
 	kinds := menu
+	if s.p.HA {
+		kinds = append(slices.Clone(kinds), haMenu...)
+	}
 	if s.p.Minutes > 0 {
-		kinds = append(slices.Clone(menu), hostOffMenu...)
+		kinds = append(slices.Clone(kinds), hostOffMenu...)
 	}
 	total := 0
 	for _, m := range kinds {
@@ -179,9 +191,11 @@ func (s *soak) fault(k soakkit.FaultKind, host string, hold time.Duration, arg i
 	})
 	if err != nil {
 		s.violate(soakkit.ClOther, "inject|"+string(k)+"|"+err.Error(), fmt.Sprintf("fault %s %s: %v", k, host, err), nil)
-		if onProvider(k) && s.pr.Exited() {
-			if err := s.pr.Start(); err != nil {
-				s.violate(soakkit.ClOther, "restart", fmt.Sprintf("provider cannot be restarted: %v", err), nil)
+		for _, pr := range s.procs {
+			if onProvider(k) && pr.Exited() {
+				if err := pr.Start(); err != nil {
+					s.violate(soakkit.ClOther, "restart", fmt.Sprintf("provider cannot be restarted: %v", err), nil)
+				}
 			}
 		}
 		return
@@ -203,12 +217,35 @@ func (s *soak) inject(k soakkit.FaultKind, host string, hold time.Duration, arg 
 	case reboot, rotateCert:
 		_, err := s.lab.run(3*time.Minute, "fault", host, string(k))
 		return string(k), err
+	case provFailover:
+		return s.failover()
+	case provKill, provTerm, lostState:
+		i, pr, err := s.leaderProc()
+		if err != nil {
+			return "", err
+		}
+		note, err := s.onLeader(k, pr, s.states[i], arg, ev)
+		if err == nil {
+			err = s.afterProviderFault()
+		}
+		if s.p.HA {
+			note = s.names[i] + " (the leader): " + note
+		}
+		return note, err
+	}
+	return "", fmt.Errorf("unknown fault %q", k)
+}
+
+// onLeader is a fault on the provider (the leader in the HA run): pr and
+// its --state.
+func (s *soak) onLeader(k soakkit.FaultKind, pr *soakkit.Proc, state string, arg int, ev *soakkit.FaultEvent) (string, error) {
+	switch k {
 	case provKill:
-		s.pr.Kill()
+		pr.Kill()
 		s.markRestart()
-		return "restarted on the same state", s.pr.Start()
+		return "restarted on the same state", pr.Start()
 	case provTerm:
-		took, self := s.pr.Term(s.p.ShutdownTimeout + 20*time.Second)
+		took, self := pr.Term(s.p.ShutdownTimeout + 20*time.Second)
 		cut := !self || took >= s.p.ShutdownTimeout-500*time.Millisecond
 		// Known before the restart, so a Configure that the restart finds
 		// interrupted is judged with it.
@@ -217,22 +254,23 @@ func (s *soak) inject(k soakkit.FaultKind, host string, hold time.Duration, arg 
 			s.violate(soakkit.ClOther, "term|"+ev.Start.String(), fmt.Sprintf("provider ignored SIGTERM for %s", took.Round(time.Second)), nil)
 		}
 		s.markRestart()
-		return fmt.Sprintf("exited after %s", took.Round(100*time.Millisecond)), s.pr.Start()
-	case lostState:
+		return fmt.Sprintf("exited after %s", took.Round(100*time.Millisecond)), pr.Start()
+	default: // lostState
 		how := "SIGKILL"
 		if arg == 1 {
 			how = "SIGTERM"
-			s.pr.Term(s.p.ShutdownTimeout + 20*time.Second)
+			pr.Term(s.p.ShutdownTimeout + 20*time.Second)
 		} else {
-			s.pr.Kill()
+			pr.Kill()
 		}
 		s.markRestart()
-		if err := os.Remove(s.state); err != nil {
+		// A replica sets its state file aside at every start (it starts
+		// as a standby), so in the HA run there may be none to lose.
+		if err := os.Remove(state); err != nil && !(s.p.HA && errors.Is(err, os.ErrNotExist)) {
 			return how, err
 		}
-		return how + ", state file deleted, restarted", s.pr.Start()
+		return how + ", state file deleted, restarted", pr.Start()
 	}
-	return "", fmt.Errorf("unknown fault %q", k)
 }
 
 // hostFault holds a fault of the lab's on the host, then heals it.

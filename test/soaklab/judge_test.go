@@ -20,7 +20,7 @@ import (
 // anywhere stable (docs/reliability.md: a mutation whose transition never
 // wrote the domain's metadata is lost with the state file).
 func (s *soak) judge() *soakkit.Judge {
-	return &soakkit.Judge{Led: s.led, T0: s.t0, LastStart: s.pr.LastStart, Timeout: timeoutOf,
+	return &soakkit.Judge{Led: s.led, T0: s.t0, LastStart: s.lastStart, Timeout: timeoutOf,
 		Read:    func(id string) (*pb.Machine, error) { return soakkit.Get(s.admin, id) },
 		Violate: s.violate, Logf: s.logf, Explain: s.explain, OnExplained: s.unbind,
 		Reached: func(op *soakkit.OpRecord, m *pb.Machine) {
@@ -84,7 +84,7 @@ func (s *soak) explain(op *soakkit.OpRecord, m *pb.Machine) string {
 	if !configure || !soakkit.CutConfigureFailed(le) {
 		return ""
 	}
-	for _, k := range []soakkit.FaultKind{provKill, lostState} {
+	for _, k := range []soakkit.FaultKind{provKill, lostState, provFailover} { // a SIGKILL of the provider (the leader)
 		if len(s.led.FaultsBetween(k, from, time.Now())) > 0 {
 			return fmt.Sprintf("%s mid-Configure", k)
 		}

@@ -27,6 +27,9 @@ type params struct {
 	ShutdownTimeout time.Duration
 	Bin             string
 	Provider        string
+	// HA (SOAK_HA=1) runs two replicas with --leader-elect against a real
+	// apiserver and adds the provider-failover fault (ha_test.go).
+	HA bool
 }
 
 func loadParams() (params, error) {
@@ -57,6 +60,13 @@ func loadParams() (params, error) {
 		p.Hold = [2]time.Duration{3 * time.Second, 45 * time.Second}
 		p.Burst = [2]int{1, 4}
 	}
+	switch v := os.Getenv("SOAK_HA"); v {
+	case "", "0":
+	case "1":
+		p.HA = true
+	default:
+		return p, fmt.Errorf("SOAK_HA=%q: want 1 or 0", v)
+	}
 	if v := os.Getenv("SOAK_BIN"); v != "" {
 		p.Bin = v
 	}
@@ -70,6 +80,9 @@ func (p params) String() string {
 	run := "short"
 	if p.Minutes > 0 {
 		run = fmt.Sprintf("long (%d min)", p.Minutes)
+	}
+	if p.HA {
+		run += " ha"
 	}
 	return fmt.Sprintf("run=%s seed=%d min_faults=%d machines=%d hold=%v-%v burst=%d-%d",
 		run, p.Seed, p.MinFaults, 4*p.PerZone, p.Hold[0], p.Hold[1], p.Burst[0], p.Burst[1])

@@ -15,6 +15,10 @@
 //
 //	soak-lab: K faults (by kind), M operations (by kind), running_copies=0 orphans=0 lost_bindings=0 false_failed=0 stuck=0 books=0 lost_marks=0
 //
+// SOAK_HA=1 (`make soak-lab-ha`) runs the provider as two replicas with
+// --leader-elect on a real apiserver and adds the provider-failover fault
+// (ha_test.go).
+//
 // `make soak-lab` brings the lab up, runs it and takes the lab down;
 // docs/reliability.md ("Lab chaos soak") has the commands and figures.
 package soaklab
@@ -23,6 +27,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,11 +69,15 @@ const (
 
 // soak is one run: the lab, the provider, the shards and the ledger.
 type soak struct {
-	p      params
-	lab    labEnv
-	hosts  []labHost
-	pr     *soakkit.Proc
-	state  string // --state
+	p     params
+	lab   labEnv
+	hosts []labHost
+	// procs is the provider: one process, or the two replicas of the HA
+	// run (SOAK_HA=1, ha_test.go), each with its --state and name.
+	procs  []*soakkit.Proc
+	states []string
+	names  []string
+	front  *leaderFront // the HA run's Service
 	admin  *grpc.ClientConn
 	led    *soakkit.Ledger
 	t0     time.Time
@@ -92,6 +101,9 @@ type soak struct {
 	probe     map[string]bool            // machines whose fence marks are to be probed (a provider restart since)
 	migrating map[string]bool            // machines with a MigrateMachine call in flight
 	holding   atomic.Bool                // a check is gathering machines: clients start no new operation
+	leadSince time.Time                  // HA: when the acting replica became ready
+	takeovers []time.Duration            // HA: SIGKILL of the leader to the standby leading
+	nfailover atomic.Int64               // HA: changes of the leading replica
 }
 
 func (s *soak) logf(format string, args ...any) {
@@ -194,13 +206,12 @@ func (s *soak) startProvider(t *testing.T) error {
 	if err != nil {
 		return err
 	}
-	s.state = filepath.Join(dir, "state.db")
 	fence, err := s.writeFence(dir)
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--addr=" + addr, "--metrics-addr=", "--provider=" + s.p.Provider, "--hosts=" + hostsPath,
-		"--instance-types=" + types, "--offerings=" + offers, "--state=" + s.state,
+	args := append([]string{"--provider=" + s.p.Provider, "--hosts=" + hostsPath,
+		"--instance-types=" + types, "--offerings=" + offers,
 		"--reconcile-interval=" + reconcileEvery.String(), "--log-format=text", "--log-level=info",
 		"--create-timeout=" + createTimeout.String(), "--configure-timeout=" + configureTimeout.String(),
 		"--drain-timeout=" + drainTimeout.String(), "--delete-timeout=" + deleteTimeout.String(),
@@ -221,15 +232,15 @@ func (s *soak) startProvider(t *testing.T) error {
 		s.shards = append(s.shards, &shard{s: s, id: fmt.Sprintf("soaklab-%d", i), epoch: int64(i + 1), conn: c,
 			Draws: soakkit.NewDraws(s.p.Seed, uint64(i))})
 	}
-	s.pr = &soakkit.Proc{Bin: bin, Args: args, LogPath: filepath.Join(dir, "provider.log"), Ready: func() error {
-		_, err := soakkit.List(s.admin)
-		return err
-	}}
-	if lib := os.Getenv("BIGFLEET_LIBVIRT_CLIENT"); lib != "" {
-		s.pr.Env = []string{"LD_LIBRARY_PATH=" + lib}
-	}
+	// One log for every process (the violations quote it).
+	logPath := filepath.Join(dir, "provider.log")
 	t.Cleanup(func() {
-		s.pr.Kill()
+		for _, pr := range s.procs {
+			pr.Kill()
+		}
+		if s.front != nil {
+			s.front.close()
+		}
 		// SOAK_KEEP_LOG names a file to keep the provider's log in; a
 		// failed run keeps it in out/ for the post-mortem anyway (the
 		// violations quote only their machine's lines).
@@ -238,12 +249,79 @@ func (s *soak) startProvider(t *testing.T) error {
 			keep = "../../out/soak-lab-provider.log"
 		}
 		if keep != "" {
-			if err := soakkit.CopyFile(s.pr.LogPath, keep); err == nil {
+			if err := soakkit.CopyFile(logPath, keep); err == nil {
 				t.Logf("provider log kept: %s", keep)
 			}
 		}
 	})
-	return s.pr.Start()
+	var env []string
+	if lib := os.Getenv("BIGFLEET_LIBVIRT_CLIENT"); lib != "" {
+		env = []string{"LD_LIBRARY_PATH=" + lib}
+	}
+	if !s.p.HA {
+		s.states, s.names = []string{filepath.Join(dir, "state.db")}, []string{"provider"}
+		s.procs = []*soakkit.Proc{{Bin: bin, Env: env, LogPath: logPath,
+			Args: append([]string{"--addr=" + addr, "--metrics-addr=", "--state=" + s.states[0]}, args...),
+			Ready: func() error {
+				_, err := soakkit.List(s.admin)
+				return err
+			}}}
+		return s.procs[0].Start()
+	}
+	return s.startReplicas(t, bin, addr, logPath, env, args)
+}
+
+// startReplicas starts the apiserver and the HA run's two replicas behind
+// the front on addr, and waits for one to lead.
+func (s *soak) startReplicas(t *testing.T, bin, addr, logPath string, env, args []string) error {
+	kc, stop, err := startKube(t.TempDir())
+	if err != nil {
+		return err
+	}
+	t.Cleanup(func() { // the replicas go before the apiserver
+		for _, pr := range s.procs {
+			pr.Kill()
+		}
+		stop()
+	})
+	var backs, metrics []string
+	for i, name := range []string{"soaklab-a", "soaklab-b"} {
+		a, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		m, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		backs, metrics = append(backs, a), append(metrics, m)
+		s.names, s.states = append(s.names, name), append(s.states, filepath.Join(t.TempDir(), "state.db"))
+		own := []string{"--addr=" + a, "--metrics-addr=" + m, "--state=" + s.states[i]}
+		s.procs = append(s.procs, &soakkit.Proc{Bin: bin, LogPath: logPath,
+			Env:  append([]string{"POD_NAME=" + name}, env...),
+			Args: append(append(own, args...), haFlags(kc)...),
+			// Serving: /healthz answers (a standby's too; its /readyz is 503).
+			Ready: func() error {
+				if c := httpStatus(m, "/healthz"); c != http.StatusOK {
+					return fmt.Errorf("/healthz: %d", c)
+				}
+				return nil
+			}})
+	}
+	if s.front, err = newLeaderFront(addr, backs, metrics, s.leads); err != nil {
+		return err
+	}
+	for _, pr := range s.procs {
+		if err := pr.Start(); err != nil {
+			return err
+		}
+	}
+	i, took, err := s.leaderIdx(-1, haLease+haBound)
+	if err != nil {
+		return err
+	}
+	s.logf("HA: %s leads after %s (lease %s/%s/%s, --libvirt-call-timeout=%s)", s.names[i], took.Round(100*time.Millisecond), haLease, haRenew, haRetry, haCall)
+	return nil
 }
 
 // dial is one caller's connection; it reconnects quickly after a provider
@@ -304,7 +382,7 @@ func (s *soak) unlockAll() {
 
 // violate records a violation with its detail (soakkit.Ledger.Explain).
 func (s *soak) violate(class, key, what string, m *pb.Machine) {
-	detail := s.led.Explain(what, m, s.t0, s.pr)
+	detail := s.led.Explain(what, m, s.t0, s.procs[0]) // one log for all
 	if s.led.Violate(class, key, detail) {
 		s.logf("VIOLATION [%s] %s", class, what)
 	}
@@ -319,6 +397,11 @@ func (s *soak) report(t *testing.T) {
 	s.logf("operations by outcome: %s", s.led.Outcomes())
 	s.logf("fence probes after provider restarts: %d stale tokens refused", s.refused.Load())
 	s.logf("hosts fenced by the fence command outside a host-off fault: %d", s.nfenced.Load())
+	if s.p.HA {
+		s.mu.Lock()
+		s.logf("HA: %d failovers (changes of the leading replica); SIGKILL to the standby leading: %v (bound %s)", s.nfailover.Load(), s.takeovers, haBound)
+		s.mu.Unlock()
+	}
 	details := s.led.Details()
 	for _, d := range details {
 		fmt.Println(d)
