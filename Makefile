@@ -133,7 +133,7 @@ test-integration: build env-up
 # out/gotest-*.json and out/*.tap) and names the failed stages; make test
 # fails if anything did. A stage that runs Go tests uses $(GOTEST) or
 # $(GOTEST_PROGRESS).
-TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-placement test-polkit chart-check test-ha test-browser test-reconnect test-pool test-lab soak-lab test-ha-kills test-image test-golden test-shapes test-host-kinds soak-short
+TEST_STAGES := test-reset gen-check web-check lint vet test-unit test-placement test-polkit chart-check test-ha test-browser test-reconnect test-pool test-lab soak-lab test-ha-lab test-image test-golden test-shapes test-host-kinds soak-short
 
 test:
 	@MAKE="$(MAKE)" GO="$(GO)" scripts/test-stages.sh $(TEST_STAGES)

@@ -43,13 +43,12 @@ test-ha-real: build kube-apiserver env-up
 # seeded random points of Create, Configure, Drain, Delete and Migrate
 # (HA_LAB_SEED replays the draws), judged against the hosts' own domain
 # lists; TestLabCutFromAPI: HA_LAB_CUTS times (2), the apiserver frozen
-# under running mutations, checked against the hosts' libvirt events.
+# under running mutations (the first cut while a live migration runs),
+# checked against the hosts' libvirt events.
 # Brings 3 lab hosts up and takes the lab down at the end, like test-lab,
-# under the lab users' lock.
-# 277-350 s with the lab up and down (docs/ha.md). A line per kill and the
-# figures in out/test-ha-lab.txt. test-ha-kills, a stage of make test, is
-# TestLabFailover alone (about 5 min); the cut from the API stays here
-# (docs/ha.md, "Not yet done": a call libvirtd finishes after its bound).
+# under the lab users' lock. A stage of make test: about 5-6 min with the
+# lab up and down (docs/ha.md). A line per kill and the figures in
+# out/test-ha-lab.txt. test-ha-kills is TestLabFailover alone.
 .PHONY: test-ha-lab test-ha-lab-locked test-ha-kills
 HA_LAB_RUN ?= ^(TestLabFailover|TestLabCutFromAPI)$$
 test-ha-lab: build kube-apiserver

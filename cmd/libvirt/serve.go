@@ -189,11 +189,16 @@ func (d *daemon) startEngine(ctx context.Context, seed []record.Machine) error {
 // the fake backend its VMs back.
 func (d *daemon) newEngine(ctx context.Context, seed []record.Machine, st record.Store) (*lifecycle.Engine, error) {
 	cfg := d.cfg
+	var moves lifecycle.MoveGuard
+	if d.election != nil {
+		moves = d.election.cfg.Moves
+	}
 	eng, err := lifecycle.New(lifecycle.Config{
 		Provider: cfg.Provider, Seed: seed,
 		CreateTimeout: cfg.CreateTimeout, ConfigureTimeout: cfg.ConfigureTimeout,
 		DrainTimeout: cfg.DrainTimeout, DeleteTimeout: cfg.DeleteTimeout,
 		MigrateTimeout:       cfg.MigrateTimeout,
+		MoveGuard:            moves,
 		ReconcileInterval:    cfg.ReconcileInterval,
 		ReconcileConcurrency: cfg.ReconcileConcurrency,
 		RestartBackoff:       cfg.RestartBackoff,

@@ -49,7 +49,10 @@ type Config struct {
 	StepBound time.Duration
 	// StepFlag names StepBound's flag in Validate's errors.
 	StepFlag string
-	Logger   *slog.Logger
+	// Moves, when set, is told on every look whether the last renewal is
+	// younger than MoveAge (moves.go).
+	Moves  *Moves
+	Logger *slog.Logger
 }
 
 // Validate refuses timings that cannot work, naming the flag to change.
@@ -69,6 +72,10 @@ func (c Config) Validate() error {
 	if margin := c.Lease - c.Renew; c.Renew < c.Lease && c.StepBound+exitMargin > margin {
 		bad("%s %s does not fit in --leader-elect-lease − --leader-elect-renew = %s (with %s to exit): a leader that lost its lease could still be inside a call when another leads; lower %s or widen the margin",
 			c.StepFlag, c.StepBound, margin, exitMargin, c.StepFlag)
+	}
+	if m := c.MoveAge(); c.Renew < c.Lease && m < 2*c.Retry {
+		bad("--leader-elect-lease − --leader-elect-renew = %s is shorter than 2 × --leader-elect-retry %s: live migrations are aborted once the last renewal is older than that margin, and one late renewal would abort them",
+			m, c.Retry)
 	}
 	if c.Name == "" {
 		bad("--leader-elect-lease-name is empty")
@@ -146,7 +153,8 @@ func Run(ctx context.Context, cs kubernetes.Interface, c Config, cb Callbacks) e
 // request timeout, and each try's deadline starts a retry period after the
 // last success (measured: 4.9 s after an apiserver froze, with lease 4 s,
 // renew 3 s, retry 0.5 s, i.e. past the lease). This clock is the one the
-// margin is computed on: last renewal + renew + a tick.
+// margin is computed on: last renewal + renew + a tick. On the same clock
+// it tells c.Moves whether live migrations may hold the lease.
 func watch(ctx context.Context, le *leaderelection.LeaderElector, c Config, stopped func()) {
 	t := time.NewTicker(watchTick(c))
 	defer t.Stop()
@@ -155,6 +163,9 @@ func watch(ctx context.Context, le *leaderelection.LeaderElector, c Config, stop
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if c.Moves != nil {
+			c.Moves.observe(le.IsLeader() && le.Check(c.MoveAge()-c.Lease) == nil, c.MoveAge())
 		}
 		// Check errs when this process leads and its last observed
 		// renewal is older than Lease + (Renew - Lease) = Renew.

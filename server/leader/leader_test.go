@@ -27,6 +27,7 @@ func TestValidate(t *testing.T) {
 		"zero lease":                   {func(c *Config) { c.Lease = 0 }, "must be positive"},
 		"no identity":                  {func(c *Config) { c.Identity = "" }, "POD_NAME"},
 		"no name":                      {func(c *Config) { c.Name = "" }, "--leader-elect-lease-name"},
+		"margin under two retries":     {func(c *Config) { c.Retry = 3 * time.Second; c.StepBound = time.Second }, "shorter than 2 × --leader-elect-retry 3s"},
 	} {
 		c := valid()
 		tc.edit(&c)

@@ -38,6 +38,10 @@ type Config struct {
 	// MigrateTimeout bounds one live migration (default 10m); at the
 	// bound the backend aborts it and the VM stays on its source.
 	MigrateTimeout time.Duration
+	// MoveGuard, when set, holds the leader's lease for each live
+	// migration (server/leader.Moves under --leader-elect): a migration
+	// it refuses is Unavailable, and one it ends is aborted.
+	MoveGuard MoveGuard
 	// ReconcileInterval: 0 disables the periodic reconcile (the one at
 	// startup still runs).
 	ReconcileInterval time.Duration
@@ -126,6 +130,12 @@ type Engine struct {
 	runs   serial.RunSet    // live transition runs, by operation id
 	parkMu sync.Mutex
 	parked map[string]parkedOutcome // by operation id
+}
+
+// MoveGuard lets a live migration run only while it holds: Hold returns
+// the migration's context, which it may end (with a cause) to abort it.
+type MoveGuard interface {
+	Hold(ctx context.Context) (context.Context, func(), error)
 }
 
 // New loads the store, adds missing seed slots and returns a stopped engine.

@@ -35,6 +35,17 @@ func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult,
 	if mg == nil {
 		return MigrateResult{}, record.Errorf(record.CodeUnimplemented, "this backend cannot migrate machines")
 	}
+	mctx, cancel := context.WithTimeout(e.bgCtx, e.cfg.MigrateTimeout) // not the caller's: a dropped client must not cut it
+	defer cancel()
+	if g := e.cfg.MoveGuard; g != nil {
+		gctx, release, err := g.Hold(mctx)
+		if err != nil {
+			e.log.Warn("live migration refused", "machine", id, "err", err)
+			return MigrateResult{}, record.Errorf(record.CodeUnavailable, "migrate machine %q: %v", id, err)
+		}
+		defer release()
+		mctx = gctx
+	}
 	cur, err := e.holdForMigration(id, toHost)
 	if err != nil {
 		return MigrateResult{}, err
@@ -43,11 +54,13 @@ func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult,
 	defer e.runs.Done(runKey) // registered by holdForMigration: a graceful stop waits for it
 	defer func() { e.moves.End(id, e.cfg.Now()) }()
 	started := e.cfg.Now()
-	mctx, cancel := context.WithTimeout(e.bgCtx, e.cfg.MigrateTimeout) // not the caller's: a dropped client must not cut it
-	defer cancel()
 	pl, merr := e.migrateCall(mctx, mg, cur, toHost)
-	if merr != nil && mctx.Err() == context.DeadlineExceeded {
+	switch cause := context.Cause(mctx); {
+	case merr == nil || cause == nil:
+	case mctx.Err() == context.DeadlineExceeded:
 		merr = fmt.Errorf("timed out after %s: %w", roundBudget(e.cfg.MigrateTimeout), merr)
+	case !strings.Contains(merr.Error(), cause.Error()): // the guard's why (a late lease renewal)
+		merr = fmt.Errorf("%w (aborted: %v)", merr, cause)
 	}
 	return e.recordMigration(id, cur, pl, merr, started)
 }

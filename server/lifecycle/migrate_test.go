@@ -241,3 +241,62 @@ func TestReconcileRecordsUnrecordedMigration(t *testing.T) {
 func backendSpec(m record.Machine) backend.MigrateSpec {
 	return backend.MigrateSpec{MachineID: m.ID, Placement: m.Placement(), VCPU: m.VCPU, MemoryMiB: m.MemoryMiB}
 }
+
+// guard is a MoveGuard under the test's control.
+type guard struct {
+	refuse error
+	held   chan context.CancelCauseFunc
+}
+
+func (g *guard) Hold(ctx context.Context) (context.Context, func(), error) {
+	if g.refuse != nil {
+		return nil, nil, g.refuse
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	g.held <- cancel
+	return ctx, func() { cancel(context.Canceled) }, nil
+}
+
+// Under --leader-elect a migration runs only while the lease's guard
+// holds: refused, nothing is tried or recorded (Unavailable, the cause
+// named); ended mid-way, the migration is aborted, the VM stays on its
+// source and last_error names the guard's cause.
+func TestMigrateUnderTheLeaseGuard(t *testing.T) {
+	t.Parallel()
+	f, fb := poolFixture(t)
+	ctx := context.Background()
+	f.toConfigured("m000", "c1")
+	before, _ := f.e.Get(ctx, "m000")
+	g := &guard{refuse: errors.New("renewal late"), held: make(chan context.CancelCauseFunc, 1)}
+	f.e.cfg.MoveGuard = g
+	if _, err := f.e.Migrate(ctx, "m000", ""); codeOf(err) != record.CodeUnavailable || !strings.Contains(err.Error(), "renewal late") {
+		t.Fatalf("refused by the guard: %v; want Unavailable naming the cause", err)
+	}
+	if n := fb.Calls(fake.OpMigrate); n != 0 {
+		t.Fatalf("a refused migration reached the backend %d times", n)
+	}
+	if m, _ := f.e.Get(ctx, "m000"); len(m.History) != len(before.History) || m.LastError != "" || f.e.moves.Refusal("m000") != nil {
+		t.Fatalf("a refused migration left a trace: history %d→%d, last_error %q, held %v", len(before.History), len(m.History), m.LastError, f.e.moves.Refusal("m000"))
+	}
+	g.refuse = nil
+	fb.SetDelay(fake.OpMigrate, time.Minute)
+	done := make(chan error, 1)
+	go func() { _, err := f.e.Migrate(ctx, "m000", ""); done <- err }()
+	abort := <-g.held
+	abort(errors.New("lease renewal late"))
+	select {
+	case err := <-done:
+		if codeOf(err) != record.CodeUnavailable || !strings.Contains(err.Error(), "lease renewal late") {
+			t.Fatalf("aborted by the guard: %v; want Unavailable naming the cause", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guard's abort did not end the migration")
+	}
+	m, _ := f.e.Get(ctx, "m000")
+	if m.HostName != before.HostName || m.State != record.Configured || !strings.Contains(m.LastError, "lease renewal late") {
+		t.Fatalf("after the abort: host %s (was %s), state %s, last_error %q", m.HostName, before.HostName, m.State, m.LastError)
+	}
+	if vm, _ := fb.VM("m000"); vm.Placement.Host != before.HostName {
+		t.Fatalf("vm moved to %s", vm.Placement.Host)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/meta"
+	pb "github.com/bigfleet/libvirt-provider/gen/bigfleet/v1alpha1"
 )
 
 // hostEvent is one libvirt domain event a lab host emitted, as `virsh
@@ -134,10 +136,14 @@ func TestLabCutFromAPI(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("HA_LAB_CUTS")); err == nil && n > 0 {
 		cuts = n
 	}
-	// Two machines IDLE first, so that the cut meets Configures or
-	// migrations beside Creates.
+	// Machines IDLE first, until one is on lab1 (only lab1-born machines
+	// migrate), so that the cuts meet Configures and a migration beside
+	// Creates.
 	before := r.settled(0)
-	for _, lm := range r.ms[:2] {
+	for i, lm := range r.ms {
+		if i >= 2 && slices.ContainsFunc(r.ms[:i], func(m *labMachine) bool { return m.born == labZoneHosts[0] }) {
+			break
+		}
 		op := r.nextOp(lm, before[lm.id])
 		if err := r.send(op); err != nil {
 			t.Fatalf("Create %s: %v", lm.id, err)
@@ -145,14 +151,28 @@ func TestLabCutFromAPI(t *testing.T) {
 		r.await(0, op, time.Now())
 	}
 	for k := 1; k <= cuts; k++ {
-		r.cutFromAPI(k)
+		r.cutFromAPI(k, k == 1)
 	}
+}
+
+// migrateAtCut is the operation cut k gives lm: a live migration when
+// the cut must meet one and lm can make it (the first such machine),
+// else the machine's next operation.
+func (r *labRig) migrateAtCut(lm *labMachine, m *pb.Machine, want *bool) *labOp {
+	if *want && canStart(lm, m, "Migrate") {
+		*want = false
+		return r.opOf(lm, m, "Migrate")
+	}
+	return r.nextOp(lm, m)
 }
 
 // cutFromAPI is one cut: every settled machine gets its next operation,
 // the apiserver is frozen at a seeded point, and the hosts' events judge
-// the leader; then the API comes back and the takeover is judged.
-func (r *labRig) cutFromAPI(k int) {
+// the leader; then the API comes back and the takeover is judged. With
+// migrate, one machine's operation is a live migration, and the freeze
+// comes while it runs (a migration has the most to unwind: docs/ha.md,
+// "Live migrations").
+func (r *labRig) cutFromAPI(k int, migrate bool) {
 	t := r.t
 	standby := other(r.leader, r.a, r.b)
 	if !waitReady(standby, r.leader, 30*time.Second) {
@@ -161,8 +181,9 @@ func (r *labRig) cutFromAPI(k int) {
 	w := r.watchEvents()
 	before := r.settled(k)
 	var ops []*labOp
+	wantMigration := migrate
 	for _, lm := range r.ms {
-		if op := r.nextOp(lm, before[lm.id]); op != nil {
+		if op := r.migrateAtCut(lm, before[lm.id], &wantMigration); op != nil {
 			if err := r.send(op); err != nil {
 				r.violate(k, "%s of %s (%s) refused by the settled leader: %v", op.kind, lm.id, op.from, err)
 				continue
@@ -170,9 +191,20 @@ func (r *labRig) cutFromAPI(k int) {
 			ops = append(ops, op)
 		}
 	}
+	if wantMigration {
+		t.Fatalf("cut %d must meet a live migration, but no machine can migrate: %v", k, before)
+	}
+	// A migration's first seconds are the hardest to stop (its phases on
+	// the destination start before an abort can reach them).
 	delay := r.draws.Between(300*time.Millisecond, 2*time.Second)
+	if migrate {
+		delay = r.draws.Between(300*time.Millisecond, 1200*time.Millisecond)
+	}
 	r.watchUntil(ops, time.Now().Add(delay), false)
 	r.markCut(ops)
+	if migrate && !slices.ContainsFunc(ops, func(op *labOp) bool { return op.kind == "Migrate" && op.cut }) {
+		t.Logf("cut %d: the migration ended before the freeze (%s in); the cut meets none", k, delay.Round(10*time.Millisecond))
+	}
 	leader := r.leader
 	api := r.k.apiserverPID(t)
 	// The lease can expire no sooner than its last renewal (read just
@@ -233,6 +265,7 @@ func (r *labRig) cutFromAPI(k int) {
 	}
 	t.Logf("cut %d: last renewal %s before the cut, so the lease expires at +%s", k,
 		cutAt.Sub(expiry.Add(-labTiming.lease)).Round(time.Millisecond), expiry.Sub(cutAt).Round(time.Millisecond))
+	w.logLast(t, k, cutAt, expiry, resumeAt)
 	for _, e := range w.mutations(expiry, resumeAt) {
 		r.violate(k, "%s mutated %s after the cut, past the lease's expiry (+%s, its last renewal + %s), the API frozen: %s",
 			e.host, e.at.Sub(cutAt).Round(time.Millisecond), expiry.Sub(cutAt).Round(time.Millisecond), labTiming.lease, e.line)
@@ -259,5 +292,33 @@ func (r *labRig) cutFromAPI(k int) {
 	r.checkHosts(k)
 	for _, op := range ops {
 		t.Logf("cut %d outcome: %s of %s (cut %v): %s", k, op.kind, op.m.id, op.cut, op.out)
+		// A migration the freeze met is aborted by the lease's guard,
+		// once the last renewal is older than lease − renew: long before
+		// the renew deadline's watchdog, which would leave libvirt's
+		// unwinding past the lease's expiry.
+		if op.kind == "Migrate" && op.cut && op.out == "stayed" && (op.answer == nil || !strings.Contains(op.answer.Error(), guardCause)) {
+			r.violate(k, "migration of %s met by the freeze and stayed, but not aborted by the lease's guard: %v", op.m.id, op.answer)
+		}
 	}
+}
+
+// guardCause is in the answer of a migration the lease's guard aborted
+// (server/leader.ErrRenewalLate).
+const guardCause = "the leader's last lease renewal is older than"
+
+// logLast logs the last mutating event of the cut, from the freeze until
+// the API came back, and how far it came before the lease's expiry.
+func (w *eventWatch) logLast(t *testing.T, k int, cutAt, expiry, resumeAt time.Time) {
+	ev := w.mutations(cutAt, resumeAt)
+	if len(ev) == 0 {
+		t.Logf("cut %d: no mutating event after the freeze", k)
+		return
+	}
+	e := slices.MaxFunc(ev, func(a, b hostEvent) int { return a.at.Compare(b.at) })
+	when := fmt.Sprintf("%s before", expiry.Sub(e.at).Round(time.Millisecond))
+	if e.at.After(expiry) {
+		when = fmt.Sprintf("%s after", e.at.Sub(expiry).Round(time.Millisecond))
+	}
+	t.Logf("cut %d: last mutating event at +%s, %s the lease's expiry: %s %s", k,
+		e.at.Sub(cutAt).Round(time.Millisecond), when, e.host, e.line)
 }

@@ -30,6 +30,7 @@ func (r *labRig) await(k int, op *labOp, killedAt time.Time) {
 	if op.kind == "Migrate" {
 		select {
 		case err := <-op.call:
+			op.answer = err
 			if err != nil && !op.cut {
 				r.t.Logf("kill %d: Migrate %s → %s answered %v", k, lm.id, op.to, err)
 			}

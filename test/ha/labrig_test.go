@@ -100,6 +100,7 @@ type labOp struct {
 	done   time.Time // when the test saw it end before the kill
 	cut    bool      // still running at the kill
 	call   chan error
+	answer error // Migrate's answer, once await read it
 	out    string
 }
 

@@ -148,8 +148,8 @@ func (m *migration) run() error {
 	if err := m.checkXML(destXML, "", slices.Collect(maps.Values(disks))...); err != nil {
 		return err
 	}
-	if err := m.ctx.Err(); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	if m.ctx.Err() != nil {
+		return fmt.Errorf("migrate: not started: %w", context.Cause(m.ctx))
 	}
 	if err := m.call(destXML); err != nil {
 		if err := m.afterError(err); err != nil {
@@ -216,8 +216,8 @@ func (m *migration) call(destXML string) error {
 	moved, err := m.sconn.Migrate3(m.dom, m.dconn, params, Flags(m.mv.Plain)|m.flags)
 	close(done)
 	if err != nil {
-		if cerr := m.ctx.Err(); cerr != nil {
-			err = fmt.Errorf("%w (aborted: %v)", err, cerr)
+		if m.ctx.Err() != nil {
+			err = fmt.Errorf("%w (aborted: %v)", err, context.Cause(m.ctx))
 		}
 		return fmt.Errorf("migrate %s from host %s to host %s: %w", m.name, m.src.Name, m.dst.Name, err)
 	}
