@@ -354,6 +354,16 @@ type LeaderTermer interface {
 	SetLeaderTerm(t LeaderTerm, onNewer func(found LeaderTerm))
 }
 
+// ChangeGater is implemented by backends that can hold back every call
+// that would change a host: from GateChanges on, such a call is refused
+// before it reaches the host, as a transient fault carrying may's error,
+// whenever may returns one (a leader whose lease renewal is late, so that
+// nothing it starts can still be running when the lease expires). An
+// abort of a running job is never held back.
+type ChangeGater interface {
+	GateChanges(may func() error)
+}
+
 // HostLinker is implemented by backends with hosts whose link state is
 // known without a call: each host's name, zone, URI, whether it is
 // connected (and the last error) and its down declaration, as Hosts

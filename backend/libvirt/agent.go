@@ -20,6 +20,7 @@ var (
 	_ backend.BootReporter    = (*Backend)(nil)
 	_ backend.ConfigureProber = (*Backend)(nil)
 	_ backend.LeaderTermer    = (*Backend)(nil)
+	_ backend.ChangeGater     = (*Backend)(nil)
 )
 
 // Configure runs the bootstrap through the guest agent and only then

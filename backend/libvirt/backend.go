@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/config"
@@ -64,6 +65,10 @@ type Backend struct {
 	// guests: the operations on a located guest and the runtime view of
 	// the boots (backend/libvirt/guest).
 	guests *guest.Guests
+
+	// mayChange is backend.ChangeGater's hold on the calls that change a
+	// host (hostconn.Config.MayChange), once set.
+	mayChange atomic.Pointer[func() error]
 }
 
 var (
@@ -109,7 +114,7 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 			CPUOvercommit: hc.CPUOvercommit, MemoryOvercommit: hc.MemoryOvercommit, Cordoned: hc.Cordoned}); err != nil {
 			return nil, err
 		}
-		h := newHost(hc, &b.cfg, dial, b.loc.plan, b.askReconcile)
+		h := newHost(hc, &b.cfg, dial, b.loc.plan, b.askReconcile, b.mayStartChange)
 		if _, ok := b.loc.zoned[hc.Zone]; !ok {
 			b.loc.zones = append(b.loc.zones, hc.Zone)
 		}
@@ -122,6 +127,17 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 		h.Start()
 	}
 	return b, nil
+}
+
+// GateChanges is backend.ChangeGater.
+func (b *Backend) GateChanges(may func() error) { b.mayChange.Store(&may) }
+
+// mayStartChange is every host's hostconn.Config.MayChange.
+func (b *Backend) mayStartChange() error {
+	if may := b.mayChange.Load(); may != nil {
+		return (*may)()
+	}
+	return nil
 }
 
 // ReconcileRequests is backend.ReconcileRequester: it receives when a

@@ -34,7 +34,7 @@ type host struct {
 	listing    sync.Mutex     // held by the host's listing (inventory.go)
 }
 
-func newHost(h Host, cfg *Config, dial virt.DialFunc, plan *placement.Planner, onLate func(call string)) *host {
+func newHost(h Host, cfg *Config, dial virt.DialFunc, plan *placement.Planner, onLate func(call string), mayChange func() error) *host {
 	bh := &host{zone: h.Zone, name: h.Name, named: h.Named, enforce: h.Enforce, labels: h.Labels, plan: plan}
 	hc := hostConfig(cfg)
 	hc.Zone, hc.Name, hc.Named, hc.URI, hc.Dial = h.Zone, h.Name, h.Named, h.URI, dial
@@ -46,6 +46,7 @@ func newHost(h Host, cfg *Config, dial virt.DialFunc, plan *placement.Planner, o
 	}
 	hc.OnSize = bh.toPlanner
 	hc.OnLateResult = onLate // an abandoned call's late success: reconcile soon
+	hc.MayChange = mayChange // backend.ChangeGater
 	bh.Host = hostconn.New(hc)
 	return bh
 }

@@ -145,7 +145,7 @@ type election struct {
 func newElection(ctx context.Context, d *daemon) (*election, error) {
 	e := &election{d: d, gate: server.NewGate(identity()), lost: make(chan error, 1), done: make(chan struct{})}
 	e.cfg = d.cfg.leaderConfig(d.log.With(slog.String("component", "leader")))
-	e.cfg.Moves = leader.NewMoves()
+	e.cfg.Quiet = leader.NewQuiet()
 	rc, err := leader.RESTConfig(d.cfg.Kubeconfig)
 	if err != nil {
 		return nil, err

@@ -76,3 +76,15 @@ func (e *election) stepDown(cause error) {
 	default: // already on its way out
 	}
 }
+
+// gateChanges holds back every call that would change a host while this
+// leader is quiet (its renewal late: server/leader.Quiet), on a backend
+// that can (backend.ChangeGater).
+func (d *daemon) gateChanges() {
+	if d.election == nil {
+		return
+	}
+	if g, ok := d.be.(backend.ChangeGater); ok {
+		g.GateChanges(d.election.cfg.Quiet.MayChange)
+	}
+}

@@ -49,6 +49,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
+	d.gateChanges()
 	if err := d.startEngine(ctx, seed); err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func (d *daemon) newEngine(ctx context.Context, seed []record.Machine, st record
 	cfg := d.cfg
 	var moves lifecycle.MoveGuard
 	if d.election != nil {
-		moves = d.election.cfg.Moves
+		moves = d.election.cfg.Quiet
 	}
 	eng, err := lifecycle.New(lifecycle.Config{
 		Provider: cfg.Provider, Seed: seed,

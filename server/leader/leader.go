@@ -49,9 +49,9 @@ type Config struct {
 	StepBound time.Duration
 	// StepFlag names StepBound's flag in Validate's errors.
 	StepFlag string
-	// Moves, when set, is told on every look whether the last renewal is
-	// younger than MoveAge (moves.go).
-	Moves  *Moves
+	// Quiet, when set, is told on every look whether this process leads
+	// with a renewal younger than MoveAge (quiet.go).
+	Quiet  *Quiet
 	Logger *slog.Logger
 }
 
@@ -74,7 +74,7 @@ func (c Config) Validate() error {
 			c.StepFlag, c.StepBound, margin, exitMargin, c.StepFlag)
 	}
 	if m := c.MoveAge(); c.Renew < c.Lease && m < 2*c.Retry {
-		bad("--leader-elect-lease − --leader-elect-renew = %s is shorter than 2 × --leader-elect-retry %s: live migrations are aborted once the last renewal is older than that margin, and one late renewal would abort them",
+		bad("--leader-elect-lease − --leader-elect-renew = %s is shorter than 2 × --leader-elect-retry %s: the leader goes quiet (no change to a host starts, live migrations are aborted) once the last renewal is older than that margin, and one late renewal would quiet it",
 			m, c.Retry)
 	}
 	if c.Name == "" {
@@ -154,7 +154,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, c Config, cb Callbacks) e
 // last success (measured: 4.9 s after an apiserver froze, with lease 4 s,
 // renew 3 s, retry 0.5 s, i.e. past the lease). This clock is the one the
 // margin is computed on: last renewal + renew + a tick. On the same clock
-// it tells c.Moves whether live migrations may hold the lease.
+// it tells c.Quiet whether this leader must be quiet.
 func watch(ctx context.Context, le *leaderelection.LeaderElector, c Config, stopped func()) {
 	t := time.NewTicker(watchTick(c))
 	defer t.Stop()
@@ -164,8 +164,8 @@ func watch(ctx context.Context, le *leaderelection.LeaderElector, c Config, stop
 			return
 		case <-t.C:
 		}
-		if c.Moves != nil {
-			c.Moves.observe(le.IsLeader() && le.Check(c.MoveAge()-c.Lease) == nil, c.MoveAge())
+		if c.Quiet != nil {
+			c.Quiet.observe(le.IsLeader(), le.Check(c.MoveAge()-c.Lease) == nil, c.MoveAge())
 		}
 		// Check errs when this process leads and its last observed
 		// renewal is older than Lease + (Renew - Lease) = Renew.

@@ -102,6 +102,9 @@ func bounded[T any](h *Host, cs *callSlots, on held, call string, extra time.Dur
 // (lateResult).
 func boundedIn[T any](h *Host, lane chan struct{}, on held, call string, bound time.Duration, fn func() (T, error)) (T, error) {
 	var zero T
+	if err := h.mayStart(call); err != nil {
+		return zero, err
+	}
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	busy := func(full string) (T, error) {

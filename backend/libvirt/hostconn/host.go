@@ -57,6 +57,11 @@ type Config struct {
 	// the caller was told it failed, so the owner should reconcile soon.
 	// It must not block or call back into the host.
 	OnLateResult func(call string)
+	// MayChange, if set, is asked before every call that changes the host
+	// (late.go's list) but an abort: an error refuses the call, before
+	// anything reaches libvirt, as a transient fault carrying it (a
+	// leader whose lease renewal is late: docs/ha.md, "Quiet").
+	MayChange func() error
 }
 
 // Host is one libvirt host: its connection, kept alive and re-dialled in the

@@ -1,9 +1,11 @@
 package hostconn
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
+	"github.com/bigfleet/libvirt-provider/backend"
 	"github.com/bigfleet/libvirt-provider/backend/libvirt/virt"
 )
 
@@ -21,6 +23,31 @@ var changesHost = map[string]bool{
 	"DomainDefineXML": true, "DomainCreateXML": true, "Create": true, "Destroy": true,
 	"Undefine": true, "SetMetadata": true, "Migrate3": true, "AbortJob": true, "Resume": true,
 	"StorageVolCreateXML": true, "volume": true, // volume upload, volume Delete
+}
+
+// heldBack is a call that changes the host, refused by Config.MayChange
+// before it reached libvirt: transient, the engine runs it again later.
+type heldBack struct {
+	where, call string
+	why         error
+}
+
+func (e heldBack) Error() string {
+	return fmt.Sprintf("%s: %s not started: %v", e.where, e.call, e.why)
+}
+
+func (e heldBack) Unwrap() []error { return []error{e.why, backend.ErrTransient} }
+
+// mayStart refuses a call that changes the host while Config.MayChange
+// says no. An abort is never held back: it is how a change is stopped.
+func (h *Host) mayStart(call string) error {
+	if h.cfg.MayChange == nil || !changes(call) || strings.HasPrefix(call, "AbortJob") {
+		return nil
+	}
+	if err := h.cfg.MayChange(); err != nil {
+		return heldBack{h.Where(), call, err}
+	}
+	return nil
 }
 
 // changes reports whether call changes the host when it succeeds.

@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-func TestMovesRefuseUntilFresh(t *testing.T) {
-	m := NewMoves()
+func TestQuietHoldRefusedUntilFresh(t *testing.T) {
+	m := NewQuiet()
 	if _, _, err := m.Hold(t.Context()); !errors.As(err, new(ErrRenewalLate)) {
 		t.Fatalf("hold before any look: %v; want ErrRenewalLate", err)
 	}
-	m.observe(true, time.Second)
+	m.observe(true, true, time.Second)
 	ctx, release, err := m.Hold(t.Context())
 	if err != nil {
 		t.Fatalf("hold with a fresh renewal: %v", err)
@@ -27,18 +27,18 @@ func TestMovesRefuseUntilFresh(t *testing.T) {
 	}
 }
 
-func TestMovesAbortedWhenRenewalLate(t *testing.T) {
-	m := NewMoves()
-	m.observe(true, time.Second)
+func TestQuietAbortsHeldMigrations(t *testing.T) {
+	m := NewQuiet()
+	m.observe(true, true, time.Second)
 	a, releaseA, _ := m.Hold(t.Context())
 	b, releaseB, _ := m.Hold(t.Context())
 	defer releaseA()
 	defer releaseB()
-	m.observe(true, time.Second) // still fresh: nothing ends
+	m.observe(true, true, time.Second) // still fresh: nothing ends
 	if a.Err() != nil || b.Err() != nil {
 		t.Fatal("a fresh look ended a hold")
 	}
-	m.observe(false, time.Second)
+	m.observe(true, false, time.Second)
 	for _, ctx := range []context.Context{a, b} {
 		var late ErrRenewalLate
 		if ctx.Err() == nil || !errors.As(context.Cause(ctx), &late) || late.Age != time.Second {
@@ -51,10 +51,37 @@ func TestMovesAbortedWhenRenewalLate(t *testing.T) {
 	if _, _, err := m.Hold(t.Context()); err == nil || !strings.Contains(err.Error(), "older than 1s") {
 		t.Fatalf("hold while late: %v; want refused naming the age", err)
 	}
-	m.observe(true, time.Second) // renewed again: migrations may start
+	m.observe(true, true, time.Second) // renewed again: migrations may start
 	if _, release, err := m.Hold(t.Context()); err != nil {
 		t.Fatalf("hold after a renewal: %v", err)
 	} else {
 		release()
+	}
+}
+
+// A standby (never led) changes hosts freely (its connection probe);
+// once it leads, a late renewal holds every change back until the next
+// renewal, and losing the lease keeps it held back.
+func TestQuietHoldsChangesOnceLed(t *testing.T) {
+	q := NewQuiet()
+	q.observe(false, false, time.Second)
+	if err := q.MayChange(); err != nil {
+		t.Fatalf("standby: %v; want changes allowed", err)
+	}
+	q.observe(true, true, time.Second)
+	if err := q.MayChange(); err != nil {
+		t.Fatalf("leading, fresh: %v", err)
+	}
+	q.observe(true, false, time.Second)
+	if err := q.MayChange(); !errors.As(err, new(ErrRenewalLate)) {
+		t.Fatalf("leading, late: %v; want ErrRenewalLate", err)
+	}
+	q.observe(true, true, time.Second)
+	if err := q.MayChange(); err != nil {
+		t.Fatalf("renewed: %v", err)
+	}
+	q.observe(false, false, time.Second) // the lease lost
+	if err := q.MayChange(); err == nil {
+		t.Fatal("after losing the lease: changes allowed")
 	}
 }
