@@ -37,7 +37,7 @@ test-ha-real: build kube-apiserver env-up
 	source $(ENV_FILE) && flock /tmp/bf-real-libvirt.lock $(GOTEST) -count=1 -tags ha -timeout 15m -run '^(TestRealLibvirtFailover|TestRealLibvirtTerm|TestRealLibvirtFailoverMidConfigure)$$' ./test/ha/
 
 # Issue 41 on the lab's hosts (test/ha/lab_test.go, docs/ha.md): the two
-# providers with a short lease (4s/3s/0.5s, --libvirt-call-timeout=500ms)
+# providers with a short lease (5s/4s/0.5s, --libvirt-call-timeout=500ms)
 # serve a zone of two lab hosts (lab1 libvirt 9.0, lab3 11.3, qemu+tls).
 # TestLabFailover: HA_LAB_KILLS SIGKILLs of the leader (20 by default) at
 # seeded random points of Create, Configure, Drain, Delete and Migrate
