@@ -106,6 +106,13 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 	b.mover = &migrate.Mover{Provider: cfg.Provider, Store: b.store, Plain: cfg.MigratePlain, Log: b.log,
 		Policy: func(hostType string) domxml.Policy { return b.builder.policyFor(hostType, "", "", backend.Shape{}) }}
 	hostconn.StartEventLoop(b.log)
+	// Every host's hostconn.Config.MayChange: the gate, once set.
+	mayStart := func() error {
+		if may := b.mayChange.Load(); may != nil {
+			return (*may)()
+		}
+		return nil
+	}
 	for _, hc := range cfg.Hosts {
 		if hc.Name == "" {
 			hc.Name = hc.Zone
@@ -114,7 +121,7 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 			CPUOvercommit: hc.CPUOvercommit, MemoryOvercommit: hc.MemoryOvercommit, Cordoned: hc.Cordoned}); err != nil {
 			return nil, err
 		}
-		h := newHost(hc, &b.cfg, dial, b.loc.plan, b.askReconcile, b.mayStartChange)
+		h := newHost(hc, &b.cfg, dial, b.loc.plan, b.askReconcile, mayStart)
 		if _, ok := b.loc.zoned[hc.Zone]; !ok {
 			b.loc.zones = append(b.loc.zones, hc.Zone)
 		}
@@ -131,14 +138,6 @@ func newBackend(cfg Config, dial virt.DialFunc) (*Backend, error) {
 
 // GateChanges is backend.ChangeGater.
 func (b *Backend) GateChanges(may func() error) { b.mayChange.Store(&may) }
-
-// mayStartChange is every host's hostconn.Config.MayChange.
-func (b *Backend) mayStartChange() error {
-	if may := b.mayChange.Load(); may != nil {
-		return (*may)()
-	}
-	return nil
-}
 
 // ReconcileRequests is backend.ReconcileRequester: it receives when a
 // call abandoned at its bound that changes a host succeeded after all
