@@ -26,7 +26,9 @@ type MigrateResult struct {
 // marks stay as they are, and BigFleet sees only HostRef.ref change.
 // While it runs the machine is held (see moveHolds). A failure never
 // makes the machine FAILED: the VM keeps running on its source, and the
-// cause goes to last_error, the history and a WARN line.
+// cause goes to last_error, the history and a WARN line. Under a
+// MoveGuard (a leader's lease) it starts only while the guard holds, and
+// is aborted when the guard lets go.
 func (e *Engine) Migrate(ctx context.Context, id, toHost string) (MigrateResult, error) {
 	if err := record.ValidateID("id", id); err != nil {
 		return MigrateResult{}, err
