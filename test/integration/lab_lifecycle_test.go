@@ -50,6 +50,14 @@ func labLifecycleOn(t *testing.T, e labEnv, p *labProvider, h labHost) {
 	if hv == nil || !hv.GetConnected() {
 		t.Fatalf("host %s not connected: %v", h.Name, hv)
 	}
+	// A host's view is bounded (5 s): a host just connected over a slow
+	// transport can answer with its versions unread (last_error says why);
+	// they come with a later look.
+	for deadline := time.Now().Add(30 * time.Second); hv.GetLibvirtVersion() == "" && time.Now().Before(deadline); {
+		t.Logf("host %s: versions not read yet (%s); looking again", h.Name, hv.GetLastError())
+		time.Sleep(time.Second)
+		hv = p.host(t, h.Name)
+	}
 	if !strings.HasPrefix(hv.GetLibvirtVersion(), facts.libvirt+".") {
 		t.Fatalf("host %s runs libvirt %q, want %s", h.Name, hv.GetLibvirtVersion(), facts.libvirt)
 	}
