@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,10 @@ import (
 // no host, but its connection probe may start a transient guest); no
 // migration may hold it.
 type Quiet struct {
+	// quiet is the renewal age past which this process, having led, is
+	// quiet now, and 0 while it is not: MayChange is asked before every
+	// libvirt call, so it reads this alone, without the lock.
+	quiet atomic.Int64
 	mu    sync.Mutex
 	led   bool // this process has led: from now on a stale look is quiet
 	fresh bool // it leads, and its last renewal is younger than age
@@ -45,12 +50,10 @@ func (e ErrRenewalLate) Error() string {
 // MayChange says whether a call that changes a host may start now: an
 // error once this process has led and its renewal is late.
 func (q *Quiet) MayChange() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.led || q.fresh {
-		return nil
+	if age := q.quiet.Load(); age != 0 {
+		return ErrRenewalLate{time.Duration(age)}
 	}
-	return ErrRenewalLate{q.age}
+	return nil
 }
 
 // Hold returns a context for one live migration, ended (with
@@ -90,6 +93,11 @@ func (q *Quiet) observe(leading, fresh bool, age time.Duration) {
 	defer q.mu.Unlock()
 	q.led = q.led || leading
 	q.fresh, q.age = leading && fresh, age
+	if q.fresh || !q.led {
+		q.quiet.Store(0)
+	} else {
+		q.quiet.Store(int64(max(age, 1))) // never 0: that means not quiet
+	}
 	if q.fresh {
 		return
 	}

@@ -39,7 +39,7 @@ type Config struct {
 	// bound the backend aborts it and the VM stays on its source.
 	MigrateTimeout time.Duration
 	// MoveGuard, when set, holds the leader's lease for each live
-	// migration (server/leader.Moves under --leader-elect): a migration
+	// migration (server/leader.Quiet under --leader-elect): a migration
 	// it refuses is Unavailable, and one it ends is aborted.
 	MoveGuard MoveGuard
 	// ReconcileInterval: 0 disables the periodic reconcile (the one at

@@ -40,14 +40,17 @@ func (e heldBack) Unwrap() []error { return []error{e.why, backend.ErrTransient}
 
 // mayStart refuses a call that changes the host while Config.MayChange
 // says no. An abort is never held back: it is how a change is stopped.
+// It runs before every call: the gate is asked first (an atomic load when
+// it says yes), and the call's name is parsed only when it says no.
 func (h *Host) mayStart(call string) error {
-	if h.cfg.MayChange == nil || !changes(call) || strings.HasPrefix(call, "AbortJob") {
+	if h.cfg.MayChange == nil {
 		return nil
 	}
-	if err := h.cfg.MayChange(); err != nil {
-		return heldBack{h.Where(), call, err}
+	err := h.cfg.MayChange()
+	if err == nil || !changes(call) || strings.HasPrefix(call, "AbortJob") {
+		return nil
 	}
-	return nil
+	return heldBack{h.Where(), call, err}
 }
 
 // changes reports whether call changes the host when it succeeds.
